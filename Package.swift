@@ -1,0 +1,125 @@
+// swift-tools-version: 6.1
+import PackageDescription
+
+let package = Package(
+    name: "parley",
+    platforms: [.macOS(.v14), .iOS(.v17)],
+    products: [
+        .library(name: "Parley", targets: ["Parley"]),
+        .executable(name: "parley-server", targets: ["ParleyServerApp"]),
+        .executable(name: "parley", targets: ["ParleyCLI"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird-websocket.git", from: "2.8.1"),
+        .package(url: "https://github.com/hummingbird-project/swift-websocket.git", from: "1.6.2"),
+        .package(url: "https://github.com/hummingbird-project/swift-openapi-hummingbird.git", from: "2.1.0"),
+        .package(url: "https://github.com/apple/swift-openapi-generator.git", from: "1.14.3"),
+        .package(url: "https://github.com/apple/swift-openapi-runtime.git", from: "1.13.4"),
+        .package(url: "https://github.com/apple/swift-openapi-urlsession.git", from: "1.4.0"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-crypto.git", "3.12.3"..<"5.0.0"),
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+        .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
+        .package(url: "https://github.com/jpsim/Yams.git", "5.0.1"..<"7.0.0"),
+    ],
+    targets: [
+        // Wire types shared by the server and the SDK: REST bodies, WebSocket frames, events, error codes.
+        .target(name: "ParleyProtocol"),
+        // REST operations generated from Sources/ParleyAPI/openapi.yaml (the source of truth for the REST API).
+        .target(
+            name: "ParleyAPI",
+            dependencies: [
+                "ParleyProtocol",
+                .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
+            ],
+            plugins: [.plugin(name: "OpenAPIGenerator", package: "swift-openapi-generator")]
+        ),
+        // Storage protocol and records.
+        .target(name: "ParleyStore", dependencies: ["ParleyProtocol"]),
+        // SQLite storage (GRDB).
+        .target(
+            name: "ParleyStoreSQLite",
+            dependencies: ["ParleyStore", .product(name: "GRDB", package: "GRDB.swift")]
+        ),
+        // The server library: buildApplication(_:), REST, WebSocket gateway, fan-out hub, auth.
+        .target(
+            name: "ParleyServer",
+            dependencies: [
+                "ParleyProtocol", "ParleyAPI", "ParleyStore", "ParleyStoreSQLite",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
+                .product(name: "OpenAPIHummingbird", package: "swift-openapi-hummingbird"),
+                .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "NIOWebSocket", package: "swift-nio"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+            ]
+        ),
+        .executableTarget(
+            name: "ParleyServerApp",
+            dependencies: [
+                "ParleyServer",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+        // The client SDK.
+        .target(
+            name: "Parley",
+            dependencies: [
+                "ParleyProtocol", "ParleyAPI",
+                .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
+                .product(name: "OpenAPIURLSession", package: "swift-openapi-urlsession"),
+                .product(name: "WSClient", package: "swift-websocket"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "NIOWebSocket", package: "swift-nio"),
+            ]
+        ),
+        .executableTarget(
+            name: "ParleyCLI",
+            dependencies: [
+                "Parley",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            ]
+        ),
+        // Helpers for tests: a live server on port 0 in a temporary directory, a fault-injecting TCP proxy.
+        .target(
+            name: "ParleyTesting",
+            dependencies: [
+                "ParleyServer", "ParleyStore", "ParleyStoreSQLite",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .testTarget(name: "ParleyProtocolTests", dependencies: ["ParleyProtocol"]),
+        .testTarget(
+            name: "ParleyStoreTests",
+            dependencies: ["ParleyStore", "ParleyStoreSQLite", "ParleyTesting"]
+        ),
+        .testTarget(
+            name: "ParleyServerTests",
+            dependencies: [
+                "ParleyServer", "ParleyTesting", "ParleyProtocol",
+                .product(name: "Yams", package: "Yams"),
+                .product(name: "WSClient", package: "swift-websocket"),
+            ],
+            resources: []
+        ),
+        .testTarget(name: "ParleyTests", dependencies: ["Parley", "ParleyTesting"]),
+        .testTarget(
+            name: "IntegrationTests",
+            dependencies: ["Parley", "ParleyTesting", "ParleyServer"]
+        ),
+    ]
+)

@@ -1,0 +1,94 @@
+import Foundation
+
+/// How a ``ParleyClient`` talks to its server and manages its socket, built with ``AppSettings/Builder``.
+///
+/// ```swift
+/// let settings = AppSettings.Builder()
+///     .serverURL(URL(string: "http://127.0.0.1:8080")!)
+///     .setRegion(region: "eu")
+///     .autoEstablishSocketConnection(true)
+///     .build()
+/// ```
+public struct AppSettings: Sendable {
+    /// The Parley server (`http` or `https`); the WebSocket uses the same host (`ws`/`wss`).
+    public var serverURL: URL
+    /// A label for the deployment the app talks to (the reference SDKs' region). Informational.
+    public var region: String?
+    /// Auto mode (true, the default): the SDK connects in the foreground and disconnects in the background.
+    /// Manual mode (false): the app calls `connect()`, `disconnect()` and `ping()`.
+    public var autoEstablishSocketConnection: Bool
+    /// Receive presence for every user of the app, not only for users who share a conversation.
+    public var subscribePresenceForAllUsers: Bool
+    /// Folder of the saved session (the logged-in user and token).
+    public var storageDirectory: URL
+    /// The queue on which listeners are called. Defaults to the main queue on Apple platforms and to a private
+    /// serial queue elsewhere.
+    public var callbackQueue: DispatchQueue
+    /// Timing of the connection: heartbeat, timeouts, backoff.
+    public var connectionTuning: ConnectionTuning
+
+    /// CometChat-style spelling of ``Builder``.
+    public typealias AppSettingsBuilder = Builder
+
+    /// Builds ``AppSettings``; every method returns an updated builder.
+    public struct Builder: Sendable {
+        private var settings = AppSettings(
+            serverURL: URL(string: "http://127.0.0.1:8080")!, region: nil, autoEstablishSocketConnection: true,
+            subscribePresenceForAllUsers: false, storageDirectory: AppSettings.defaultStorageDirectory,
+            callbackQueue: AppSettings.defaultCallbackQueue, connectionTuning: ConnectionTuning()
+        )
+
+        public init() {}
+
+        public func serverURL(_ url: URL) -> Builder { with { $0.serverURL = url } }
+        public func setRegion(region: String) -> Builder { with { $0.region = region } }
+        public func autoEstablishSocketConnection(_ enabled: Bool) -> Builder {
+            with { $0.autoEstablishSocketConnection = enabled }
+        }
+        public func subscribePresenceForAllUsers() -> Builder { with { $0.subscribePresenceForAllUsers = true } }
+        public func storageDirectory(_ url: URL) -> Builder { with { $0.storageDirectory = url } }
+        public func callbackQueue(_ queue: DispatchQueue) -> Builder { with { $0.callbackQueue = queue } }
+        public func connectionTuning(_ tuning: ConnectionTuning) -> Builder { with { $0.connectionTuning = tuning } }
+        public func build() -> AppSettings { settings }
+
+        private func with(_ change: (inout AppSettings) -> Void) -> Builder {
+            var copy = self
+            change(&copy.settings)
+            return copy
+        }
+    }
+
+    static var defaultStorageDirectory: URL {
+        let base =
+            FileManager.default.urls(for: .applicationSupportDirectory, in: .userDomainMask).first
+            ?? FileManager.default.temporaryDirectory
+        return base.appendingPathComponent("Parley", isDirectory: true)
+    }
+
+    static var defaultCallbackQueue: DispatchQueue {
+        #if canImport(Darwin)
+        return .main
+        #else
+        return DispatchQueue(label: "parley.callbacks")
+        #endif
+    }
+}
+
+/// Timing of the real-time connection. The defaults suit mobile apps; tests shorten them.
+public struct ConnectionTuning: Sendable, Hashable {
+    /// Time between heartbeat pings while no frame arrives.
+    public var heartbeatInterval: Duration = .seconds(25)
+    /// How long to wait for the server to answer a ping before the connection counts as lost.
+    public var pongTimeout: Duration = .seconds(10)
+    /// How long a connection attempt may take.
+    public var connectTimeout: Duration = .seconds(15)
+    /// Manual mode: how long the socket stays up in the background without `ping()`.
+    public var backgroundGrace: Duration = .seconds(30)
+    /// First reconnection delay ceiling; each failed attempt doubles it up to ``maximumBackoff``.
+    public var initialBackoff: Duration = .milliseconds(500)
+    public var maximumBackoff: Duration = .seconds(30)
+    /// How long a WebSocket request (a send) waits for the server's answer before falling back to HTTP.
+    public var requestTimeout: Duration = .seconds(10)
+
+    public init() {}
+}

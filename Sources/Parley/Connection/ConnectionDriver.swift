@@ -1,0 +1,259 @@
+import Foundation
+import Logging
+
+/// Time as the connection rules see it: a duration since the client started, from an injected clock.
+struct DriverClock: Sendable {
+    let now: @Sendable () -> Duration
+    let sleep: @Sendable (Duration) async throws -> Void
+
+    init<C: Clock>(_ clock: C) where C.Duration == Duration {
+        let start = clock.now
+        now = { start.duration(to: clock.now) }
+        sleep = { duration in try await clock.sleep(for: duration) }
+    }
+}
+
+/// Where the driver finds the socket's URL and token: the logged-in session.
+struct SocketEndpoint: Sendable {
+    var url: String
+    var authToken: String
+}
+
+/// Runs the ``ConnectionStateMachine``: feeds it inputs, performs its actions (open and close transports, send
+/// pings, report status), and sleeps until its next deadline on the injected clock.
+actor ConnectionDriver {
+    private var machine: ConnectionStateMachine
+    private let clock: DriverClock
+    private let transport: any WebSocketTransport
+    private let endpoint: @Sendable () -> SocketEndpoint?
+    private let onStatus: @Sendable (ConnectionStatus) -> Void
+    private let onFrame: @Sendable (ServerFrame) -> Void
+    private let logger: Logger
+
+    private var connection: (generation: Int, transport: any TransportConnection)?
+    private var timer: (deadline: Duration, task: Task<Void, Never>)?
+    private var connectWaiters: [CheckedContinuation<Void, any Error>] = []
+    private var pingWaiters: [CheckedContinuation<Void, any Error>] = []
+
+    init(
+        configuration: ConnectionStateMachine.Configuration, seed: UInt64, clock: DriverClock,
+        transport: any WebSocketTransport, endpoint: @escaping @Sendable () -> SocketEndpoint?,
+        logger: Logger, onStatus: @escaping @Sendable (ConnectionStatus) -> Void,
+        onFrame: @escaping @Sendable (ServerFrame) -> Void
+    ) {
+        self.machine = ConnectionStateMachine(configuration: configuration, seed: seed)
+        self.clock = clock
+        self.transport = transport
+        self.endpoint = endpoint
+        self.logger = logger
+        self.onStatus = onStatus
+        self.onFrame = onFrame
+    }
+
+    var status: ConnectionStatus { machine.status }
+
+    // MARK: Inputs
+
+    func loggedIn() { perform(machine.loggedIn(now: clock.now())) }
+
+    func loggedOut() { perform(machine.loggedOut(now: clock.now())) }
+
+    /// Connects, returning once connected; throws the error of the first failed attempt.
+    func connect() async throws {
+        switch machine.connectRequested(now: clock.now()) {
+        case .failure(let error):
+            throw error
+        case .success(let actions):
+            if machine.isConnected { return }
+            try await withCheckedThrowingContinuation { continuation in
+                connectWaiters.append(continuation)
+                perform(actions)
+            }
+        }
+    }
+
+    func disconnect() { perform(machine.disconnectRequested(now: clock.now())) }
+
+    /// Pings the server; returns when it answers.
+    func ping() async throws {
+        switch machine.pingRequested(now: clock.now()) {
+        case .failure(let error):
+            throw error
+        case .success(let actions):
+            try await withCheckedThrowingContinuation { continuation in
+                pingWaiters.append(continuation)
+                perform(actions)
+            }
+        }
+    }
+
+    func appEnteredBackground() { perform(machine.appEnteredBackground(now: clock.now())) }
+
+    func appEnteredForeground() { perform(machine.appEnteredForeground(now: clock.now())) }
+
+    func networkChanged(available: Bool) { perform(machine.networkChanged(available: available, now: clock.now())) }
+
+    /// Sends a frame on the open connection; false when there is none.
+    func send(_ frame: ClientFrame) -> Bool {
+        guard machine.isConnected, let connection, let text = try? Self.encode(frame) else { return false }
+        connection.transport.send(text)
+        return true
+    }
+
+    // MARK: Transport events
+
+    private func received(_ event: TransportEvent, generation: Int) {
+        guard connection?.generation == generation else { return }
+        let now = clock.now()
+        switch event {
+        case .text(let text):
+            let frame: ServerFrame
+            do {
+                frame = try JSONDecoder().decode(ServerFrame.self, from: Data(text.utf8))
+            } catch {
+                logger.warning("Ignoring a frame this SDK cannot read", metadata: ["error": "\(error)"])
+                perform(machine.frameReceived(generation: generation, now: now))
+                return
+            }
+            switch frame {
+            case .hello:
+                onFrame(frame)
+                perform(machine.transportOpened(generation: generation, now: now))
+            case .pong:
+                perform(machine.frameReceived(generation: generation, now: now))
+                resumePingWaiters(with: .success(()))
+            case .event, .ack, .error:
+                perform(machine.frameReceived(generation: generation, now: now))
+                onFrame(frame)
+            }
+        case .closed(let code, let reason):
+            connection = nil
+            let error: ParleyError
+            if let reason, !reason.isEmpty {
+                error = ParleyError(ErrorCode(reason), "The server closed the connection: \(reason).", status: code.map(Int.init))
+            } else {
+                error = ParleyError(.webSocketError, "The connection closed.", status: code.map(Int.init))
+            }
+            perform(machine.transportEnded(generation: generation, closeCode: code, error: error, now: now))
+        case .failed(let error):
+            connection = nil
+            perform(machine.transportEnded(generation: generation, closeCode: nil, error: error, now: now))
+        }
+    }
+
+    private func tick() {
+        timer = nil
+        perform(machine.tick(now: clock.now()))
+    }
+
+    // MARK: Actions
+
+    private func perform(_ actions: [ConnectionStateMachine.Action]) {
+        for action in actions {
+            switch action {
+            case .openTransport(let generation):
+                open(generation: generation)
+            case .closeTransport(let generation, let code):
+                if let connection, connection.generation == generation {
+                    connection.transport.close(code: code)
+                    self.connection = nil
+                }
+            case .sendPing(let generation, let id):
+                if let connection, connection.generation == generation, let text = try? Self.encode(.ping(PingFrame(id: String(id)))) {
+                    connection.transport.send(text)
+                }
+            case .report(let status):
+                logger.debug("Connection status: \(status)")
+                settleWaiters(for: status)
+                onStatus(status)
+            }
+        }
+        scheduleTimer()
+    }
+
+    private func open(generation: Int) {
+        guard let endpoint = endpoint() else {
+            perform(
+                machine.transportEnded(
+                    generation: generation, closeCode: nil, error: ParleyError(.notLoggedIn, "No session to connect with."),
+                    now: clock.now()
+                )
+            )
+            return
+        }
+        let opened = transport.open(url: endpoint.url, authToken: endpoint.authToken)
+        connection = (generation, opened)
+        Task { [weak self] in
+            for await event in opened.events {
+                guard let self else { return }
+                await self.received(event, generation: generation)
+            }
+        }
+    }
+
+    private func scheduleTimer() {
+        let deadline = machine.nextDeadline
+        guard deadline != timer?.deadline else { return }
+        timer?.task.cancel()
+        timer = nil
+        guard let deadline else { return }
+        let delay = max(.zero, deadline - clock.now())
+        let clock = self.clock
+        let task = Task { [weak self] in
+            do {
+                try await clock.sleep(delay)
+            } catch {
+                return  // cancelled: a newer deadline replaced this one
+            }
+            await self?.tick()
+        }
+        timer = (deadline, task)
+    }
+
+    private func settleWaiters(for status: ConnectionStatus) {
+        switch status {
+        case .connected:
+            resumeConnectWaiters(with: .success(()))
+        case .connecting:
+            break
+        case .reconnecting(_, _, let error), .failed(let error):
+            resumeConnectWaiters(with: .failure(error))
+            resumePingWaiters(with: .failure(error))
+        case .disconnected:
+            let error = ParleyError(.notConnected, "The socket was disconnected.")
+            resumeConnectWaiters(with: .failure(error))
+            resumePingWaiters(with: .failure(error))
+        case .waitingForNetwork:
+            let error = ParleyError(.noInternet, "The device is offline.")
+            resumeConnectWaiters(with: .failure(error))
+            resumePingWaiters(with: .failure(error))
+        }
+    }
+
+    private func resumeConnectWaiters(with result: Result<Void, any Error>) {
+        let waiters = connectWaiters
+        connectWaiters = []
+        for waiter in waiters { waiter.resume(with: result) }
+    }
+
+    private func resumePingWaiters(with result: Result<Void, any Error>) {
+        let waiters = pingWaiters
+        pingWaiters = []
+        for waiter in waiters { waiter.resume(with: result) }
+    }
+
+    private static func encode(_ frame: ClientFrame) throws -> String {
+        String(decoding: try WireCoding.encode(frame), as: UTF8.self)
+    }
+
+    /// Stops timers and closes the connection (the client is going away).
+    func shutdown() {
+        timer?.task.cancel()
+        timer = nil
+        connection?.transport.close(code: WebSocketCloseCode.normal)
+        connection = nil
+        let error = ParleyError(.notConnected, "The client shut down.")
+        resumeConnectWaiters(with: .failure(error))
+        resumePingWaiters(with: .failure(error))
+    }
+}

@@ -1,0 +1,116 @@
+import Foundation
+import HTTPTypes
+import Logging
+import NIOConcurrencyHelpers
+import NIOWebSocket
+import WSClient
+
+/// What happens on a transport connection.
+enum TransportEvent: Sendable {
+    /// A text frame from the server.
+    case text(String)
+    /// The connection closed; `code` and `reason` are the server's close frame, if it sent one.
+    case closed(code: UInt16?, reason: String?)
+    /// The connection could not be opened, or broke.
+    case failed(ParleyError)
+}
+
+/// One WebSocket connection: frames out, events in.
+protocol TransportConnection: Sendable {
+    /// Everything that happens on the connection, ending with `.closed` or `.failed`.
+    var events: AsyncStream<TransportEvent> { get }
+    /// Queues a text frame.
+    func send(_ text: String)
+    /// Starts the close handshake; a connection that cannot complete it is abandoned shortly after.
+    func close(code: UInt16)
+}
+
+/// Opens WebSocket connections. The SDK uses ``WSClientTransport``; tests may substitute their own.
+protocol WebSocketTransport: Sendable {
+    func open(url: String, authToken: String) -> any TransportConnection
+}
+
+/// The SDK's WebSocket on every platform: swift-websocket's `WebSocketClient` over SwiftNIO.
+struct WSClientTransport: WebSocketTransport {
+    /// Largest frame accepted from the server.
+    var maxFrameSize = 8 * 1024 * 1024
+    var logger: Logger
+
+    func open(url: String, authToken: String) -> any TransportConnection {
+        WSClientConnection(url: url, authToken: authToken, maxFrameSize: maxFrameSize, logger: logger)
+    }
+}
+
+/// A connection run by `WebSocketClient` in its own task.
+final class WSClientConnection: TransportConnection {
+    private enum Outbound: Sendable {
+        case text(String)
+        case close(UInt16)
+    }
+
+    let events: AsyncStream<TransportEvent>
+    private let eventSink: AsyncStream<TransportEvent>.Continuation
+    private let outboundSink: AsyncStream<Outbound>.Continuation
+    private let task = NIOLockedValueBox<Task<Void, Never>?>(nil)
+
+    init(url: String, authToken: String, maxFrameSize: Int, logger: Logger) {
+        (events, eventSink) = AsyncStream.makeStream(of: TransportEvent.self)
+        let (outbound, outboundSink) = AsyncStream.makeStream(of: Outbound.self)
+        self.outboundSink = outboundSink
+        let eventSink = self.eventSink
+        var headers = HTTPFields()
+        headers[.authorization] = "Bearer \(authToken)"
+        let configuration = WebSocketClientConfiguration(
+            maxFrameSize: maxFrameSize, additionalHeaders: headers, closeTimeout: .seconds(2)
+        )
+        let runner = Task {
+            do {
+                let closeFrame = try await WebSocketClient.connect(
+                    url: url, configuration: configuration, logger: logger
+                ) { inbound, writer, _ in
+                    try await withThrowingTaskGroup(of: Void.self) { group in
+                        group.addTask {
+                            for await item in outbound {
+                                switch item {
+                                case .text(let text):
+                                    try await writer.write(.text(text))
+                                case .close(let code):
+                                    try await writer.close(.init(codeNumber: Int(code)), reason: nil)
+                                    return
+                                }
+                            }
+                        }
+                        for try await message in inbound.messages(maxSize: maxFrameSize) {
+                            if case .text(let text) = message { eventSink.yield(.text(text)) }
+                        }
+                        group.cancelAll()
+                    }
+                }
+                eventSink.yield(
+                    .closed(code: closeFrame.map { UInt16(webSocketErrorCode: $0.closeCode) }, reason: closeFrame?.reason)
+                )
+            } catch {
+                eventSink.yield(
+                    .failed(ParleyError(.webSocketError, "The WebSocket failed.", underlying: "\(error)"))
+                )
+            }
+            eventSink.finish()
+            outboundSink.finish()
+        }
+        task.withLockedValue { $0 = runner }
+    }
+
+    func send(_ text: String) {
+        outboundSink.yield(.text(text))
+    }
+
+    func close(code: UInt16) {
+        outboundSink.yield(.close(code))
+        guard let runner = task.withLockedValue({ $0 }) else { return }
+        // A stalled connection never completes the handshake: give it a moment, then abandon it.
+        Task {
+            try? await Task.sleep(for: .seconds(3))
+            runner.cancel()
+        }
+    }
+}

@@ -1,0 +1,257 @@
+import Foundation
+import Logging
+import NIOConcurrencyHelpers
+import ParleyAPI
+
+/// The Parley SDK: one client per app, safe to use from any thread or task.
+///
+/// ```swift
+/// let client = try await ParleyClient.initialize(appId: "1a2b3c4d5e6f7a8b", settings: settings)
+/// let me = try await client.login(uid: "alice", authKey: authKey)   // saves the user, opens the socket
+/// client.addEventListener("chat", ChatListener())
+/// try await client.sendTextMessage("Hi Bob", to: .user("bob"))
+/// ```
+///
+/// A client created later over the same `storageDirectory` restores the logged-in user and reconnects without a
+/// new login.
+public final class ParleyClient: Sendable {
+    /// The App ID the client was initialized with.
+    public let appId: String
+    public let settings: AppSettings
+
+    let rest: RESTClient
+    let sessionStore: SessionStore
+    let state: NIOLockedValueBox<ClientState>
+    let driver: ConnectionDriver
+    let eventBroadcaster: Broadcaster<any ParleyEventListener, Event>
+    let statusBroadcaster: Broadcaster<any ConnectionListener, ConnectionStatus>
+    let requests: PendingRequests
+    let clock: DriverClock
+    let logger: Logger
+
+    struct ClientState: Sendable {
+        var session: StoredSession?
+        var status: ConnectionStatus = .disconnected
+        /// uid -> id of the direct conversation with that user.
+        var directConversations: [String: String] = [:]
+    }
+
+    /// Creates a client without contacting the server; prefer ``initialize(appId:settings:)``, which also checks
+    /// the App ID. Restores a saved session, and connects if the rules say so.
+    ///
+    /// - Parameters:
+    ///   - clock: The clock of every timing rule (heartbeat, backoff, background grace, request timeouts).
+    ///     Tests pass a virtual clock.
+    public convenience init(
+        appId: String, settings: AppSettings, clock: any Clock<Duration> = ContinuousClock()
+    ) throws {
+        try self.init(
+            appId: appId, settings: settings, clock: DriverClock(clock),
+            transport: WSClientTransport(logger: Logger(label: "parley.sdk")),
+            seed: UInt64.random(in: .min ... .max)
+        )
+    }
+
+    init(appId: String, settings: AppSettings, clock: DriverClock, transport: any WebSocketTransport, seed: UInt64)
+        throws
+    {
+        guard !appId.isEmpty else { throw ParleyError(.invalidAppID, "The App ID is empty.") }
+        guard let webSocketURL = Self.webSocketURL(for: settings.serverURL) else {
+            throw ParleyError(.invalidArgument, "The server URL must be http:// or https://.")
+        }
+        let logger = Logger(label: "parley.sdk")
+        let state = NIOLockedValueBox(ClientState())
+        let events = Broadcaster<any ParleyEventListener, Event>(queue: settings.callbackQueue) { $0.dispatch($1) }
+        let statuses = Broadcaster<any ConnectionListener, ConnectionStatus>(queue: settings.callbackQueue) {
+            $0.dispatch($1)
+        }
+        let requests = PendingRequests()
+        self.appId = appId
+        self.settings = settings
+        self.logger = logger
+        self.state = state
+        self.eventBroadcaster = events
+        self.statusBroadcaster = statuses
+        self.requests = requests
+        self.clock = clock
+        self.sessionStore = SessionStore(directory: settings.storageDirectory, appId: appId)
+        self.rest = RESTClient(serverURL: settings.serverURL) {
+            (state.withLockedValue { $0.session?.authToken }, nil)
+        }
+        let tuning = settings.connectionTuning
+        var machine = ConnectionStateMachine.Configuration()
+        machine.autoConnect = settings.autoEstablishSocketConnection
+        machine.heartbeatInterval = tuning.heartbeatInterval
+        machine.pongTimeout = tuning.pongTimeout
+        machine.connectTimeout = tuning.connectTimeout
+        machine.backgroundGrace = tuning.backgroundGrace
+        machine.initialBackoff = tuning.initialBackoff
+        machine.maximumBackoff = tuning.maximumBackoff
+        self.driver = ConnectionDriver(
+            configuration: machine, seed: seed, clock: clock, transport: transport,
+            endpoint: {
+                state.withLockedValue { state in
+                    state.session.map { SocketEndpoint(url: webSocketURL, authToken: $0.authToken) }
+                }
+            },
+            logger: logger,
+            onStatus: { status in
+                state.withLockedValue { $0.status = status }
+                if status != .connected {
+                    requests.failAll(with: ParleyError(.notConnected, "The socket disconnected."))
+                }
+                statuses.publish(status)
+            },
+            onFrame: { frame in
+                switch frame {
+                case .event(let frame):
+                    events.publish(frame.event)
+                case .ack(let ack):
+                    requests.complete(ack.ref, with: .success(ack))
+                case .error(let error):
+                    let failure = ParleyError(error.code, error.message)
+                    if let ref = error.ref {
+                        requests.complete(ref, with: .failure(failure))
+                    } else {
+                        logger.warning("Server error on the socket: \(failure)")
+                    }
+                case .hello(let hello):
+                    state.withLockedValue { $0.session?.user = hello.user }
+                case .pong:
+                    break
+                }
+            }
+        )
+        if let saved = try sessionStore.load(), saved.appId == appId,
+            saved.serverURL == settings.serverURL.absoluteString
+        {
+            state.withLockedValue { $0.session = saved }
+        }
+    }
+
+    /// Initializes the SDK: checks the App ID with the server (`ERR_INVALID_APP_ID` when unknown), restores a saved
+    /// session and, in auto mode, connects it.
+    ///
+    /// When the server cannot be reached and a session is saved, initialization succeeds (the app works offline
+    /// and the socket connects when it can); without a saved session it fails with `ERR_SERVER_UNREACHABLE`.
+    public static func initialize(appId: String, settings: AppSettings) async throws -> ParleyClient {
+        let client = try ParleyClient(appId: appId, settings: settings)
+        try await client.start()
+        return client
+    }
+
+    /// Callback form of ``initialize(appId:settings:)``; the callbacks run on the settings' callback queue.
+    public static func initialize(
+        appId: String, settings: AppSettings, onSuccess: @escaping @Sendable (ParleyClient) -> Void,
+        onError: @escaping @Sendable (ParleyError) -> Void
+    ) {
+        Task {
+            do {
+                let client = try await initialize(appId: appId, settings: settings)
+                settings.callbackQueue.async { onSuccess(client) }
+            } catch {
+                let failure = RESTClient.parleyError(error)
+                settings.callbackQueue.async { onError(failure) }
+            }
+        }
+    }
+
+    /// Checks the App ID, then connects a restored session.
+    func start() async throws {
+        let appId = self.appId
+        do {
+            _ = try await rest.call { try await $0.getApp(path: .init(appId: appId)).ok.body.json }
+        } catch let error as ParleyError where error.code == .serverUnreachable && getLoggedInUser() != nil {
+            logger.warning("Server unreachable at start; the saved session will connect when it can.")
+        }
+        if getLoggedInUser() != nil { await driver.loggedIn() }
+    }
+
+    /// Stops the socket and every timer. Call when the client is no longer needed.
+    public func shutdown() async {
+        await driver.shutdown()
+        eventBroadcaster.finish()
+        statusBroadcaster.finish()
+    }
+
+    // MARK: Session
+
+    /// The logged-in user, or nil.
+    public func getLoggedInUser() -> User? {
+        state.withLockedValue { $0.session?.user }
+    }
+
+    /// Logs in with the app's development Auth Key (any uid; the user is created if new). Saves the user and
+    /// opens the socket.
+    @discardableResult
+    public func login(uid: String, authKey: String) async throws -> User {
+        let appId = self.appId
+        let response = try await rest.call {
+            try await $0.login(body: .json(LoginRequest(appId: appId, uid: uid, authKey: authKey))).ok.body.json
+        }
+        return try await establish(user: response.user, authToken: response.authToken)
+    }
+
+    /// Logs in with an auth token your server issued (`POST /v1/users/{uid}/auth-tokens`). Saves the user and
+    /// opens the socket.
+    @discardableResult
+    public func login(authToken: String) async throws -> User {
+        let probe = RESTClient(serverURL: settings.serverURL) { (authToken, nil) }
+        let user = try await probe.call { try await $0.getMe().ok.body.json }
+        return try await establish(user: user, authToken: authToken)
+    }
+
+    private func establish(user: User, authToken: String) async throws -> User {
+        let session = StoredSession(
+            appId: appId, serverURL: settings.serverURL.absoluteString, user: user, authToken: authToken
+        )
+        try sessionStore.save(session)
+        let replaced = state.withLockedValue { state -> Bool in
+            let replaced = state.session != nil
+            state.session = session
+            state.directConversations = [:]
+            return replaced
+        }
+        if replaced { await driver.loggedOut() }
+        await driver.loggedIn()
+        return user
+    }
+
+    /// Logs out: revokes the token on the server (when reachable), forgets the saved user, closes the socket.
+    /// Fails with `ERR_NOT_LOGGED_IN` when nobody is logged in.
+    public func logout() async throws {
+        guard state.withLockedValue({ $0.session }) != nil else {
+            throw ParleyError(.notLoggedIn, "Nobody is logged in.")
+        }
+        do {
+            _ = try await rest.call { try await $0.logout().noContent }
+        } catch let error as ParleyError where error.code == .serverUnreachable || error.code == .authTokenInvalid {
+            logger.info("Logout: the token could not be revoked on the server (\(error.code)); forgetting it here.")
+        }
+        try sessionStore.clear()
+        state.withLockedValue { state in
+            state.session = nil
+            state.directConversations = [:]
+        }
+        await driver.loggedOut()
+    }
+
+    func requireSession() throws -> StoredSession {
+        guard let session = state.withLockedValue({ $0.session }) else {
+            throw ParleyError(.notLoggedIn, "Log in first.")
+        }
+        return session
+    }
+
+    static func webSocketURL(for serverURL: URL) -> String? {
+        guard var components = URLComponents(url: serverURL, resolvingAgainstBaseURL: false) else { return nil }
+        switch components.scheme?.lowercased() {
+        case "http": components.scheme = "ws"
+        case "https": components.scheme = "wss"
+        default: return nil
+        }
+        let base = components.path.hasSuffix("/") ? String(components.path.dropLast()) : components.path
+        components.path = base + "/v1/ws"
+        return components.url?.absoluteString
+    }
+}

@@ -1,0 +1,194 @@
+import ArgumentParser
+import Foundation
+import Parley
+
+struct Login: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Log in as a user (with the app's Auth Key, or an auth token) and save the session."
+    )
+    @OptionGroup var options: ClientOptions
+    @Argument(help: "The uid to log in as (with the Auth Key).") var uid: String?
+    @Option(name: .customLong("auth-key"), help: "The app's development Auth Key (env PARLEY_AUTH_KEY).")
+    var authKey: String?
+    @Option(help: "An auth token issued by your server, instead of uid and Auth Key.") var token: String?
+
+    func run() async throws {
+        try await reportingFailures {
+            let client = try await options.makeClient()
+            let user: User
+            if let token {
+                user = try await client.login(authToken: token)
+            } else {
+                guard let uid else { throw CLIFailure.usage("Give a uid (with --auth-key) or --token.") }
+                guard let key = authKey ?? ProcessInfo.processInfo.environment["PARLEY_AUTH_KEY"] else {
+                    throw CLIFailure.usage("Give the Auth Key with --auth-key or PARLEY_AUTH_KEY.")
+                }
+                user = try await client.login(uid: uid, authKey: key)
+            }
+            say("Logged in as \(user.uid) (\(user.name)) on profile \(options.profile).")
+            await client.shutdown()
+        }
+    }
+}
+
+struct Logout: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Log out: revoke the token and forget the session.")
+    @OptionGroup var options: ClientOptions
+
+    func run() async throws {
+        try await reportingFailures {
+            let client = try await options.makeClient()
+            try await client.logout()
+            say("Logged out.")
+            await client.shutdown()
+        }
+    }
+}
+
+struct WhoAmI: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "whoami", abstract: "Show the logged-in user.")
+    @OptionGroup var options: ClientOptions
+
+    func run() async throws {
+        try await reportingFailures {
+            let (client, user) = try await options.loggedInClient()
+            say("\(user.uid) (\(user.name))")
+            await client.shutdown()
+        }
+    }
+}
+
+struct Conversations: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "List your conversations, most recent first.")
+    @OptionGroup var options: ClientOptions
+    @Option(help: "How many.") var limit = 50
+
+    func run() async throws {
+        try await reportingFailures {
+            let (client, user) = try await options.loggedInClient()
+            let page = try await client.conversations(limit: limit)
+            for conversation in page.conversations {
+                var title = conversation.name ?? ""
+                if conversation.type == .direct {
+                    let others = try await client.participants(of: conversation.id).map(\.uid).filter { $0 != user.uid }
+                    title = "with " + others.joined(separator: ", ")
+                }
+                say("\(conversation.id)\t\(conversation.type.rawValue)\t\(title)\t\(conversation.participantCount) participants")
+            }
+            if page.conversations.isEmpty { say("No conversations yet.") }
+            await client.shutdown()
+        }
+    }
+}
+
+struct Send: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Send a text message.")
+    @OptionGroup var options: ClientOptions
+    @OptionGroup var receiver: ReceiverOptions
+    @Argument(help: "The text.") var text: [String]
+
+    func run() async throws {
+        try await reportingFailures {
+            let (client, _) = try await options.loggedInClient()
+            let message = try await client.sendTextMessage(text.joined(separator: " "), to: receiver.receiver)
+            say("Sent #\(message.seq) to \(message.conversationId).")
+            await client.shutdown()
+        }
+    }
+}
+
+struct History: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Print the latest messages of a conversation.")
+    @OptionGroup var options: ClientOptions
+    @OptionGroup var receiver: ReceiverOptions
+    @Option(help: "How many.") var limit = 20
+
+    func run() async throws {
+        try await reportingFailures {
+            let (client, _) = try await options.loggedInClient()
+            let page = try await client.fetchMessages(with: receiver.receiver, limit: limit)
+            for message in page.messages { say(describe(message)) }
+            if page.messages.isEmpty { say("No messages yet.") }
+            await client.shutdown()
+        }
+    }
+}
+
+struct Listen: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Print every real-time event and connection change until interrupted."
+    )
+    @OptionGroup var options: ClientOptions
+
+    func run() async throws {
+        try await reportingFailures {
+            let (client, user) = try await options.loggedInClient()
+            say("Listening as \(user.uid). Ctrl-C to stop.")
+            let statuses = Task {
+                for await status in client.connectionStatusUpdates() { say("* connection: \(status)") }
+            }
+            for await event in client.events() {
+                switch event.payload {
+                case .messageSent(let message): say(describe(message))
+                default: say("* \(event.name) in \(event.conversationId ?? "-") by \(event.context.createdBy ?? "-")")
+                }
+            }
+            statuses.cancel()
+        }
+    }
+}
+
+struct Group: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Manage groups.", subcommands: [Create.self, Add.self, Members.self]
+    )
+
+    struct Create: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Create a group and print its id.")
+        @OptionGroup var options: ClientOptions
+        @Argument(help: "The group's name.") var name: String
+        @Argument(help: "uids of the other members.") var members: [String] = []
+        @Flag(help: "Anyone in the app may join.") var `public` = false
+
+        func run() async throws {
+            try await reportingFailures {
+                let (client, _) = try await options.loggedInClient()
+                let group = try await client.createGroup(name: name, participants: members, isPublic: `public`)
+                say(group.id)
+                await client.shutdown()
+            }
+        }
+    }
+
+    struct Add: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Add members to a group (owner or admin).")
+        @OptionGroup var options: ClientOptions
+        @Argument(help: "The group's id.") var group: String
+        @Argument(help: "uids to add.") var members: [String]
+
+        func run() async throws {
+            try await reportingFailures {
+                let (client, _) = try await options.loggedInClient()
+                let participants = try await client.addParticipants(members, to: group)
+                say("\(participants.count) participants.")
+                await client.shutdown()
+            }
+        }
+    }
+
+    struct Members: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "List a group's participants.")
+        @OptionGroup var options: ClientOptions
+        @Argument(help: "The group's id.") var group: String
+
+        func run() async throws {
+            try await reportingFailures {
+                let (client, _) = try await options.loggedInClient()
+                for participant in try await client.participants(of: group) {
+                    say("\(participant.uid)\t\(participant.role.rawValue)")
+                }
+                await client.shutdown()
+            }
+        }
+    }
+}

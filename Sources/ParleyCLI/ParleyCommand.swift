@@ -1,0 +1,149 @@
+import ArgumentParser
+import Foundation
+import Parley
+
+@main
+struct ParleyCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "parley",
+        abstract: "A terminal chat client for Parley, built on the Parley SDK.",
+        discussion: """
+            Options can also come from the environment: PARLEY_SERVER, PARLEY_APP_ID, PARLEY_PROFILE,
+            PARLEY_AUTH_KEY and PARLEY_API_KEY. Each profile keeps its own logged-in user, so two terminals with
+            two profiles can chat with each other.
+
+            Exit codes: 0 ok, 1 other failure, 2 usage, 3 authentication (not logged in, bad key or token),
+            4 unknown app, user or conversation, 5 server unreachable, 6 refused (not allowed, invalid message).
+            """,
+        subcommands: [
+            Login.self, Logout.self, WhoAmI.self, Conversations.self, Send.self, History.self, Chat.self,
+            Listen.self, Group.self, Admin.self,
+        ]
+    )
+}
+
+/// Options every command that talks to the server takes.
+struct ClientOptions: ParsableArguments {
+    @Option(help: "The server's URL (env PARLEY_SERVER).")
+    var server: String = ProcessInfo.processInfo.environment["PARLEY_SERVER"] ?? "http://127.0.0.1:8080"
+
+    @Option(name: .customLong("app-id"), help: "The App ID the server printed on first start (env PARLEY_APP_ID).")
+    var appId: String?
+
+    @Option(help: "Keeps this profile's logged-in user apart from others (env PARLEY_PROFILE).")
+    var profile: String = ProcessInfo.processInfo.environment["PARLEY_PROFILE"] ?? "default"
+
+    @Option(help: "Manual socket mode: connect only on demand (the reference SDK's autoEstablishSocketConnection(false)).")
+    var manual: Bool = false
+
+    var serverURL: URL {
+        get throws {
+            guard let url = URL(string: server), url.scheme == "http" || url.scheme == "https", url.host != nil else {
+                throw CLIFailure.usage("--server must be an http:// or https:// URL, not \(server).")
+            }
+            return url
+        }
+    }
+
+    var resolvedAppId: String {
+        get throws {
+            guard let id = appId ?? ProcessInfo.processInfo.environment["PARLEY_APP_ID"], !id.isEmpty else {
+                throw CLIFailure.usage("Give the App ID with --app-id or PARLEY_APP_ID.")
+            }
+            return id
+        }
+    }
+
+    var storageDirectory: URL {
+        let home = ProcessInfo.processInfo.environment["PARLEY_HOME"].map { URL(fileURLWithPath: $0) }
+            ?? FileManager.default.homeDirectoryForCurrentUser.appendingPathComponent(".parley")
+        return home.appendingPathComponent("profiles").appendingPathComponent(profile)
+    }
+
+    /// An initialized client; its saved user (if any) is restored.
+    func makeClient() async throws -> ParleyClient {
+        let settings = AppSettings.Builder()
+            .serverURL(try serverURL)
+            .storageDirectory(storageDirectory)
+            .autoEstablishSocketConnection(!manual)
+            .build()
+        return try await ParleyClient.initialize(appId: try resolvedAppId, settings: settings)
+    }
+
+    /// A client with a logged-in user.
+    func loggedInClient() async throws -> (ParleyClient, User) {
+        let client = try await makeClient()
+        guard let user = client.getLoggedInUser() else {
+            throw ParleyError(.notLoggedIn, "Not logged in on profile \(profile): run `parley login <uid>` first.")
+        }
+        return (client, user)
+    }
+}
+
+/// A receiver given on the command line: a uid, or a conversation id with `--conversation`.
+struct ReceiverOptions: ParsableArguments {
+    @Argument(help: "The user to talk to (uid), or with --conversation a conversation id.")
+    var to: String
+
+    @Flag(name: .long, help: "TO is a conversation id (a group, for instance).")
+    var conversation = false
+
+    var receiver: Receiver { conversation ? .conversation(to) : .user(to) }
+}
+
+/// A failure the CLI reports with its own exit code.
+enum CLIFailure: Error, CustomStringConvertible {
+    case usage(String)
+
+    var description: String {
+        switch self {
+        case .usage(let message): return message
+        }
+    }
+}
+
+extension AsyncParsableCommand {
+    /// Runs `body`, printing failures plainly and exiting with the documented code.
+    func reportingFailures(_ body: () async throws -> Void) async throws {
+        do {
+            try await body()
+        } catch let failure as CLIFailure {
+            printError(failure.description)
+            throw ExitCode(2)
+        } catch let error as ParleyError {
+            printError("\(error.message) [\(error.code)]")
+            throw ExitCode(cliExitCode(for: error.code))
+        }
+    }
+}
+
+func cliExitCode(for code: ErrorCode) -> Int32 {
+    switch code {
+    case .notLoggedIn, .authRequired, .authTokenInvalid, .authKeyInvalid, .apiKeyInvalid: return 3
+    case .invalidAppID, .uidNotFound, .conversationNotFound, .tokenNotFound, .notFound: return 4
+    case .serverUnreachable, .timeout: return 5
+    case .forbidden, .notAParticipant, .messageEmpty, .messageTooLarge, .invalidUID, .uidAlreadyExists,
+        .badRequest:
+        return 6
+    default: return 1
+    }
+}
+
+func printError(_ message: String) {
+    FileHandle.standardError.write(Data("parley: \(message)\n".utf8))
+}
+
+/// Writes a line to standard output at once (stdout may be a pipe).
+func say(_ line: String) {
+    FileHandle.standardOutput.write(Data((line + "\n").utf8))
+}
+
+func describe(_ message: Message) -> String {
+    let time = Date(timeIntervalSince1970: Double(message.sentAt) / 1000)
+        .formatted(.dateTime.hour(.twoDigits(amPM: .omitted)).minute(.twoDigits).second(.twoDigits))
+    var content = message.text
+    for part in message.parts where part.type == .data {
+        content += (content.isEmpty ? "" : " ") + "[\(part.name ?? "data")]"
+    }
+    return "[\(time)] \(message.sender): \(content)"
+}

@@ -1,0 +1,58 @@
+/// A frame the client sends over the WebSocket (protocol version 1): a JSON object with a `type`.
+public enum ClientFrame: Sendable, Hashable, Codable {
+    /// `{"type":"ping","id":"..."}`: the server answers with a ``ServerFrame/pong(_:)`` carrying the same id.
+    case ping(PingFrame)
+    /// `{"type":"send",...}`: send a message; answered by an ``ServerFrame/ack(_:)`` or an error with the same `ref`.
+    case send(SendFrame)
+
+    public init(from decoder: any Decoder) throws {
+        switch try decoder.frameType() {
+        case "ping": self = .ping(try PingFrame(from: decoder))
+        case "send": self = .send(try SendFrame(from: decoder))
+        case let other:
+            throw UnknownFrameType(type: other)
+        }
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        switch self {
+        case .ping(let frame): try encoder.encodeTagged("ping", frame)
+        case .send(let frame): try encoder.encodeTagged("send", frame)
+        }
+    }
+}
+
+/// Thrown when decoding a frame whose `type` is not known to this version.
+public struct UnknownFrameType: Error, Sendable {
+    public var type: String
+}
+
+/// An application-level ping: lets the client measure liveness independently of WebSocket control frames.
+public struct PingFrame: Codable, Sendable, Hashable {
+    public var id: String?
+    public init(id: String? = nil) { self.id = id }
+}
+
+/// Send a message over the socket.
+public struct SendFrame: Codable, Sendable, Hashable {
+    /// Client-chosen correlation id, echoed in the ack or error.
+    public var ref: String
+    public var conversationId: String
+    /// The sender's id for this message: a retry with the same id never creates a second message.
+    public var clientMessageId: String?
+    public var parts: [MessagePart]
+    public var metadata: JSONValue?
+    public var alert: String?
+
+    public init(
+        ref: String, conversationId: String, clientMessageId: String? = nil, parts: [MessagePart],
+        metadata: JSONValue? = nil, alert: String? = nil
+    ) {
+        self.ref = ref
+        self.conversationId = conversationId
+        self.clientMessageId = clientMessageId
+        self.parts = parts
+        self.metadata = metadata
+        self.alert = alert
+    }
+}

@@ -1,0 +1,71 @@
+/// A stable, documented error code such as `ERR_NOT_LOGGED_IN`.
+///
+/// Codes are strings so that new ones never break existing clients: compare against the constants,
+/// and treat an unknown code by its HTTP status or close code. Every code is listed with its cause and
+/// the caller's remedy in docs/PROTOCOL.md (server codes) and docs/SDK.md (SDK codes).
+public struct ErrorCode: RawRepresentable, Hashable, Sendable, Codable, CustomStringConvertible,
+    ExpressibleByStringLiteral
+{
+    public let rawValue: String
+    public init(rawValue: String) { self.rawValue = rawValue }
+    public init(_ rawValue: String) { self.rawValue = rawValue }
+    public init(stringLiteral value: String) { self.rawValue = value }
+    public var description: String { rawValue }
+
+    public init(from decoder: any Decoder) throws {
+        self.rawValue = try decoder.singleValueContainer().decode(String.self)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(rawValue)
+    }
+}
+
+// MARK: Server codes: sent in REST error bodies, WebSocket error frames and close reasons.
+extension ErrorCode {
+    /// The App ID is not known to this server.
+    public static let invalidAppID: ErrorCode = "ERR_INVALID_APP_ID"
+    /// The request needs credentials and carries none.
+    public static let authRequired: ErrorCode = "ERR_AUTH_REQUIRED"
+    /// The auth token is unknown, revoked or expired. Log in again.
+    public static let authTokenInvalid: ErrorCode = "ERR_AUTH_TOKEN_INVALID"
+    /// The Auth Key does not belong to the app.
+    public static let authKeyInvalid: ErrorCode = "ERR_AUTH_KEY_INVALID"
+    /// The REST API key is unknown.
+    public static let apiKeyInvalid: ErrorCode = "ERR_API_KEY_INVALID"
+    /// The caller is authenticated but may not do this.
+    public static let forbidden: ErrorCode = "ERR_FORBIDDEN"
+    /// The request body, parameters or a field are invalid.
+    public static let badRequest: ErrorCode = "ERR_BAD_REQUEST"
+    /// The uid is not valid (1-100 characters of letters, digits, `_`, `-`, `.`, `@`).
+    public static let invalidUID: ErrorCode = "ERR_INVALID_UID"
+    /// No such user in this app.
+    public static let uidNotFound: ErrorCode = "ERR_UID_NOT_FOUND"
+    /// A user with this uid already exists in this app.
+    public static let uidAlreadyExists: ErrorCode = "ERR_UID_ALREADY_EXISTS"
+    /// No such auth token for this user.
+    public static let tokenNotFound: ErrorCode = "ERR_TOKEN_NOT_FOUND"
+    /// No such conversation, or not one the caller may see.
+    public static let conversationNotFound: ErrorCode = "ERR_CONVERSATION_NOT_FOUND"
+    /// The caller can see the conversation but is not a participant.
+    public static let notAParticipant: ErrorCode = "ERR_NOT_A_PARTICIPANT"
+    /// A message has no parts, or only empty ones.
+    public static let messageEmpty: ErrorCode = "ERR_MESSAGE_EMPTY"
+    /// A message is larger than the server's limit.
+    public static let messageTooLarge: ErrorCode = "ERR_MESSAGE_TOO_LARGE"
+    /// A WebSocket frame is not valid JSON or not a valid frame.
+    public static let malformedFrame: ErrorCode = "ERR_MALFORMED_FRAME"
+    /// A WebSocket frame has a `type` this server does not know.
+    public static let unknownFrameType: ErrorCode = "ERR_UNKNOWN_FRAME_TYPE"
+    /// The client sends faster than the server allows.
+    public static let rateLimited: ErrorCode = "ERR_RATE_LIMITED"
+    /// The connection could not keep up with its events and was closed.
+    public static let slowConsumer: ErrorCode = "ERR_SLOW_CONSUMER"
+    /// The server is shutting down; reconnect later.
+    public static let serverShuttingDown: ErrorCode = "ERR_SERVER_SHUTTING_DOWN"
+    /// No such route.
+    public static let notFound: ErrorCode = "ERR_NOT_FOUND"
+    /// An unexpected server failure. Retry later.
+    public static let internalError: ErrorCode = "ERR_INTERNAL"
+}

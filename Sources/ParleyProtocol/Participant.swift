@@ -1,0 +1,26 @@
+/// What a participant may do in a conversation. See docs/PROTOCOL.md for the permission table.
+public enum ParticipantRole: String, Codable, Sendable, Hashable, CaseIterable {
+    case owner
+    case admin
+    case member
+}
+
+/// A user's membership of a conversation.
+public struct Participant: Codable, Sendable, Hashable {
+    public var uid: String
+    public var role: ParticipantRole
+    /// When the user joined (epoch ms).
+    public var joinedAt: Int64
+    /// The highest sequence number this participant marked as delivered.
+    public var deliveredSeq: Int64
+    /// The highest sequence number this participant marked as read.
+    public var readSeq: Int64
+
+    public init(uid: String, role: ParticipantRole, joinedAt: Int64, deliveredSeq: Int64 = 0, readSeq: Int64 = 0) {
+        self.uid = uid
+        self.role = role
+        self.joinedAt = joinedAt
+        self.deliveredSeq = deliveredSeq
+        self.readSeq = readSeq
+    }
+}

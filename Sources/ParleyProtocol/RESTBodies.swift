@@ -1,0 +1,200 @@
+// Request and response bodies of the REST API (`/v1`). The OpenAPI document
+// (Sources/ParleyAPI/openapi.yaml) describes each one under `components/schemas` with the same name.
+
+/// The body of every REST error response.
+public struct ErrorResponse: Codable, Sendable, Hashable {
+    public struct Detail: Codable, Sendable, Hashable {
+        public var code: ErrorCode
+        public var message: String
+        public init(code: ErrorCode, message: String) {
+            self.code = code
+            self.message = message
+        }
+    }
+
+    public var error: Detail
+    public init(code: ErrorCode, message: String) { self.error = Detail(code: code, message: message) }
+}
+
+/// `GET /health`
+public struct HealthStatus: Codable, Sendable, Hashable {
+    public var status: String
+    public init(status: String) { self.status = status }
+}
+
+/// Public facts about an app: `GET /v1/apps/{appId}`.
+public struct AppInfo: Codable, Sendable, Hashable {
+    public var id: String
+    public var name: String
+    public init(id: String, name: String) {
+        self.id = id
+        self.name = name
+    }
+}
+
+/// `POST /v1/login`: log in with the app's development Auth Key.
+public struct LoginRequest: Codable, Sendable, Hashable {
+    public var appId: String
+    public var uid: String
+    public var authKey: String
+    public init(appId: String, uid: String, authKey: String) {
+        self.appId = appId
+        self.uid = uid
+        self.authKey = authKey
+    }
+}
+
+/// A logged-in session: the user and a new auth token.
+public struct LoginResponse: Codable, Sendable, Hashable {
+    public var user: User
+    public var authToken: String
+    public init(user: User, authToken: String) {
+        self.user = user
+        self.authToken = authToken
+    }
+}
+
+/// `POST /v1/users`
+public struct CreateUserRequest: Codable, Sendable, Hashable {
+    public var uid: String
+    public var name: String?
+    public var avatarURL: String?
+    public var metadata: JSONValue?
+    public init(uid: String, name: String? = nil, avatarURL: String? = nil, metadata: JSONValue? = nil) {
+        self.uid = uid
+        self.name = name
+        self.avatarURL = avatarURL
+        self.metadata = metadata
+    }
+}
+
+/// `PATCH /v1/users/{uid}`: fields that are present replace the stored ones.
+public struct UpdateUserRequest: Codable, Sendable, Hashable {
+    public var name: String?
+    public var avatarURL: String?
+    public var metadata: JSONValue?
+    public init(name: String? = nil, avatarURL: String? = nil, metadata: JSONValue? = nil) {
+        self.name = name
+        self.avatarURL = avatarURL
+        self.metadata = metadata
+    }
+}
+
+/// `POST /v1/users/{uid}/auth-tokens`
+public struct IssueAuthTokenRequest: Codable, Sendable, Hashable {
+    /// Lifetime in seconds; nil for a token that lives until revoked.
+    public var ttlSeconds: Int64?
+    public init(ttlSeconds: Int64? = nil) { self.ttlSeconds = ttlSeconds }
+}
+
+/// What the server keeps about an auth token (never the token itself).
+public struct AuthTokenInfo: Codable, Sendable, Hashable {
+    public var id: String
+    public var uid: String
+    public var createdAt: Int64
+    public var expiresAt: Int64?
+    public init(id: String, uid: String, createdAt: Int64, expiresAt: Int64? = nil) {
+        self.id = id
+        self.uid = uid
+        self.createdAt = createdAt
+        self.expiresAt = expiresAt
+    }
+}
+
+/// A newly issued auth token. `authToken` is shown once; the server stores only its hash.
+public struct IssuedAuthToken: Codable, Sendable, Hashable {
+    public var authToken: String
+    public var token: AuthTokenInfo
+    public init(authToken: String, token: AuthTokenInfo) {
+        self.authToken = authToken
+        self.token = token
+    }
+}
+
+/// `GET /v1/users/{uid}/auth-tokens`
+public struct AuthTokenList: Codable, Sendable, Hashable {
+    public var tokens: [AuthTokenInfo]
+    public init(tokens: [AuthTokenInfo]) { self.tokens = tokens }
+}
+
+/// `POST /v1/conversations`
+public struct CreateConversationRequest: Codable, Sendable, Hashable {
+    public var type: ConversationType
+    /// The other participants (the caller is added as owner). Exactly one for `direct`.
+    public var participants: [String]
+    public var name: String?
+    public var description: String?
+    public var isPublic: Bool?
+    public var metadata: JSONValue?
+
+    public init(
+        type: ConversationType, participants: [String], name: String? = nil, description: String? = nil,
+        isPublic: Bool? = nil, metadata: JSONValue? = nil
+    ) {
+        self.type = type
+        self.participants = participants
+        self.name = name
+        self.description = description
+        self.isPublic = isPublic
+        self.metadata = metadata
+    }
+}
+
+/// A page of the caller's conversations, most recently active first.
+public struct ConversationList: Codable, Sendable, Hashable {
+    public var conversations: [Conversation]
+    /// Pass as `cursor` to get the next page; nil on the last page.
+    public var nextCursor: String?
+    public init(conversations: [Conversation], nextCursor: String? = nil) {
+        self.conversations = conversations
+        self.nextCursor = nextCursor
+    }
+}
+
+/// `POST /v1/conversations/{conversationId}/participants`
+public struct AddParticipantsRequest: Codable, Sendable, Hashable {
+    public struct Entry: Codable, Sendable, Hashable {
+        public var uid: String
+        /// Defaults to `member`.
+        public var role: ParticipantRole?
+        public init(uid: String, role: ParticipantRole? = nil) {
+            self.uid = uid
+            self.role = role
+        }
+    }
+
+    public var participants: [Entry]
+    public init(participants: [Entry]) { self.participants = participants }
+}
+
+/// `GET /v1/conversations/{conversationId}/participants`
+public struct ParticipantList: Codable, Sendable, Hashable {
+    public var participants: [Participant]
+    public init(participants: [Participant]) { self.participants = participants }
+}
+
+/// `POST /v1/conversations/{conversationId}/messages`
+public struct SendMessageRequest: Codable, Sendable, Hashable {
+    public var clientMessageId: String?
+    public var parts: [MessagePart]
+    public var metadata: JSONValue?
+    public var alert: String?
+    public init(clientMessageId: String? = nil, parts: [MessagePart], metadata: JSONValue? = nil, alert: String? = nil)
+    {
+        self.clientMessageId = clientMessageId
+        self.parts = parts
+        self.metadata = metadata
+        self.alert = alert
+    }
+}
+
+/// A page of history, in ascending sequence order.
+public struct MessagePage: Codable, Sendable, Hashable {
+    public var messages: [Message]
+    /// Pass as `cursor` to get the next older page; nil when there is nothing older.
+    public var nextCursor: String?
+    public init(messages: [Message], nextCursor: String? = nil) {
+        self.messages = messages
+        self.nextCursor = nextCursor
+    }
+}

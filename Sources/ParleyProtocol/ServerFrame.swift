@@ -1,0 +1,112 @@
+/// A frame the server sends over the WebSocket (protocol version 1): a JSON object with a `type`.
+public enum ServerFrame: Sendable, Hashable, Codable {
+    /// First frame of every accepted connection.
+    case hello(HelloFrame)
+    /// A real-time event: `{"type":"event","event":{...}}`.
+    case event(EventFrame)
+    /// The result of a client request (`send`).
+    case ack(AckFrame)
+    /// An error, answering a client frame (`ref` set) or about the connection.
+    case error(ErrorFrame)
+    /// The answer to a client `ping`.
+    case pong(PongFrame)
+
+    public init(from decoder: any Decoder) throws {
+        switch try decoder.frameType() {
+        case "hello": self = .hello(try HelloFrame(from: decoder))
+        case "event": self = .event(try EventFrame(from: decoder))
+        case "ack": self = .ack(try AckFrame(from: decoder))
+        case "error": self = .error(try ErrorFrame(from: decoder))
+        case "pong": self = .pong(try PongFrame(from: decoder))
+        case let other: throw UnknownFrameType(type: other)
+        }
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        switch self {
+        case .hello(let frame): try encoder.encodeTagged("hello", frame)
+        case .event(let frame): try encoder.encodeTagged("event", frame)
+        case .ack(let frame): try encoder.encodeTagged("ack", frame)
+        case .error(let frame): try encoder.encodeTagged("error", frame)
+        case .pong(let frame): try encoder.encodeTagged("pong", frame)
+        }
+    }
+}
+
+/// The WebSocket protocol version this module speaks.
+public enum ParleyProtocolVersion {
+    public static let current = 1
+}
+
+/// Sent once when a connection is accepted.
+public struct HelloFrame: Codable, Sendable, Hashable {
+    /// The protocol version of the frames that follow.
+    public var protocolVersion: Int
+    /// Identifies this connection in server logs.
+    public var connectionId: String
+    public var appId: String
+    /// The authenticated user.
+    public var user: User
+    /// How often the server pings (WebSocket ping frames), in milliseconds.
+    public var heartbeatIntervalMs: Int64
+    /// The server's clock (epoch ms).
+    public var serverTime: Int64
+
+    public init(
+        protocolVersion: Int, connectionId: String, appId: String, user: User, heartbeatIntervalMs: Int64,
+        serverTime: Int64
+    ) {
+        self.protocolVersion = protocolVersion
+        self.connectionId = connectionId
+        self.appId = appId
+        self.user = user
+        self.heartbeatIntervalMs = heartbeatIntervalMs
+        self.serverTime = serverTime
+    }
+}
+
+/// Carries one event.
+public struct EventFrame: Codable, Sendable, Hashable {
+    public var event: Event
+    public init(event: Event) { self.event = event }
+}
+
+/// The result of a client `send`.
+public struct AckFrame: Codable, Sendable, Hashable {
+    /// The `ref` of the client frame this answers.
+    public var ref: String
+    /// The stored message.
+    public var message: Message?
+    /// True when the message had been stored before (same sender and client message id).
+    public var duplicate: Bool?
+
+    public init(ref: String, message: Message? = nil, duplicate: Bool? = nil) {
+        self.ref = ref
+        self.message = message
+        self.duplicate = duplicate
+    }
+}
+
+/// An error over the WebSocket.
+public struct ErrorFrame: Codable, Sendable, Hashable {
+    /// The `ref` of the client frame this answers, when there is one.
+    public var ref: String?
+    public var code: ErrorCode
+    public var message: String
+
+    public init(ref: String? = nil, code: ErrorCode, message: String) {
+        self.ref = ref
+        self.code = code
+        self.message = message
+    }
+}
+
+/// The answer to a client ping.
+public struct PongFrame: Codable, Sendable, Hashable {
+    public var id: String?
+    public var serverTime: Int64
+    public init(id: String? = nil, serverTime: Int64) {
+        self.id = id
+        self.serverTime = serverTime
+    }
+}

@@ -1,0 +1,44 @@
+/// A user of an app, identified by a `uid` the app chooses.
+///
+/// Timestamps on the wire are Unix epoch milliseconds.
+public struct User: Codable, Sendable, Hashable {
+    /// The app's identifier for this user: 1-100 letters, digits, `_`, `-`, `.` or `@`.
+    public var uid: String
+    /// Display name; defaults to the uid.
+    public var name: String
+    /// URL of the user's avatar image.
+    public var avatarURL: String?
+    /// Custom data the app attaches to the user.
+    public var metadata: JSONValue?
+    /// When the user was created (epoch ms).
+    public var createdAt: Int64
+    /// When the profile last changed (epoch ms).
+    public var updatedAt: Int64
+
+    public init(
+        uid: String, name: String, avatarURL: String? = nil, metadata: JSONValue? = nil, createdAt: Int64,
+        updatedAt: Int64
+    ) {
+        self.uid = uid
+        self.name = name
+        self.avatarURL = avatarURL
+        self.metadata = metadata
+        self.createdAt = createdAt
+        self.updatedAt = updatedAt
+    }
+
+    /// Whether `uid` is a valid user identifier.
+    public static func isValidUID(_ uid: String) -> Bool {
+        guard (1...100).contains(uid.utf8.count) else { return false }
+        return uid.utf8.allSatisfy { byte in
+            switch byte {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+                UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "_"), UInt8(ascii: "-"), UInt8(ascii: "."),
+                UInt8(ascii: "@"):
+                return true
+            default:
+                return false
+            }
+        }
+    }
+}

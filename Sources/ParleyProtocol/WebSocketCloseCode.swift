@@ -1,0 +1,16 @@
+/// WebSocket close codes the server uses, with the error code it sends as the close reason.
+public enum WebSocketCloseCode {
+    /// Normal closure: the client asked to close.
+    public static let normal: UInt16 = 1000
+    /// The server is shutting down (`ERR_SERVER_SHUTTING_DOWN`). Reconnect with backoff.
+    public static let goingAway: UInt16 = 1001
+    /// A frame was larger than the server accepts (`ERR_MESSAGE_TOO_LARGE`).
+    public static let messageTooBig: UInt16 = 1009
+    /// The token is missing, unknown, revoked or expired (`ERR_AUTH_TOKEN_INVALID`, `ERR_AUTH_REQUIRED`).
+    /// Do not reconnect with the same token.
+    public static let authenticationFailed: UInt16 = 4001
+    /// The connection did not read its events fast enough (`ERR_SLOW_CONSUMER`). Reconnect.
+    public static let slowConsumer: UInt16 = 4008
+    /// The client broke the protocol repeatedly (`ERR_MALFORMED_FRAME`).
+    public static let protocolViolation: UInt16 = 4400
+}

@@ -1,0 +1,131 @@
+import ParleyAPI
+import ParleyProtocol
+import ParleyStore
+
+extension APIHandler {
+    // MARK: Conversations
+
+    func createConversation(_ input: Operations.CreateConversation.Input) async throws
+        -> Operations.CreateConversation.Output
+    {
+        let principal = try await currentUser()
+        guard case .json(let request) = input.body else { throw DomainError(.badRequest, "Expected JSON.") }
+        for uid in request.participants { try Self.requireValidUID(uid) }
+        let command = Command.CreateConversation(
+            appId: principal.appId, newId: Secrets.randomID(prefix: "c_"), type: request.type, creator: principal.uid,
+            participants: request.participants, name: request.name, description: request.description,
+            isPublic: request.isPublic ?? false, metadata: request.metadata, now: epochMilliseconds()
+        )
+        guard case .conversation(let conversation, let created) = try await writer.submit(.createConversation(command)).outcome
+        else { throw DomainError(.internalError, "Unexpected outcome of createConversation.") }
+        return created ? .created(.init(body: .json(conversation))) : .ok(.init(body: .json(conversation)))
+    }
+
+    func listConversations(_ input: Operations.ListConversations.Input) async throws
+        -> Operations.ListConversations.Output
+    {
+        let principal = try await currentUser()
+        let limit = try Self.pageSize(input.query.limit)
+        let after = try input.query.cursor.map(Self.decodeConversationCursor)
+        let rows = try await store.conversations(
+            appId: principal.appId, uid: principal.uid, query: ConversationQuery(after: after, limit: limit)
+        )
+        let next = rows.count == limit ? rows.last.map { "\($0.lastActivityAt).\($0.pk)" } : nil
+        return .ok(.init(body: .json(ConversationList(conversations: rows.map(\.conversation), nextCursor: next))))
+    }
+
+    func getConversation(_ input: Operations.GetConversation.Input) async throws -> Operations.GetConversation.Output {
+        let principal = try await currentUser()
+        let row = try await requireParticipant(principal, conversationId: input.path.conversationId)
+        return .ok(.init(body: .json(row.conversation)))
+    }
+
+    // MARK: Participants
+
+    func addParticipants(_ input: Operations.AddParticipants.Input) async throws -> Operations.AddParticipants.Output {
+        let principal = try await currentUser()
+        guard case .json(let request) = input.body else { throw DomainError(.badRequest, "Expected JSON.") }
+        guard !request.participants.isEmpty else { throw DomainError(.badRequest, "Name at least one participant.") }
+        for entry in request.participants { try Self.requireValidUID(entry.uid) }
+        let command = Command.AddParticipants(
+            appId: principal.appId, conversationId: input.path.conversationId, actor: principal.uid,
+            entries: request.participants, now: epochMilliseconds()
+        )
+        guard case .participants(let participants) = try await writer.submit(.addParticipants(command)).outcome else {
+            throw DomainError(.internalError, "Unexpected outcome of addParticipants.")
+        }
+        return .ok(.init(body: .json(ParticipantList(participants: participants))))
+    }
+
+    func listParticipants(_ input: Operations.ListParticipants.Input) async throws -> Operations.ListParticipants.Output {
+        let principal = try await currentUser()
+        _ = try await requireParticipant(principal, conversationId: input.path.conversationId)
+        let participants = try await store.participants(
+            appId: principal.appId, conversationId: input.path.conversationId
+        )
+        return .ok(.init(body: .json(ParticipantList(participants: participants))))
+    }
+
+    // MARK: Messages
+
+    func sendMessage(_ input: Operations.SendMessage.Input) async throws -> Operations.SendMessage.Output {
+        let principal = try await currentUser()
+        guard case .json(let request) = input.body else { throw DomainError(.badRequest, "Expected JSON.") }
+        try MessageRules.validate(
+            parts: request.parts, metadata: request.metadata, alert: request.alert,
+            clientMessageId: request.clientMessageId, limits: configuration.messageLimits
+        )
+        let command = Command.SendMessage(
+            appId: principal.appId, conversationId: input.path.conversationId, sender: principal.uid,
+            messageId: Secrets.randomID(prefix: "m_"), clientMessageId: request.clientMessageId, parts: request.parts,
+            metadata: request.metadata, alert: request.alert, now: epochMilliseconds()
+        )
+        guard case .message(let message, let duplicate) = try await writer.submit(.sendMessage(command)).outcome else {
+            throw DomainError(.internalError, "Unexpected outcome of sendMessage.")
+        }
+        return duplicate ? .ok(.init(body: .json(message))) : .created(.init(body: .json(message)))
+    }
+
+    func listMessages(_ input: Operations.ListMessages.Input) async throws -> Operations.ListMessages.Output {
+        let principal = try await currentUser()
+        let limit = try Self.pageSize(input.query.limit)
+        let beforeSeq = try input.query.cursor.map { cursor in
+            guard let seq = Int64(cursor), seq > 0 else { throw DomainError(.badRequest, "Invalid cursor.") }
+            return seq
+        }
+        _ = try await requireParticipant(principal, conversationId: input.path.conversationId)
+        let newestFirst = try await store.messages(
+            appId: principal.appId, conversationId: input.path.conversationId,
+            query: HistoryQuery(beforeSeq: beforeSeq, limit: limit)
+        )
+        let next = newestFirst.count == limit ? newestFirst.last.map { String($0.seq) } : nil
+        return .ok(.init(body: .json(MessagePage(messages: newestFirst.reversed(), nextCursor: next))))
+    }
+
+    // MARK: Helpers
+
+    /// The conversation, when the caller participates in it. A private conversation the caller is not in is
+    /// "not found"; a public one is `ERR_NOT_A_PARTICIPANT` (it can be joined).
+    func requireParticipant(_ principal: UserPrincipal, conversationId: String) async throws -> ConversationRow {
+        guard
+            let (row, role) = try await store.conversation(
+                appId: principal.appId, id: conversationId, viewer: principal.uid
+            ), row.deletedAt == nil
+        else { throw DomainError.conversationNotFound(conversationId) }
+        guard role != nil else {
+            if row.conversation.isPublic {
+                throw DomainError(.notAParticipant, "Join conversation \(conversationId) to see it.")
+            }
+            throw DomainError.conversationNotFound(conversationId)
+        }
+        return row
+    }
+
+    static func decodeConversationCursor(_ cursor: String) throws -> ConversationQuery.Position {
+        let parts = cursor.split(separator: ".")
+        guard parts.count == 2, let activity = Int64(parts[0]), let pk = Int64(parts[1]) else {
+            throw DomainError(.badRequest, "Invalid cursor.")
+        }
+        return ConversationQuery.Position(lastActivityAt: activity, conversationPK: pk)
+    }
+}

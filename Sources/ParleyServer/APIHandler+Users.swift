@@ -1,0 +1,152 @@
+import ParleyAPI
+import ParleyProtocol
+import ParleyStore
+
+extension APIHandler {
+    // MARK: Login and sessions
+
+    func login(_ input: Operations.Login.Input) async throws -> Operations.Login.Output {
+        guard case .json(let request) = input.body else { throw DomainError(.badRequest, "Expected JSON.") }
+        guard let app = try await store.app(id: request.appId) else { throw Self.invalidApp(request.appId) }
+        guard constantTimeEquals(Secrets.hash(request.authKey), app.authKeyHash) else {
+            throw DomainError(.authKeyInvalid, "The Auth Key is not valid for this app.")
+        }
+        try Self.requireValidUID(request.uid)
+        let now = epochMilliseconds()
+        let user = try await store.ensureUser(
+            appId: app.id, User(uid: request.uid, name: request.uid, createdAt: now, updatedAt: now)
+        )
+        let issued = try await issueToken(appId: app.id, uid: user.uid, ttlSeconds: nil)
+        return .ok(.init(body: .json(LoginResponse(user: user, authToken: issued.authToken))))
+    }
+
+    func getMe(_ input: Operations.GetMe.Input) async throws -> Operations.GetMe.Output {
+        let principal = try await currentUser()
+        guard let user = try await store.user(appId: principal.appId, uid: principal.uid) else {
+            throw DomainError(.authTokenInvalid, "The token's user no longer exists.")
+        }
+        return .ok(.init(body: .json(user)))
+    }
+
+    func logout(_ input: Operations.Logout.Input) async throws -> Operations.Logout.Output {
+        let principal = try await currentUser()
+        _ = try await store.revokeToken(
+            appId: principal.appId, uid: principal.uid, tokenId: principal.tokenId, now: epochMilliseconds()
+        )
+        closeSockets(appId: principal.appId, uid: principal.uid, tokenIds: [principal.tokenId])
+        return .noContent(.init())
+    }
+
+    // MARK: Users
+
+    func createUser(_ input: Operations.CreateUser.Input) async throws -> Operations.CreateUser.Output {
+        let appId = try await authenticator.server(apiKey: credentials.apiKey)
+        guard case .json(let request) = input.body else { throw DomainError(.badRequest, "Expected JSON.") }
+        try Self.requireValidUID(request.uid)
+        let now = epochMilliseconds()
+        let user = User(
+            uid: request.uid, name: request.name ?? request.uid, avatarURL: request.avatarURL,
+            metadata: request.metadata, createdAt: now, updatedAt: now
+        )
+        try await store.insertUser(appId: appId, user)
+        return .created(.init(body: .json(user)))
+    }
+
+    func getUser(_ input: Operations.GetUser.Input) async throws -> Operations.GetUser.Output {
+        let caller = try await authenticator.caller(credentials)
+        return .ok(.init(body: .json(try await existingUser(appId: caller.appId, uid: input.path.uid))))
+    }
+
+    func updateUser(_ input: Operations.UpdateUser.Input) async throws -> Operations.UpdateUser.Output {
+        let caller = try await authenticator.caller(credentials)
+        if case .user(let principal) = caller, principal.uid != input.path.uid {
+            throw DomainError(.forbidden, "A user may update only their own profile.")
+        }
+        guard case .json(let update) = input.body else { throw DomainError(.badRequest, "Expected JSON.") }
+        guard
+            let user = try await store.updateUser(
+                appId: caller.appId, uid: input.path.uid, update, now: epochMilliseconds()
+            )
+        else { throw DomainError.uidNotFound(input.path.uid) }
+        return .ok(.init(body: .json(user)))
+    }
+
+    // MARK: Auth tokens
+
+    func issueAuthToken(_ input: Operations.IssueAuthToken.Input) async throws -> Operations.IssueAuthToken.Output {
+        let appId = try await authenticator.server(apiKey: credentials.apiKey)
+        var ttlSeconds: Int64?
+        if case .json(let request) = input.body { ttlSeconds = request.ttlSeconds }
+        if let ttlSeconds, ttlSeconds < 1 { throw DomainError(.badRequest, "ttlSeconds must be at least 1.") }
+        let user = try await existingUser(appId: appId, uid: input.path.uid)
+        return .created(.init(body: .json(try await issueToken(appId: appId, uid: user.uid, ttlSeconds: ttlSeconds))))
+    }
+
+    func listAuthTokens(_ input: Operations.ListAuthTokens.Input) async throws -> Operations.ListAuthTokens.Output {
+        let appId = try await authenticator.server(apiKey: credentials.apiKey)
+        let user = try await existingUser(appId: appId, uid: input.path.uid)
+        let tokens = try await store.tokens(appId: appId, uid: user.uid, now: epochMilliseconds())
+        return .ok(.init(body: .json(AuthTokenList(tokens: tokens.map(\.info)))))
+    }
+
+    func revokeAuthToken(_ input: Operations.RevokeAuthToken.Input) async throws -> Operations.RevokeAuthToken.Output {
+        let appId = try await authenticator.server(apiKey: credentials.apiKey)
+        guard
+            try await store.revokeToken(
+                appId: appId, uid: input.path.uid, tokenId: input.path.tokenId, now: epochMilliseconds()
+            ) != nil
+        else { throw DomainError(.tokenNotFound, "User \(input.path.uid) has no live token \(input.path.tokenId).") }
+        closeSockets(appId: appId, uid: input.path.uid, tokenIds: [input.path.tokenId])
+        return .noContent(.init())
+    }
+
+    func revokeAllAuthTokens(_ input: Operations.RevokeAllAuthTokens.Input) async throws
+        -> Operations.RevokeAllAuthTokens.Output
+    {
+        let appId = try await authenticator.server(apiKey: credentials.apiKey)
+        let user = try await existingUser(appId: appId, uid: input.path.uid)
+        let revoked = try await store.revokeTokens(appId: appId, uid: user.uid, now: epochMilliseconds())
+        closeSockets(appId: appId, uid: user.uid, tokenIds: Set(revoked))
+        return .noContent(.init())
+    }
+
+    // MARK: Helpers
+
+    func issueToken(appId: String, uid: String, ttlSeconds: Int64?) async throws -> IssuedAuthToken {
+        let secret = Secrets.newAuthToken()
+        let now = epochMilliseconds()
+        let record = TokenRecord(
+            id: Secrets.randomID(prefix: "tok_", length: 16), hash: Secrets.hash(secret), appId: appId, uid: uid,
+            createdAt: now, expiresAt: ttlSeconds.map { now + $0 * 1000 }
+        )
+        try await store.insertToken(record)
+        return IssuedAuthToken(authToken: secret, token: record.info)
+    }
+
+    func existingUser(appId: String, uid: String) async throws -> User {
+        guard let user = try await store.user(appId: appId, uid: uid) else { throw DomainError.uidNotFound(uid) }
+        return user
+    }
+
+    static func requireValidUID(_ uid: String) throws {
+        guard User.isValidUID(uid) else {
+            throw DomainError(.invalidUID, "A uid is 1-100 letters, digits, '_', '-', '.' or '@'.")
+        }
+    }
+
+    /// Closes the sockets opened with revoked tokens: 4001 `ERR_AUTH_TOKEN_INVALID`.
+    func closeSockets(appId: String, uid: String, tokenIds: Set<String>) {
+        hub.close(
+            appId: appId, uid: uid, tokenIds: tokenIds, code: WebSocketCloseCode.authenticationFailed,
+            reason: .authTokenInvalid
+        )
+    }
+}
+
+/// Compares two digests in time that does not depend on where they differ.
+func constantTimeEquals(_ lhs: [UInt8], _ rhs: [UInt8]) -> Bool {
+    guard lhs.count == rhs.count else { return false }
+    var difference: UInt8 = 0
+    for (left, right) in zip(lhs, rhs) { difference |= left ^ right }
+    return difference == 0
+}

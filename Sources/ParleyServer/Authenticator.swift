@@ -1,0 +1,81 @@
+import Foundation
+import ParleyProtocol
+import ParleyStore
+
+/// An authenticated user connection or request.
+struct UserPrincipal: Sendable, Hashable {
+    var appId: String
+    var uid: String
+    var tokenId: String
+    var expiresAt: Int64?
+}
+
+/// Who is calling the REST API.
+enum Caller: Sendable {
+    /// A user with an auth token.
+    case user(UserPrincipal)
+    /// The app's own server, with the REST API key.
+    case server(appId: String)
+
+    var appId: String {
+        switch self {
+        case .user(let principal): return principal.appId
+        case .server(let appId): return appId
+        }
+    }
+}
+
+/// The raw credentials of a request, read from its headers.
+struct RequestCredentials: Sendable {
+    /// From `Authorization: Bearer <token>`.
+    var bearerToken: String?
+    /// From `X-Parley-Api-Key`.
+    var apiKey: String?
+
+    @TaskLocal static var current = RequestCredentials()
+
+    init(bearerToken: String? = nil, apiKey: String? = nil) {
+        self.bearerToken = bearerToken
+        self.apiKey = apiKey
+    }
+
+    /// Parses an `Authorization` header value.
+    static func bearer(fromAuthorization header: String?) -> String? {
+        guard let header else { return nil }
+        let parts = header.split(separator: " ", maxSplits: 1)
+        guard parts.count == 2, parts[0].lowercased() == "bearer" else { return nil }
+        let token = parts[1].trimmingCharacters(in: .whitespaces)
+        return token.isEmpty ? nil : token
+    }
+}
+
+/// Checks credentials against the store.
+struct Authenticator: Sendable {
+    let store: any ParleyStore
+
+    /// The user of an auth token; `ERR_AUTH_REQUIRED` without one, `ERR_AUTH_TOKEN_INVALID` for an unknown,
+    /// revoked or expired token.
+    func user(token: String?) async throws -> UserPrincipal {
+        guard let token else { throw DomainError(.authRequired, "Send an auth token: Authorization: Bearer <token>.") }
+        guard let record = try await store.token(hash: Secrets.hash(token)), record.isValid(at: epochMilliseconds())
+        else {
+            throw DomainError(.authTokenInvalid, "The auth token is unknown, revoked or expired.")
+        }
+        return UserPrincipal(appId: record.appId, uid: record.uid, tokenId: record.id, expiresAt: record.expiresAt)
+    }
+
+    /// The app of a REST API key; `ERR_AUTH_REQUIRED` without one, `ERR_API_KEY_INVALID` for an unknown key.
+    func server(apiKey: String?) async throws -> String {
+        guard let apiKey else { throw DomainError(.authRequired, "Send the REST API key: X-Parley-Api-Key.") }
+        guard let app = try await store.app(restAPIKeyHash: Secrets.hash(apiKey)) else {
+            throw DomainError(.apiKeyInvalid, "The REST API key is not valid.")
+        }
+        return app.id
+    }
+
+    /// A user or the app's server, whichever credential the request carries (the API key wins).
+    func caller(_ credentials: RequestCredentials) async throws -> Caller {
+        if credentials.apiKey != nil { return .server(appId: try await server(apiKey: credentials.apiKey)) }
+        return .user(try await user(token: credentials.bearerToken))
+    }
+}

@@ -1,0 +1,93 @@
+import HTTPTypes
+import Hummingbird
+import Logging
+import NIOCore
+import OpenAPIRuntime
+import ParleyProtocol
+import ParleyStore
+
+extension ErrorCode {
+    /// The HTTP status of a REST error with this code.
+    var httpStatus: HTTPResponse.Status {
+        switch self {
+        case .authRequired, .authTokenInvalid, .authKeyInvalid, .apiKeyInvalid: return .unauthorized
+        case .forbidden, .notAParticipant: return .forbidden
+        case .invalidAppID, .uidNotFound, .tokenNotFound, .conversationNotFound, .notFound: return .notFound
+        case .uidAlreadyExists: return .conflict
+        case .messageTooLarge: return .contentTooLarge
+        case .rateLimited: return .tooManyRequests
+        case .serverShuttingDown: return .serviceUnavailable
+        case .internalError: return .internalServerError
+        default: return .badRequest
+        }
+    }
+}
+
+/// Turns every failure of a request into a JSON error body with a documented code, whatever raised it: a
+/// domain rule, a request the OpenAPI layer could not decode, an unknown route, or an unexpected failure
+/// (logged, and answered without details).
+struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
+    let logger: Logger
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws
+        -> Response
+    {
+        do {
+            return try await next(request, context)
+        } catch {
+            let (status, body) = describe(error, request: request)
+            var buffer = ByteBuffer()
+            buffer.writeBytes((try? WireCoding.encode(body)) ?? [])
+            return Response(
+                status: status, headers: [.contentType: "application/json; charset=utf-8"], body: .init(byteBuffer: buffer)
+            )
+        }
+    }
+
+    private func describe(_ error: any Error, request: Request) -> (HTTPResponse.Status, ErrorResponse) {
+        switch error {
+        case let refusal as DomainError:
+            return (refusal.code.httpStatus, ErrorResponse(code: refusal.code, message: refusal.message))
+        case let serverError as ServerError:
+            if let refusal = serverError.underlyingError as? DomainError {
+                return (refusal.code.httpStatus, ErrorResponse(code: refusal.code, message: refusal.message))
+            }
+            if serverError.operationInput == nil {
+                // The request never reached its handler: its parameters or body do not match the API document.
+                return (.badRequest, ErrorResponse(code: .badRequest, message: serverError.causeDescription))
+            }
+            return unexpected(serverError.underlyingError, request: request)
+        case let httpError as HTTPError where httpError.status == .notFound:
+            return (.notFound, ErrorResponse(code: .notFound, message: "No route \(request.method) \(request.uri.path)."))
+        case let httpError as HTTPError where httpError.status.code < 500:
+            return (
+                httpError.status,
+                ErrorResponse(code: .badRequest, message: httpError.body ?? httpError.status.reasonPhrase)
+            )
+        default:
+            return unexpected(error, request: request)
+        }
+    }
+
+    private func unexpected(_ error: any Error, request: Request) -> (HTTPResponse.Status, ErrorResponse) {
+        logger.error(
+            "Request failed", metadata: ["method": "\(request.method)", "path": "\(request.uri.path)", "error": "\(error)"]
+        )
+        return (.internalServerError, ErrorResponse(code: .internalError, message: "The server could not complete the request."))
+    }
+}
+
+/// Makes the request's credentials available to the API handlers (``RequestCredentials/current``).
+struct CredentialsMiddleware<Context: RequestContext>: RouterMiddleware {
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws
+        -> Response
+    {
+        let credentials = RequestCredentials(
+            bearerToken: RequestCredentials.bearer(fromAuthorization: request.headers[.authorization]),
+            apiKey: request.headers[HTTPField.Name("X-Parley-Api-Key")!]
+        )
+        return try await RequestCredentials.$current.withValue(credentials) {
+            try await next(request, context)
+        }
+    }
+}

@@ -1,0 +1,75 @@
+import NIOConcurrencyHelpers
+import NIOCore
+import ParleyProtocol
+
+/// Every live connection of this server, by user, and delivery of encoded frames to them.
+///
+/// Delivery never waits: a frame is pushed onto each connection's bounded queue. The same `ByteBuffer` goes to
+/// every recipient, so an event is encoded once however many receive it. The registry is split into shards, each
+/// behind its own lock, so that connects, disconnects and deliveries for different users rarely contend.
+final class Hub: Sendable {
+    struct UserKey: Hashable, Sendable {
+        var appId: String
+        var uid: String
+    }
+
+    private let shards: [NIOLockedValueBox<[UserKey: [ServerConnection]]>]
+
+    init(shardCount: Int = 64) {
+        shards = (0..<shardCount).map { _ in NIOLockedValueBox([:]) }
+    }
+
+    private func shard(_ key: UserKey) -> NIOLockedValueBox<[UserKey: [ServerConnection]]> {
+        shards[Int(UInt(bitPattern: key.hashValue) % UInt(shards.count))]
+    }
+
+    func register(_ connection: ServerConnection) {
+        let key = UserKey(appId: connection.principal.appId, uid: connection.principal.uid)
+        shard(key).withLockedValue { $0[key, default: []].append(connection) }
+    }
+
+    func unregister(_ connection: ServerConnection) {
+        let key = UserKey(appId: connection.principal.appId, uid: connection.principal.uid)
+        shard(key).withLockedValue { users in
+            users[key]?.removeAll { $0 === connection }
+            if users[key]?.isEmpty == true { users[key] = nil }
+        }
+    }
+
+    /// The live connections of a user.
+    func connections(appId: String, uid: String) -> [ServerConnection] {
+        let key = UserKey(appId: appId, uid: uid)
+        return shard(key).withLockedValue { $0[key] ?? [] }
+    }
+
+    /// Queues `frame` on every connection of every user in `uids`.
+    func deliver(_ frame: ByteBuffer, appId: String, to uids: some Sequence<String>) {
+        for uid in uids {
+            for connection in connections(appId: appId, uid: uid) {
+                connection.outbound.push(frame)
+            }
+        }
+    }
+
+    /// Closes the connections of a user, or only those opened with one token.
+    func close(appId: String, uid: String, tokenIds: Set<String>? = nil, code: UInt16, reason: ErrorCode) {
+        for connection in connections(appId: appId, uid: uid)
+        where tokenIds.map({ $0.contains(connection.principal.tokenId) }) ?? true {
+            connection.outbound.requestClose(code: code, reason: reason)
+        }
+    }
+
+    /// Closes every connection (server shutdown).
+    func closeAll(code: UInt16, reason: ErrorCode) {
+        for shard in shards {
+            for connection in shard.withLockedValue({ $0.values.flatMap { $0 } }) {
+                connection.outbound.requestClose(code: code, reason: reason)
+            }
+        }
+    }
+
+    /// Number of live connections.
+    var connectionCount: Int {
+        shards.reduce(0) { total, shard in total + shard.withLockedValue { $0.values.reduce(0) { $0 + $1.count } } }
+    }
+}

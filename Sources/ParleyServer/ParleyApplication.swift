@@ -1,0 +1,137 @@
+import Foundation
+import Hummingbird
+import HummingbirdWebSocket
+import Logging
+import NIOCore
+import OpenAPIHummingbird
+import ParleyAPI
+import ParleyProtocol
+import ParleyStore
+import ParleyStoreSQLite
+import ServiceLifecycle
+
+/// A configured Parley server, ready to run: the HTTP and WebSocket server, the ordered command writer and the
+/// connection hub over one store.
+///
+/// Run it as a `Service` (in a `ServiceGroup`, or with ``runService()``). On graceful shutdown the parts stop in
+/// this order: every WebSocket is closed with 1001 `ERR_SERVER_SHUTTING_DOWN`; the HTTP server stops taking
+/// requests and finishes those in flight; the writer commits what is queued; the store is closed.
+public struct ParleyApplication: Service {
+    /// The store the server uses; exposed so that operators and tests can provision apps.
+    public let store: any ParleyStore
+    let http: any Service
+    let writer: CommandWriter
+    let hub: Hub
+    let logger: Logger
+
+    public func run() async throws {
+        let group = ServiceGroup(
+            configuration: .init(
+                services: [writer, http, SocketCloser(hub: hub, logger: logger)].map { .init(service: $0) },
+                logger: logger
+            )
+        )
+        do {
+            try await withGracefulShutdownHandler {
+                try await group.run()
+            } onGracefulShutdown: {
+                Task { await group.triggerGracefulShutdown() }
+            }
+        } catch {
+            try? await store.close()
+            throw error
+        }
+        try await store.close()
+    }
+
+    /// Runs until SIGINT or SIGTERM, then shuts down gracefully.
+    public func runService() async throws {
+        let group = ServiceGroup(
+            configuration: .init(services: [self], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
+        )
+        try await group.run()
+    }
+}
+
+/// On graceful shutdown, closes every WebSocket with 1001 and waits (a bounded time) until they are gone.
+struct SocketCloser: Service {
+    let hub: Hub
+    let logger: Logger
+
+    func run() async throws {
+        try? await gracefulShutdown()
+        let open = hub.connectionCount
+        logger.info("Shutting down: closing \(open) WebSocket connection(s)")
+        hub.closeAll(code: WebSocketCloseCode.goingAway, reason: .serverShuttingDown)
+        let deadline = ContinuousClock.now + .seconds(5)
+        while hub.connectionCount > 0, ContinuousClock.now < deadline {
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+    }
+}
+
+/// Builds a server from its configuration, opening (and migrating) the SQLite database in the data directory
+/// unless a store is given.
+///
+/// - Parameters:
+///   - configuration: Address, data directory, limits.
+///   - store: A store to use instead of SQLite in `configuration.dataDirectory`.
+///   - logger: Where the server logs.
+///   - onServerRunning: Called with the bound port once the server listens (useful with port 0).
+public func buildApplication(
+    _ configuration: ServerConfiguration,
+    store: (any ParleyStore)? = nil,
+    logger: Logger = Logger(label: "parley"),
+    onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
+) async throws -> ParleyApplication {
+    let store = try store ?? openSQLiteStore(in: configuration.dataDirectory)
+    let hub = Hub()
+    let writer = CommandWriter(store: store, hub: hub, maxBatch: configuration.maxCommandBatch, logger: logger)
+    let authenticator = Authenticator(store: store)
+    let api = APIHandler(
+        store: store, authenticator: authenticator, writer: writer, hub: hub, configuration: configuration,
+        logger: logger
+    )
+    let gateway = WebSocketGateway(
+        authenticator: authenticator, store: store, hub: hub, writer: writer, configuration: configuration,
+        logger: logger
+    )
+
+    let router = Router(context: BasicRequestContext.self)
+    router.add(middleware: ErrorMiddleware(logger: logger))
+    router.add(middleware: CredentialsMiddleware())
+    try api.registerHandlers(
+        on: router, configuration: parleyOpenAPIConfiguration, middlewares: [EmptyBodyMiddleware()]
+    )
+
+    let http = Application(
+        router: router,
+        server: .http1WebSocketUpgrade(
+            configuration: .init(
+                ws: WebSocketServerConfiguration(
+                    maxFrameSize: configuration.maxInboundFrameSize,
+                    autoPing: .enabled(timePeriod: configuration.heartbeatInterval),
+                    closeTimeout: .seconds(5)
+                )
+            ),
+            shouldUpgrade: { head, _, _ in try await gateway.shouldUpgrade(head) }
+        ),
+        configuration: .init(
+            address: .hostname(configuration.hostname, port: configuration.port), serverName: "Parley",
+            backlog: configuration.backlog
+        ),
+        onServerRunning: { channel in
+            let port = channel.localAddress?.port ?? configuration.port
+            logger.info("Parley listening on http://\(configuration.hostname):\(port) (WebSocket: \(WebSocketGateway.path))")
+            await onServerRunning(port)
+        },
+        logger: logger
+    )
+    return ParleyApplication(store: store, http: http, writer: writer, hub: hub, logger: logger)
+}
+
+/// Opens the SQLite database of a data directory, creating the directory if needed.
+public func openSQLiteStore(in dataDirectory: String) throws -> SQLiteStore {
+    try FileManager.default.createDirectory(atPath: dataDirectory, withIntermediateDirectories: true)
+    return try SQLiteStore(path: dataDirectory + "/parley.sqlite")
+}

@@ -1,0 +1,30 @@
+import ParleyProtocol
+
+/// How a Parley server runs. The `parley-server` executable builds it from its options; tests build their own.
+public struct ServerConfiguration: Sendable {
+    /// Address to bind.
+    public var hostname: String = "127.0.0.1"
+    /// Port to bind; 0 picks a free one (see ``ParleyApplication/onServerRunning``).
+    public var port: Int = 8080
+    /// Folder of the SQLite database (`parley.sqlite`), created if missing.
+    public var dataDirectory: String = "parley-data"
+    /// Whether a data directory without any app gets a default app on start.
+    public var createDefaultApp: Bool = true
+    /// How often the server pings each WebSocket; a client that misses about two pings is disconnected.
+    public var heartbeatInterval: Duration = .seconds(30)
+    /// Largest WebSocket frame a client may send; larger ones close the connection with 1009.
+    public var maxInboundFrameSize: Int = 256 * 1024
+    /// Bytes of events that may wait for one connection; past it the connection is closed with 4008.
+    public var outboundQueueLimitBytes: Int = 4 * 1024 * 1024
+    /// Malformed frames tolerated on one connection before it is closed with 4400.
+    public var malformedFrameLimit: Int = 50
+    /// Limits on message size.
+    public var messageLimits: MessageLimits = .default
+    /// Pending TCP connections the kernel queues before the server accepts them.
+    public var backlog: Int = 4096
+    /// Most commands committed in one database transaction.
+    public var maxCommandBatch: Int = 512
+
+    public init() {}
+
+}

@@ -1,0 +1,221 @@
+import Foundation
+import HTTPTypes
+import HummingbirdWebSocket
+import Logging
+import NIOCore
+import NIOWebSocket
+import ParleyProtocol
+import ParleyStore
+
+/// The WebSocket endpoint `/v1/ws`: authenticates the upgrade, registers the connection with the hub, writes
+/// its queued frames and answers its client frames. docs/PROTOCOL.md describes what goes over it.
+struct WebSocketGateway: Sendable {
+    static let path = "/v1/ws"
+
+    let authenticator: Authenticator
+    let store: any ParleyStore
+    let hub: Hub
+    let writer: CommandWriter
+    let configuration: ServerConfiguration
+    let logger: Logger
+
+    typealias Handler = WebSocketDataHandler<HTTP1WebSocketUpgradeChannel.Context>
+
+    /// Decides an upgrade request. Requests for other paths are refused (HTTP 400); a bad or missing token is
+    /// accepted and then closed with 4001 and its error code, so a client can tell it from a server that is down.
+    func shouldUpgrade(_ head: HTTPRequest) async throws -> ShouldUpgradeResult<Handler> {
+        guard let path = head.path, path.split(separator: "?", maxSplits: 1).first == Self.path[...] else {
+            return .dontUpgrade
+        }
+        let token = RequestCredentials.bearer(fromAuthorization: head.headerFields[.authorization])
+        let authentication: Result<(UserPrincipal, User), DomainError>
+        do {
+            let principal = try await authenticator.user(token: token)
+            guard let user = try await store.user(appId: principal.appId, uid: principal.uid) else {
+                throw DomainError(.authTokenInvalid, "The token's user no longer exists.")
+            }
+            authentication = .success((principal, user))
+        } catch let refusal as DomainError {
+            authentication = .failure(refusal)
+        }
+        return .upgrade([:]) { inbound, outbound, _ in
+            switch authentication {
+            case .failure(let refusal):
+                try await outbound.write(
+                    .custom(Self.textFrame(FrameEncoding.frame(.error(ErrorFrame(code: refusal.code, message: refusal.message)))))
+                )
+                try await outbound.close(
+                    .init(codeNumber: Int(WebSocketCloseCode.authenticationFailed)), reason: refusal.code.rawValue
+                )
+            case .success(let (principal, user)):
+                try await serve(principal: principal, user: user, inbound: inbound, outbound: outbound)
+            }
+        }
+    }
+
+    private func serve(
+        principal: UserPrincipal, user: User, inbound: WebSocketInboundStream, outbound: WebSocketOutboundWriter
+    ) async throws {
+        let connection = ServerConnection(
+            id: Secrets.randomID(prefix: "k_", length: 12), principal: principal,
+            outboundLimitBytes: configuration.outboundQueueLimitBytes
+        )
+        var logger = self.logger
+        logger[metadataKey: "connection"] = "\(connection.id)"
+        logger[metadataKey: "uid"] = "\(principal.uid)"
+        hub.register(connection)
+        defer { hub.unregister(connection) }
+        logger.debug("WebSocket connected")
+        let connectionLogger = logger
+
+        let hello = HelloFrame(
+            protocolVersion: ParleyProtocolVersion.current, connectionId: connection.id, appId: principal.appId,
+            user: user, heartbeatIntervalMs: Int64(configuration.heartbeatInterval.components.seconds * 1000),
+            serverTime: epochMilliseconds()
+        )
+        try await outbound.write(.custom(Self.textFrame(FrameEncoding.frame(.hello(hello)))))
+
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask {
+                do {
+                    try await Self.writeQueuedFrames(of: connection, to: outbound)
+                } catch {
+                    connectionLogger.debug("WebSocket write ended", metadata: ["error": "\(error)"])
+                }
+            }
+            if let expiresAt = principal.expiresAt {
+                group.addTask {
+                    // Cancelled when the connection ends first.
+                    let remaining = max(0, expiresAt - epochMilliseconds())
+                    guard (try? await Task.sleep(for: .milliseconds(remaining))) != nil else { return }
+                    connection.outbound.requestClose(
+                        code: WebSocketCloseCode.authenticationFailed, reason: .authTokenInvalid
+                    )
+                }
+            }
+            var session = FrameSession(
+                connection: connection, writer: writer, limits: configuration.messageLimits,
+                malformedFrameLimit: configuration.malformedFrameLimit
+            )
+            do {
+                for try await message in inbound.messages(maxSize: configuration.maxInboundFrameSize) {
+                    session.receive(message)
+                }
+            } catch {
+                logger.debug("WebSocket read ended", metadata: ["error": "\(error)"])
+            }
+            connection.outbound.finish()
+            group.cancelAll()
+        }
+        logger.debug("WebSocket disconnected")
+    }
+
+    /// Writes what the hub and the session queue, until the connection ends or must be closed.
+    private static func writeQueuedFrames(of connection: ServerConnection, to outbound: WebSocketOutboundWriter)
+        async throws
+    {
+        while true {
+            switch await connection.outbound.next() {
+            case .frames(let frames):
+                for frame in frames { try await outbound.write(.custom(textFrame(frame))) }
+            case .close(let code, let reason):
+                try await outbound.close(.init(codeNumber: Int(code)), reason: reason.rawValue)
+                return
+            case .finished:
+                return
+            }
+        }
+    }
+
+    static func textFrame(_ buffer: ByteBuffer) -> WebSocketFrame {
+        WebSocketFrame(fin: true, opcode: .text, data: buffer)
+    }
+}
+
+/// The client frames of one connection: decodes them and answers on the connection's queue.
+struct FrameSession {
+    let connection: ServerConnection
+    let writer: CommandWriter
+    let limits: MessageLimits
+    let malformedFrameLimit: Int
+    private var malformedFrames = 0
+    private let decoder = JSONDecoder()
+
+    init(connection: ServerConnection, writer: CommandWriter, limits: MessageLimits, malformedFrameLimit: Int) {
+        self.connection = connection
+        self.writer = writer
+        self.limits = limits
+        self.malformedFrameLimit = malformedFrameLimit
+    }
+
+    mutating func receive(_ message: WebSocketMessage) {
+        let frame: ClientFrame
+        do {
+            guard case .text(let text) = message else {
+                throw DomainError(.malformedFrame, "Frames are JSON text; binary frames are not accepted.")
+            }
+            frame = try decoder.decode(ClientFrame.self, from: Data(text.utf8))
+        } catch let unknown as UnknownFrameType {
+            reply(error: DomainError(.unknownFrameType, "Unknown frame type \"\(unknown.type)\"."))
+            return
+        } catch {
+            malformedFrames += 1
+            reply(error: DomainError(.malformedFrame, "The frame is not a valid protocol v1 frame."))
+            if malformedFrames >= malformedFrameLimit {
+                connection.outbound.requestClose(code: WebSocketCloseCode.protocolViolation, reason: .malformedFrame)
+            }
+            return
+        }
+        switch frame {
+        case .ping(let ping):
+            reply(.pong(PongFrame(id: ping.id, serverTime: epochMilliseconds())))
+        case .send(let send):
+            self.send(send)
+        }
+    }
+
+    private func send(_ frame: SendFrame) {
+        do {
+            try MessageRules.validate(
+                parts: frame.parts, metadata: frame.metadata, alert: frame.alert,
+                clientMessageId: frame.clientMessageId, limits: limits
+            )
+        } catch {
+            reply(.error(Self.errorFrame(error, ref: frame.ref)))
+            return
+        }
+        let principal = connection.principal
+        let command = Command.SendMessage(
+            appId: principal.appId, conversationId: frame.conversationId, sender: principal.uid,
+            messageId: Secrets.randomID(prefix: "m_"), clientMessageId: frame.clientMessageId, parts: frame.parts,
+            metadata: frame.metadata, alert: frame.alert, now: epochMilliseconds()
+        )
+        let connection = self.connection
+        writer.enqueue(.sendMessage(command)) { result in
+            switch result {
+            case .success(let outcome):
+                guard case .message(let message, let duplicate) = outcome.outcome else { return }
+                Self.reply(.ack(AckFrame(ref: frame.ref, message: message, duplicate: duplicate)), on: connection)
+            case .failure(let error):
+                Self.reply(.error(Self.errorFrame(error, ref: frame.ref)), on: connection)
+            }
+        }
+    }
+
+    private func reply(_ frame: ServerFrame) { Self.reply(frame, on: connection) }
+
+    private func reply(error: DomainError, ref: String? = nil) {
+        reply(.error(ErrorFrame(ref: ref, code: error.code, message: error.message)))
+    }
+
+    private static func reply(_ frame: ServerFrame, on connection: ServerConnection) {
+        connection.outbound.push(FrameEncoding.frame(frame))
+    }
+
+    static func errorFrame(_ error: any Error, ref: String?) -> ErrorFrame {
+        if let refusal = error as? DomainError {
+            return ErrorFrame(ref: ref, code: refusal.code, message: refusal.message)
+        }
+        return ErrorFrame(ref: ref, code: .internalError, message: "The server could not complete the request.")
+    }
+}

@@ -1,0 +1,52 @@
+import ParleyProtocol
+
+/// Durable storage of a Parley server. Implementations: `SQLiteStore` (GRDB); the same conformance suite runs
+/// against each (Tests/ParleyStoreTests).
+///
+/// Reads may run concurrently. ``apply(_:)`` is the only way to change conversations: the server calls it from
+/// one writer at a time and publishes the returned events in order.
+public protocol ParleyStore: Sendable {
+    /// Fails when the database cannot answer (used by `/health`).
+    func checkHealth() async throws
+    /// Releases the database.
+    func close() async throws
+
+    // MARK: Apps
+    func insertApp(_ app: AppRecord) async throws
+    func app(id: String) async throws -> AppRecord?
+    func app(restAPIKeyHash: [UInt8]) async throws -> AppRecord?
+    func apps() async throws -> [AppRecord]
+    /// Replaces an app's key hashes. Returns false when there is no such app.
+    func updateAppKeys(appId: String, authKeyHash: [UInt8], restAPIKeyHash: [UInt8]) async throws -> Bool
+
+    // MARK: Users
+    /// Throws ``DomainError`` `ERR_UID_ALREADY_EXISTS`.
+    func insertUser(appId: String, _ user: User) async throws
+    func user(appId: String, uid: String) async throws -> User?
+    /// Returns the stored user, inserting `user` first when the uid is new.
+    func ensureUser(appId: String, _ user: User) async throws -> User
+    /// Returns nil when there is no such user.
+    func updateUser(appId: String, uid: String, _ update: UpdateUserRequest, now: Int64) async throws -> User?
+
+    // MARK: Auth tokens
+    func insertToken(_ token: TokenRecord) async throws
+    func token(hash: [UInt8]) async throws -> TokenRecord?
+    /// Live (not revoked, not expired at `now`) tokens of a user.
+    func tokens(appId: String, uid: String, now: Int64) async throws -> [TokenRecord]
+    /// Revokes the token; returns its record, or nil when the user has no live token with this id.
+    func revokeToken(appId: String, uid: String, tokenId: String, now: Int64) async throws -> TokenRecord?
+    /// Revokes every live token of the user; returns the ids.
+    func revokeTokens(appId: String, uid: String, now: Int64) async throws -> [String]
+
+    // MARK: Conversations
+    /// Applies commands in one transaction, in order. A command refused by a rule gets its ``DomainError`` and
+    /// does not affect the others.
+    func apply(_ commands: [Command]) async throws -> [Result<CommandResult, DomainError>]
+    /// A conversation and the caller's role in it; nil role when the caller is not a participant.
+    func conversation(appId: String, id: String, viewer: String) async throws -> (ConversationRow, ParticipantRole?)?
+    /// The caller's conversations, most recently active first.
+    func conversations(appId: String, uid: String, query: ConversationQuery) async throws -> [ConversationRow]
+    func participants(appId: String, conversationId: String) async throws -> [Participant]
+    /// Messages in descending sequence order.
+    func messages(appId: String, conversationId: String, query: HistoryQuery) async throws -> [Message]
+}

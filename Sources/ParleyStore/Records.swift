@@ -1,0 +1,119 @@
+import ParleyProtocol
+
+/// An app: a tenant of the server with its own users, conversations and keys.
+public struct AppRecord: Sendable, Hashable {
+    /// The public App ID.
+    public var id: String
+    public var name: String
+    /// SHA-256 of the development Auth Key.
+    public var authKeyHash: [UInt8]
+    /// SHA-256 of the secret REST API key.
+    public var restAPIKeyHash: [UInt8]
+    public var createdAt: Int64
+
+    public init(id: String, name: String, authKeyHash: [UInt8], restAPIKeyHash: [UInt8], createdAt: Int64) {
+        self.id = id
+        self.name = name
+        self.authKeyHash = authKeyHash
+        self.restAPIKeyHash = restAPIKeyHash
+        self.createdAt = createdAt
+    }
+}
+
+/// An auth token as stored: only the hash of the secret is kept.
+public struct TokenRecord: Sendable, Hashable {
+    public var id: String
+    /// SHA-256 of the token string.
+    public var hash: [UInt8]
+    public var appId: String
+    public var uid: String
+    public var createdAt: Int64
+    public var expiresAt: Int64?
+    public var revokedAt: Int64?
+
+    public init(
+        id: String, hash: [UInt8], appId: String, uid: String, createdAt: Int64, expiresAt: Int64? = nil,
+        revokedAt: Int64? = nil
+    ) {
+        self.id = id
+        self.hash = hash
+        self.appId = appId
+        self.uid = uid
+        self.createdAt = createdAt
+        self.expiresAt = expiresAt
+        self.revokedAt = revokedAt
+    }
+
+    /// Whether the token authenticates at `now` (epoch ms).
+    public func isValid(at now: Int64) -> Bool {
+        revokedAt == nil && (expiresAt.map { now < $0 } ?? true)
+    }
+
+    public var info: AuthTokenInfo { AuthTokenInfo(id: id, uid: uid, createdAt: createdAt, expiresAt: expiresAt) }
+}
+
+/// A durable conversation event as stored and published: the event and its JSON encoding, made once.
+public struct StoredEvent: Sendable {
+    public var event: Event
+    /// The JSON encoding of `event`, as sent inside an event frame.
+    public var json: [UInt8]
+
+    public init(event: Event, json: [UInt8]) {
+        self.event = event
+        self.json = json
+    }
+}
+
+/// A page request over a conversation's history.
+public struct HistoryQuery: Sendable, Hashable {
+    /// Only messages with a lower sequence number; nil for the newest.
+    public var beforeSeq: Int64?
+    public var limit: Int
+
+    public init(beforeSeq: Int64? = nil, limit: Int) {
+        self.beforeSeq = beforeSeq
+        self.limit = limit
+    }
+}
+
+/// A page request over a user's conversations, most recently active first.
+public struct ConversationQuery: Sendable, Hashable {
+    /// Position after which to continue: the last row of the previous page.
+    public struct Position: Sendable, Hashable {
+        public var lastActivityAt: Int64
+        public var conversationPK: Int64
+        public init(lastActivityAt: Int64, conversationPK: Int64) {
+            self.lastActivityAt = lastActivityAt
+            self.conversationPK = conversationPK
+        }
+    }
+
+    public var after: Position?
+    public var limit: Int
+
+    public init(after: Position? = nil, limit: Int) {
+        self.after = after
+        self.limit = limit
+    }
+}
+
+/// A conversation with what the store needs to page and authorize.
+public struct ConversationRow: Sendable, Hashable {
+    public var pk: Int64
+    public var appId: String
+    public var conversation: Conversation
+    public var lastActivityAt: Int64
+    public var deletedAt: Int64?
+
+    public init(pk: Int64, appId: String, conversation: Conversation, lastActivityAt: Int64, deletedAt: Int64?) {
+        self.pk = pk
+        self.appId = appId
+        self.conversation = conversation
+        self.lastActivityAt = lastActivityAt
+        self.deletedAt = deletedAt
+    }
+
+    public var position: ConversationQuery.Position {
+        .init(lastActivityAt: lastActivityAt, conversationPK: pk)
+    }
+}

@@ -1,0 +1,84 @@
+import GRDB
+
+extension SQLiteStore {
+    /// The schema, as migrations: a migration once shipped is never edited, only followed by new ones.
+    static var migrator: DatabaseMigrator {
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("v1") { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE apps (
+                        id TEXT PRIMARY KEY NOT NULL,
+                        name TEXT NOT NULL,
+                        auth_key_hash BLOB NOT NULL,
+                        rest_api_key_hash BLOB NOT NULL UNIQUE,
+                        created_at INTEGER NOT NULL
+                    );
+                    CREATE TABLE users (
+                        app_id TEXT NOT NULL REFERENCES apps(id),
+                        uid TEXT NOT NULL,
+                        name TEXT NOT NULL,
+                        avatar_url TEXT,
+                        metadata TEXT,
+                        created_at INTEGER NOT NULL,
+                        updated_at INTEGER NOT NULL,
+                        PRIMARY KEY (app_id, uid)
+                    ) WITHOUT ROWID;
+                    CREATE TABLE auth_tokens (
+                        hash BLOB PRIMARY KEY NOT NULL,
+                        id TEXT NOT NULL UNIQUE,
+                        app_id TEXT NOT NULL,
+                        uid TEXT NOT NULL,
+                        created_at INTEGER NOT NULL,
+                        expires_at INTEGER,
+                        revoked_at INTEGER,
+                        FOREIGN KEY (app_id, uid) REFERENCES users(app_id, uid)
+                    );
+                    CREATE INDEX auth_tokens_by_user ON auth_tokens(app_id, uid);
+                    CREATE TABLE conversations (
+                        pk INTEGER PRIMARY KEY,
+                        id TEXT NOT NULL UNIQUE,
+                        app_id TEXT NOT NULL REFERENCES apps(id),
+                        type TEXT NOT NULL,
+                        direct_key TEXT,
+                        name TEXT,
+                        description TEXT,
+                        is_public INTEGER NOT NULL,
+                        metadata TEXT,
+                        created_by TEXT NOT NULL,
+                        created_at INTEGER NOT NULL,
+                        updated_at INTEGER NOT NULL,
+                        last_seq INTEGER NOT NULL,
+                        last_activity_at INTEGER NOT NULL,
+                        participant_count INTEGER NOT NULL,
+                        deleted_at INTEGER,
+                        UNIQUE (app_id, direct_key)
+                    );
+                    CREATE TABLE participants (
+                        conversation_pk INTEGER NOT NULL REFERENCES conversations(pk),
+                        uid TEXT NOT NULL,
+                        role TEXT NOT NULL,
+                        joined_at INTEGER NOT NULL,
+                        delivered_seq INTEGER NOT NULL DEFAULT 0,
+                        read_seq INTEGER NOT NULL DEFAULT 0,
+                        PRIMARY KEY (conversation_pk, uid)
+                    ) WITHOUT ROWID;
+                    CREATE INDEX participants_by_user ON participants(uid, conversation_pk);
+                    CREATE TABLE events (
+                        conversation_pk INTEGER NOT NULL REFERENCES conversations(pk),
+                        seq INTEGER NOT NULL,
+                        name TEXT NOT NULL,
+                        actor TEXT,
+                        created_at INTEGER NOT NULL,
+                        client_message_id TEXT,
+                        body BLOB NOT NULL,
+                        PRIMARY KEY (conversation_pk, seq)
+                    ) WITHOUT ROWID;
+                    CREATE UNIQUE INDEX events_by_client_message
+                        ON events(conversation_pk, actor, client_message_id) WHERE client_message_id IS NOT NULL;
+                    """
+            )
+        }
+        return migrator
+    }
+}

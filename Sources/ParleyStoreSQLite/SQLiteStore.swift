@@ -1,0 +1,322 @@
+import Foundation
+import GRDB
+import ParleyProtocol
+import ParleyStore
+
+/// Storage in one SQLite file in WAL mode (GRDB `DatabasePool`): reads run concurrently with the single writer.
+public final class SQLiteStore: ParleyStore {
+    let pool: DatabasePool
+
+    /// Opens (creating if needed) the database at `path` and migrates it to the current schema.
+    public init(path: String) throws {
+        var configuration = Configuration()
+        configuration.busyMode = .timeout(10)
+        configuration.prepareDatabase { db in
+            // WAL with synchronous=NORMAL is durable across process crashes; a power loss may lose the last
+            // transactions but never corrupts the file.
+            try db.execute(sql: "PRAGMA synchronous = NORMAL")
+        }
+        pool = try DatabasePool(path: path, configuration: configuration)
+        try Self.migrator.migrate(pool)
+    }
+
+    public func checkHealth() async throws {
+        _ = try await pool.read { db in try Int.fetchOne(db, sql: "SELECT 1") }
+    }
+
+    public func close() async throws {
+        try pool.close()
+    }
+
+    // MARK: Apps
+
+    public func insertApp(_ app: AppRecord) async throws {
+        try await pool.write { db in
+            try db.execute(
+                sql: "INSERT INTO apps (id, name, auth_key_hash, rest_api_key_hash, created_at) VALUES (?, ?, ?, ?, ?)",
+                arguments: [app.id, app.name, Data(app.authKeyHash), Data(app.restAPIKeyHash), app.createdAt]
+            )
+        }
+    }
+
+    public func app(id: String) async throws -> AppRecord? {
+        try await pool.read { db in
+            try Row.fetchOne(db, sql: "SELECT * FROM apps WHERE id = ?", arguments: [id]).map(Self.appRecord)
+        }
+    }
+
+    public func app(restAPIKeyHash: [UInt8]) async throws -> AppRecord? {
+        try await pool.read { db in
+            try Row.fetchOne(
+                db, sql: "SELECT * FROM apps WHERE rest_api_key_hash = ?", arguments: [Data(restAPIKeyHash)]
+            ).map(Self.appRecord)
+        }
+    }
+
+    public func apps() async throws -> [AppRecord] {
+        try await pool.read { db in
+            try Row.fetchAll(db, sql: "SELECT * FROM apps ORDER BY created_at, id").map(Self.appRecord)
+        }
+    }
+
+    public func updateAppKeys(appId: String, authKeyHash: [UInt8], restAPIKeyHash: [UInt8]) async throws -> Bool {
+        try await pool.write { db in
+            try db.execute(
+                sql: "UPDATE apps SET auth_key_hash = ?, rest_api_key_hash = ? WHERE id = ?",
+                arguments: [Data(authKeyHash), Data(restAPIKeyHash), appId]
+            )
+            return db.changesCount > 0
+        }
+    }
+
+    static func appRecord(_ row: Row) -> AppRecord {
+        AppRecord(
+            id: row["id"], name: row["name"], authKeyHash: [UInt8](row["auth_key_hash"] as Data),
+            restAPIKeyHash: [UInt8](row["rest_api_key_hash"] as Data), createdAt: row["created_at"]
+        )
+    }
+
+    // MARK: Users
+
+    public func insertUser(appId: String, _ user: User) async throws {
+        try await pool.write { db in
+            guard try Self.insertUserIfNew(db, appId: appId, user) else {
+                throw DomainError(.uidAlreadyExists, "A user \(user.uid) already exists.")
+            }
+        }
+    }
+
+    public func ensureUser(appId: String, _ user: User) async throws -> User {
+        try await pool.write { db in
+            _ = try Self.insertUserIfNew(db, appId: appId, user)
+            return try Self.fetchUser(db, appId: appId, uid: user.uid)!
+        }
+    }
+
+    public func user(appId: String, uid: String) async throws -> User? {
+        try await pool.read { db in try Self.fetchUser(db, appId: appId, uid: uid) }
+    }
+
+    public func updateUser(appId: String, uid: String, _ update: UpdateUserRequest, now: Int64) async throws -> User? {
+        try await pool.write { db in
+            guard var user = try Self.fetchUser(db, appId: appId, uid: uid) else { return nil }
+            if let name = update.name { user.name = name }
+            if let avatar = update.avatarURL { user.avatarURL = avatar }
+            if let metadata = update.metadata { user.metadata = metadata }
+            user.updatedAt = now
+            try db.execute(
+                sql: "UPDATE users SET name = ?, avatar_url = ?, metadata = ?, updated_at = ? WHERE app_id = ? AND uid = ?",
+                arguments: [user.name, user.avatarURL, try Self.json(user.metadata), now, appId, uid]
+            )
+            return user
+        }
+    }
+
+    static func insertUserIfNew(_ db: Database, appId: String, _ user: User) throws -> Bool {
+        try db.execute(
+            sql: """
+                INSERT INTO users (app_id, uid, name, avatar_url, metadata, created_at, updated_at)
+                VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING
+                """,
+            arguments: [
+                appId, user.uid, user.name, user.avatarURL, try json(user.metadata), user.createdAt, user.updatedAt,
+            ]
+        )
+        return db.changesCount > 0
+    }
+
+    static func fetchUser(_ db: Database, appId: String, uid: String) throws -> User? {
+        guard
+            let row = try Row.fetchOne(
+                db, sql: "SELECT * FROM users WHERE app_id = ? AND uid = ?", arguments: [appId, uid]
+            )
+        else { return nil }
+        return User(
+            uid: row["uid"], name: row["name"], avatarURL: row["avatar_url"],
+            metadata: try jsonValue(row["metadata"]), createdAt: row["created_at"], updatedAt: row["updated_at"]
+        )
+    }
+
+    // MARK: Tokens
+
+    public func insertToken(_ token: TokenRecord) async throws {
+        try await pool.write { db in
+            try db.execute(
+                sql: """
+                    INSERT INTO auth_tokens (hash, id, app_id, uid, created_at, expires_at, revoked_at)
+                    VALUES (?, ?, ?, ?, ?, ?, ?)
+                    """,
+                arguments: [
+                    Data(token.hash), token.id, token.appId, token.uid, token.createdAt, token.expiresAt,
+                    token.revokedAt,
+                ]
+            )
+        }
+    }
+
+    public func token(hash: [UInt8]) async throws -> TokenRecord? {
+        try await pool.read { db in
+            try Row.fetchOne(db, sql: "SELECT * FROM auth_tokens WHERE hash = ?", arguments: [Data(hash)])
+                .map(Self.tokenRecord)
+        }
+    }
+
+    public func tokens(appId: String, uid: String, now: Int64) async throws -> [TokenRecord] {
+        try await pool.read { db in
+            try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT * FROM auth_tokens WHERE app_id = ? AND uid = ? AND revoked_at IS NULL
+                    AND (expires_at IS NULL OR expires_at > ?) ORDER BY created_at, id
+                    """,
+                arguments: [appId, uid, now]
+            ).map(Self.tokenRecord)
+        }
+    }
+
+    public func revokeToken(appId: String, uid: String, tokenId: String, now: Int64) async throws -> TokenRecord? {
+        try await pool.write { db in
+            guard
+                let row = try Row.fetchOne(
+                    db,
+                    sql: "SELECT * FROM auth_tokens WHERE app_id = ? AND uid = ? AND id = ? AND revoked_at IS NULL",
+                    arguments: [appId, uid, tokenId]
+                )
+            else { return nil }
+            try db.execute(sql: "UPDATE auth_tokens SET revoked_at = ? WHERE id = ?", arguments: [now, tokenId])
+            var record = Self.tokenRecord(row)
+            record.revokedAt = now
+            return record
+        }
+    }
+
+    public func revokeTokens(appId: String, uid: String, now: Int64) async throws -> [String] {
+        try await pool.write { db in
+            let ids = try String.fetchAll(
+                db, sql: "SELECT id FROM auth_tokens WHERE app_id = ? AND uid = ? AND revoked_at IS NULL",
+                arguments: [appId, uid]
+            )
+            try db.execute(
+                sql: "UPDATE auth_tokens SET revoked_at = ? WHERE app_id = ? AND uid = ? AND revoked_at IS NULL",
+                arguments: [now, appId, uid]
+            )
+            return ids
+        }
+    }
+
+    static func tokenRecord(_ row: Row) -> TokenRecord {
+        TokenRecord(
+            id: row["id"], hash: [UInt8](row["hash"] as Data), appId: row["app_id"], uid: row["uid"],
+            createdAt: row["created_at"], expiresAt: row["expires_at"], revokedAt: row["revoked_at"]
+        )
+    }
+
+    // MARK: Conversations (reads)
+
+    public func conversation(appId: String, id: String, viewer: String) async throws -> (
+        ConversationRow, ParticipantRole?
+    )? {
+        try await pool.read { db in
+            guard let row = try Self.fetchConversation(db, appId: appId, id: id) else { return nil }
+            return (row, try Self.role(db, conversationPK: row.pk, uid: viewer))
+        }
+    }
+
+    public func conversations(appId: String, uid: String, query: ConversationQuery) async throws -> [ConversationRow] {
+        try await pool.read { db in
+            let after = query.after
+            return try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT c.* FROM participants p JOIN conversations c ON c.pk = p.conversation_pk
+                    WHERE p.uid = ? AND c.app_id = ? AND c.deleted_at IS NULL
+                    AND (? IS NULL OR c.last_activity_at < ? OR (c.last_activity_at = ? AND c.pk < ?))
+                    ORDER BY c.last_activity_at DESC, c.pk DESC LIMIT ?
+                    """,
+                arguments: [
+                    uid, appId, after?.lastActivityAt, after?.lastActivityAt, after?.lastActivityAt,
+                    after?.conversationPK, query.limit,
+                ]
+            ).map(Self.conversationRow)
+        }
+    }
+
+    public func participants(appId: String, conversationId: String) async throws -> [Participant] {
+        try await pool.read { db in
+            guard let row = try Self.fetchConversation(db, appId: appId, id: conversationId) else { return [] }
+            return try Self.fetchParticipants(db, conversationPK: row.pk)
+        }
+    }
+
+    public func messages(appId: String, conversationId: String, query: HistoryQuery) async throws -> [Message] {
+        let bodies = try await pool.read { db -> [Data] in
+            guard let row = try Self.fetchConversation(db, appId: appId, id: conversationId) else { return [] }
+            return try Data.fetchAll(
+                db,
+                sql: """
+                    SELECT body FROM events WHERE conversation_pk = ? AND seq < ? AND name = ?
+                    ORDER BY seq DESC LIMIT ?
+                    """,
+                arguments: [row.pk, query.beforeSeq ?? Int64.max, EventName.messageSent.rawValue, query.limit]
+            )
+        }
+        let decoder = JSONDecoder()
+        return try bodies.map { body in
+            let event = try decoder.decode(Event.self, from: body)
+            guard case .messageSent(let message) = event.payload else {
+                throw DomainError(.internalError, "Stored event \(event.id) is not a message.")
+            }
+            return message
+        }
+    }
+
+    static func fetchConversation(_ db: Database, appId: String, id: String) throws -> ConversationRow? {
+        try Row.fetchOne(
+            db, sql: "SELECT * FROM conversations WHERE id = ? AND app_id = ?", arguments: [id, appId]
+        ).map(conversationRow)
+    }
+
+    static func role(_ db: Database, conversationPK: Int64, uid: String) throws -> ParticipantRole? {
+        try String.fetchOne(
+            db, sql: "SELECT role FROM participants WHERE conversation_pk = ? AND uid = ?",
+            arguments: [conversationPK, uid]
+        ).flatMap(ParticipantRole.init(rawValue:))
+    }
+
+    static func fetchParticipants(_ db: Database, conversationPK: Int64) throws -> [Participant] {
+        try Row.fetchAll(
+            db, sql: "SELECT * FROM participants WHERE conversation_pk = ? ORDER BY joined_at, uid",
+            arguments: [conversationPK]
+        ).map { row in
+            Participant(
+                uid: row["uid"], role: ParticipantRole(rawValue: row["role"]) ?? .member, joinedAt: row["joined_at"],
+                deliveredSeq: row["delivered_seq"], readSeq: row["read_seq"]
+            )
+        }
+    }
+
+    static func conversationRow(_ row: Row) throws -> ConversationRow {
+        let conversation = Conversation(
+            id: row["id"], type: ConversationType(rawValue: row["type"]) ?? .group, name: row["name"],
+            description: row["description"], isPublic: row["is_public"], metadata: try jsonValue(row["metadata"]),
+            createdBy: row["created_by"], createdAt: row["created_at"], updatedAt: row["updated_at"],
+            lastSeq: row["last_seq"], participantCount: row["participant_count"]
+        )
+        return ConversationRow(
+            pk: row["pk"], appId: row["app_id"], conversation: conversation,
+            lastActivityAt: row["last_activity_at"], deletedAt: row["deleted_at"]
+        )
+    }
+
+    // MARK: JSON columns
+
+    static func json(_ value: JSONValue?) throws -> String? {
+        guard let value else { return nil }
+        return String(decoding: try WireCoding.encode(value), as: UTF8.self)
+    }
+
+    static func jsonValue(_ text: String?) throws -> JSONValue? {
+        guard let text else { return nil }
+        return try WireCoding.decode(JSONValue.self, from: Array(text.utf8))
+    }
+}
