@@ -96,10 +96,12 @@ let package = Package(
         .target(
             name: "ParleyTesting",
             dependencies: [
-                "ParleyServer", "ParleyStore", "ParleyStoreSQLite",
+                "ParleyServer", "ParleyStore", "ParleyStoreSQLite", "Parley",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
         .testTarget(name: "ParleyProtocolTests", dependencies: ["ParleyProtocol"]),

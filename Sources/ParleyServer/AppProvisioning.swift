@@ -1,7 +1,7 @@
 import ParleyStore
 
 /// An app with its secrets in clear: only ever shown when the app is created or its keys rotated.
-public struct ProvisionedApp: Sendable, Hashable {
+public struct ProvisionedApp: Sendable, Hashable, Codable {
     public var appId: String
     public var name: String
     /// Development key: lets any client log in as any uid of the app.

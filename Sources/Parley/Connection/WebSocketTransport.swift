@@ -6,7 +6,7 @@ import NIOWebSocket
 import WSClient
 
 /// What happens on a transport connection.
-enum TransportEvent: Sendable {
+@_spi(Testing) public enum TransportEvent: Sendable {
     /// A text frame from the server.
     case text(String)
     /// The connection closed; `code` and `reason` are the server's close frame, if it sent one.
@@ -16,7 +16,7 @@ enum TransportEvent: Sendable {
 }
 
 /// One WebSocket connection: frames out, events in.
-protocol TransportConnection: Sendable {
+@_spi(Testing) public protocol TransportConnection: Sendable {
     /// Everything that happens on the connection, ending with `.closed` or `.failed`.
     var events: AsyncStream<TransportEvent> { get }
     /// Queues a text frame.
@@ -26,17 +26,21 @@ protocol TransportConnection: Sendable {
 }
 
 /// Opens WebSocket connections. The SDK uses ``WSClientTransport``; tests may substitute their own.
-protocol WebSocketTransport: Sendable {
+@_spi(Testing) public protocol WebSocketTransport: Sendable {
     func open(url: String, authToken: String) -> any TransportConnection
 }
 
 /// The SDK's WebSocket on every platform: swift-websocket's `WebSocketClient` over SwiftNIO.
-struct WSClientTransport: WebSocketTransport {
+@_spi(Testing) public struct WSClientTransport: WebSocketTransport {
     /// Largest frame accepted from the server.
     var maxFrameSize = 8 * 1024 * 1024
     var logger: Logger
 
-    func open(url: String, authToken: String) -> any TransportConnection {
+    public init(logger: Logger) {
+        self.logger = logger
+    }
+
+    public func open(url: String, authToken: String) -> any TransportConnection {
         WSClientConnection(url: url, authToken: authToken, maxFrameSize: maxFrameSize, logger: logger)
     }
 }
@@ -48,7 +52,7 @@ final class WSClientConnection: TransportConnection {
         case close(UInt16)
     }
 
-    let events: AsyncStream<TransportEvent>
+    public let events: AsyncStream<TransportEvent>
     private let eventSink: AsyncStream<TransportEvent>.Continuation
     private let outboundSink: AsyncStream<Outbound>.Continuation
     private let task = NIOLockedValueBox<Task<Void, Never>?>(nil)
@@ -100,11 +104,11 @@ final class WSClientConnection: TransportConnection {
         task.withLockedValue { $0 = runner }
     }
 
-    func send(_ text: String) {
+    public func send(_ text: String) {
         outboundSink.yield(.text(text))
     }
 
-    func close(code: UInt16) {
+    public func close(code: UInt16) {
         outboundSink.yield(.close(code))
         guard let runner = task.withLockedValue({ $0 }) else { return }
         // A stalled connection never completes the handshake: give it a moment, then abandon it.

@@ -1,0 +1,56 @@
+import Foundation
+import ParleyProtocol
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// An HTTP answer: the status and the raw body.
+public struct RESTAnswer: Sendable {
+    public var status: Int
+    public var body: [UInt8]
+
+    /// The body decoded as `T`.
+    public func decode<T: Decodable>(_ type: T.Type = T.self) throws -> T {
+        try WireCoding.decode(type, from: body)
+    }
+
+    /// The error code of an error body, if it is one.
+    public var errorCode: ErrorCode? { try? decode(ErrorResponse.self).error.code }
+}
+
+extension TestServer {
+    /// Sends a request to the server's REST API.
+    public func request(
+        _ method: String, _ path: String, token: String? = nil, apiKey: String? = nil, body: (some Encodable)? = nil as String?
+    ) async throws -> RESTAnswer {
+        var request = URLRequest(url: URL(string: baseURL.absoluteString + path)!)
+        request.httpMethod = method
+        if let token { request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization") }
+        if let apiKey { request.setValue(apiKey, forHTTPHeaderField: "X-Parley-Api-Key") }
+        if let body {
+            request.httpBody = Data(try WireCoding.encode(body))
+            request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+        }
+        let (data, response) = try await URLSession.shared.data(for: request)
+        return RESTAnswer(status: (response as? HTTPURLResponse)?.statusCode ?? 0, body: Array(data))
+    }
+
+    /// Logs `uid` in with the app's Auth Key (creating the user) and returns an auth token.
+    public func login(_ uid: String) async throws -> String {
+        let answer = try await request(
+            "POST", "/v1/login", body: LoginRequest(appId: app.appId, uid: uid, authKey: app.authKey)
+        )
+        return try answer.decode(LoginResponse.self).authToken
+    }
+
+    /// Creates a conversation as the owner of `token` and returns it.
+    public func createConversation(
+        token: String, type: ConversationType = .group, with participants: [String], isPublic: Bool = false
+    ) async throws -> Conversation {
+        try await request(
+            "POST", "/v1/conversations", token: token,
+            body: CreateConversationRequest(type: type, participants: participants, name: "test", isPublic: isPublic)
+        ).decode()
+    }
+}

@@ -1,0 +1,136 @@
+import Foundation
+import Logging
+import NIOConcurrencyHelpers
+import ParleyServer
+import ParleyStore
+import ServiceLifecycle
+
+/// A real Parley server for tests: port 0 on 127.0.0.1, a SQLite file in a temporary directory, and a provisioned
+/// app whose keys the test can use.
+///
+/// ```swift
+/// let server = try await TestServer.start()
+/// defer { Task { try await server.stop() } }
+/// let url = server.baseURL
+/// ```
+public final class TestServer: Sendable {
+    public let port: Int
+    public let app: ProvisionedApp
+    public let dataDirectory: String
+    public let configuration: ServerConfiguration
+    /// The server's store, for provisioning (another app, say) behind its back.
+    public let store: any ParleyStore
+    let group: ServiceGroup
+    let running: Task<Void, any Error>
+
+    public var baseURL: URL { URL(string: "http://127.0.0.1:\(port)")! }
+    public var webSocketURL: String { "ws://127.0.0.1:\(port)/v1/ws" }
+
+    init(
+        port: Int, app: ProvisionedApp, dataDirectory: String, configuration: ServerConfiguration,
+        store: any ParleyStore, group: ServiceGroup, running: Task<Void, any Error>
+    ) {
+        self.store = store
+        self.port = port
+        self.app = app
+        self.dataDirectory = dataDirectory
+        self.configuration = configuration
+        self.group = group
+        self.running = running
+    }
+
+    /// Starts a server. With `dataDirectory` of a stopped server, it restarts over the same data (and app);
+    /// `port` can ask for the same port again.
+    public static func start(
+        dataDirectory: String? = nil, port: Int = 0, logLevel: Logger.Level = .warning,
+        configure: (inout ServerConfiguration) -> Void = { _ in }
+    ) async throws -> TestServer {
+        let directory = try dataDirectory ?? TemporaryDirectory(prefix: "parley-server").path
+        var configuration = ServerConfiguration()
+        configuration.hostname = "127.0.0.1"
+        configuration.port = port
+        configuration.dataDirectory = directory
+        configure(&configuration)
+        var logger = Logger(label: "parley.test-server")
+        logger.logLevel = logLevel
+
+        let store = try openSQLiteStore(in: directory)
+        let app = try await provisionedApp(in: store, directory: directory)
+        let bound = PortPromise()
+        let application = try await buildApplication(configuration, store: store, logger: logger) { port in
+            bound.fulfill(port)
+        }
+        let group = ServiceGroup(configuration: .init(services: [application], logger: logger))
+        let running = Task { try await group.run() }
+        let port = try await bound.value(orFailureOf: running)
+        return TestServer(
+            port: port, app: app, dataDirectory: directory, configuration: configuration, store: store,
+            group: group, running: running
+        )
+    }
+
+    /// Stops gracefully: sockets closed with 1001, requests finished, database closed.
+    public func stop() async throws {
+        await group.triggerGracefulShutdown()
+        try await running.value
+    }
+
+    /// The app of this data directory: created on first start and remembered in a file next to the database, so
+    /// that a restarted server keeps its keys (the server itself stores only their hashes).
+    private static func provisionedApp(in store: any ParleyStore, directory: String) async throws -> ProvisionedApp {
+        let file = URL(fileURLWithPath: directory).appendingPathComponent("test-app.json")
+        if let data = try? Data(contentsOf: file) {
+            return try JSONDecoder().decode(ProvisionedApp.self, from: data)
+        }
+        let app = try await AppProvisioning.createApp(in: store, name: "Test app")
+        try JSONEncoder().encode(app).write(to: file)
+        return app
+    }
+}
+
+/// The port the server reports once it listens.
+private final class PortPromise: Sendable {
+    private let state = NIOLockedValueBox<(port: Int?, waiter: CheckedContinuation<Int, any Error>?)>((nil, nil))
+
+    func fulfill(_ port: Int) {
+        let waiter = state.withLockedValue { state -> CheckedContinuation<Int, any Error>? in
+            state.port = port
+            defer { state.waiter = nil }
+            return state.waiter
+        }
+        waiter?.resume(returning: port)
+    }
+
+    func fail(_ error: any Error) {
+        let waiter = state.withLockedValue { state -> CheckedContinuation<Int, any Error>? in
+            defer { state.waiter = nil }
+            return state.waiter
+        }
+        waiter?.resume(throwing: error)
+    }
+
+    /// The port, or the error that ended `task` before the server listened.
+    func value(orFailureOf task: Task<Void, any Error>) async throws -> Int {
+        let watcher = Task {
+            do {
+                try await task.value
+                fail(TestServerError.stoppedBeforeListening)
+            } catch {
+                fail(error)
+            }
+        }
+        defer { watcher.cancel() }
+        return try await withCheckedThrowingContinuation { continuation in
+            let port = state.withLockedValue { state -> Int? in
+                if let port = state.port { return port }
+                state.waiter = continuation
+                return nil
+            }
+            if let port { continuation.resume(returning: port) }
+        }
+    }
+}
+
+public enum TestServerError: Error {
+    case stoppedBeforeListening
+}

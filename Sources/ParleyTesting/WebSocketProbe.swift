@@ -1,0 +1,74 @@
+import Foundation
+import Logging
+@_spi(Testing) import Parley
+
+/// A raw WebSocket client for protocol tests: sends any text, reads frames one by one, reports the close code.
+public actor WebSocketProbe {
+    private let connection: any TransportConnection
+    private var iterator: AsyncStream<TransportEvent>.AsyncIterator
+    /// How the connection ended, once it has.
+    public private(set) var ending: (code: UInt16?, reason: String?)?
+
+    /// Opens a connection to `url` with `Authorization: Bearer <token>`.
+    public init(url: String, token: String) {
+        connection = WSClientTransport(logger: Logger(label: "parley.probe")).open(url: url, authToken: token)
+        iterator = connection.events.makeAsyncIterator()
+    }
+
+    public func send(_ text: String) {
+        connection.send(text)
+    }
+
+    public func send(_ frame: ClientFrame) throws {
+        connection.send(String(decoding: try WireCoding.encode(frame), as: UTF8.self))
+    }
+
+    /// The next text frame; nil once the connection has ended.
+    public func nextText() async -> String? {
+        guard ending == nil else { return nil }
+        var events = iterator
+        let event = await events.next(isolation: self)
+        iterator = events
+        switch event {
+        case .text(let text): return text
+        case .closed(let code, let reason):
+            ending = (code, reason)
+            return nil
+        case .failed:
+            ending = (nil, nil)
+            return nil
+        case .none:
+            if ending == nil { ending = (nil, nil) }
+            return nil
+        }
+    }
+
+    /// The next frame, decoded; throws when the connection ended first.
+    public func nextFrame() async throws -> ServerFrame {
+        guard let text = await nextText() else { throw ProbeError.connectionEnded(code: ending?.code) }
+        return try WireCoding.decode(ServerFrame.self, from: Array(text.utf8))
+    }
+
+    /// Reads past frames until one satisfies `matches`; returns it.
+    public func nextFrame(where matches: (ServerFrame) -> Bool) async throws -> ServerFrame {
+        while true {
+            let frame = try await nextFrame()
+            if matches(frame) { return frame }
+        }
+    }
+
+    /// Reads until the connection ends; returns the server's close code and reason.
+    public func closure() async -> (code: UInt16?, reason: String?) {
+        while await nextText() != nil {}
+        return ending ?? (nil, nil)
+    }
+
+    /// Starts closing from this side.
+    public func close(code: UInt16 = 1000) {
+        connection.close(code: code)
+    }
+}
+
+public enum ProbeError: Error {
+    case connectionEnded(code: UInt16?)
+}

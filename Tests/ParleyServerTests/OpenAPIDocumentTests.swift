@@ -1,0 +1,219 @@
+import Foundation
+import ParleyProtocol
+import ParleyServer
+import ParleyTesting
+import Testing
+import Yams
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// The OpenAPI document is the source of truth. The routes are generated from it; these tests fail when the
+/// hand-written types drift from its schemas, or when the server answers a status the document does not declare.
+@Suite struct OpenAPIDocumentTests {
+    static let documentURL = URL(fileURLWithPath: #filePath)
+        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        .appendingPathComponent("Sources/ParleyAPI/openapi.yaml")
+
+    let document: [String: Any]
+    let validator: SchemaValidator
+
+    init() throws {
+        let text = try String(contentsOf: Self.documentURL, encoding: .utf8)
+        document = try #require(try Yams.load(yaml: text) as? [String: Any])
+        validator = SchemaValidator(document: document)
+    }
+
+    /// Every schema of the document, with a value of its Swift type: complete (every optional field set) and
+    /// minimal. The complete one must use every property the schema declares; both must validate.
+    static let samples: [(schema: String, complete: any Encodable & Sendable, minimal: any Encodable & Sendable)] = {
+        let user = User(uid: "alice", name: "Alice", avatarURL: "https://x/a.png", metadata: ["k": 1], createdAt: 1, updatedAt: 2)
+        let bareUser = User(uid: "bob", name: "bob", createdAt: 1, updatedAt: 1)
+        let conversation = Conversation(
+            id: "c_1", type: .group, name: "G", description: "d", isPublic: true, metadata: ["k": "v"], createdBy: "alice",
+            createdAt: 1, updatedAt: 2, lastSeq: 3, participantCount: 2
+        )
+        let bareConversation = Conversation(id: "c_2", type: .direct, createdBy: "a", createdAt: 1, updatedAt: 1, lastSeq: 0, participantCount: 2)
+        let participant = Participant(uid: "alice", role: .owner, joinedAt: 1, deliveredSeq: 2, readSeq: 1)
+        let part = MessagePart(type: .data, text: "t", data: ["lat": 1.5], name: "location")
+        let message = Message(
+            id: "m_1", conversationId: "c_1", seq: 4, sender: "alice", clientMessageId: "x", parts: [part], metadata: ["a": true],
+            alert: "New message", sentAt: 5
+        )
+        let bareMessage = Message(id: "m_2", conversationId: "c_1", seq: 5, sender: "bob", parts: [.text("hi")], sentAt: 6)
+        let token = AuthTokenInfo(id: "tok_1", uid: "alice", createdAt: 1, expiresAt: 2)
+        return [
+            ("ErrorResponse", ErrorResponse(code: .forbidden, message: "no"), ErrorResponse(code: .forbidden, message: "no")),
+            ("HealthStatus", HealthStatus(status: "ok"), HealthStatus(status: "ok")),
+            ("AppInfo", AppInfo(id: "a", name: "n"), AppInfo(id: "a", name: "n")),
+            ("LoginRequest", LoginRequest(appId: "a", uid: "u", authKey: "k"), LoginRequest(appId: "a", uid: "u", authKey: "k")),
+            ("LoginResponse", LoginResponse(user: user, authToken: "t"), LoginResponse(user: bareUser, authToken: "t")),
+            ("User", user, bareUser),
+            ("CreateUserRequest", CreateUserRequest(uid: "u", name: "n", avatarURL: "x", metadata: 1), CreateUserRequest(uid: "u")),
+            ("UpdateUserRequest", UpdateUserRequest(name: "n", avatarURL: "x", metadata: ["x": 1]), UpdateUserRequest()),
+            ("IssueAuthTokenRequest", IssueAuthTokenRequest(ttlSeconds: 60), IssueAuthTokenRequest()),
+            ("AuthTokenInfo", token, AuthTokenInfo(id: "tok_2", uid: "bob", createdAt: 1)),
+            ("IssuedAuthToken", IssuedAuthToken(authToken: "pt_x", token: token), IssuedAuthToken(authToken: "pt_x", token: token)),
+            ("AuthTokenList", AuthTokenList(tokens: [token]), AuthTokenList(tokens: [])),
+            ("ConversationType", ConversationType.group, ConversationType.direct),
+            ("Conversation", conversation, bareConversation),
+            (
+                "CreateConversationRequest",
+                CreateConversationRequest(type: .group, participants: ["b"], name: "n", description: "d", isPublic: true, metadata: ["x": 1]),
+                CreateConversationRequest(type: .direct, participants: ["b"])
+            ),
+            ("ConversationList", ConversationList(conversations: [conversation], nextCursor: "c"), ConversationList(conversations: [])),
+            ("ParticipantRole", ParticipantRole.admin, ParticipantRole.member),
+            ("Participant", participant, Participant(uid: "bob", role: .member, joinedAt: 1)),
+            (
+                "AddParticipantsRequest", AddParticipantsRequest(participants: [.init(uid: "b", role: .admin)]),
+                AddParticipantsRequest(participants: [.init(uid: "b")])
+            ),
+            ("ParticipantList", ParticipantList(participants: [participant]), ParticipantList(participants: [])),
+            ("MessagePart", part, MessagePart.text("hi")),
+            ("Message", message, bareMessage),
+            (
+                "SendMessageRequest", SendMessageRequest(clientMessageId: "x", parts: [part], metadata: ["m": 1], alert: "a"),
+                SendMessageRequest(parts: [.text("hi")])
+            ),
+            ("MessagePage", MessagePage(messages: [message], nextCursor: "4"), MessagePage(messages: [])),
+            ("JSONValue", JSONValue.object(["any": [1, "two", nil]]), JSONValue.null),
+            ("ErrorCode", ErrorCode.badRequest, ErrorCode.internalError),
+        ]
+    }()
+
+    @Test func everySchemaHasASwiftSample() throws {
+        let schemas = try #require((document["components"] as? [String: Any])?["schemas"] as? [String: Any])
+        #expect(Set(schemas.keys) == Set(Self.samples.map(\.schema)))
+    }
+
+    @Test func swiftTypesEncodeExactlyWhatTheSchemasDeclare() throws {
+        for sample in Self.samples {
+            let complete = try WireCoding.decode(JSONValue.self, from: WireCoding.encode(sample.complete))
+            let minimal = try WireCoding.decode(JSONValue.self, from: WireCoding.encode(sample.minimal))
+            let schema = validator.schema(named: sample.schema)
+            #expect(validator.validate(complete, against: schema, at: sample.schema) == [], "\(sample.schema) (complete)")
+            #expect(validator.validate(minimal, against: schema, at: sample.schema) == [], "\(sample.schema) (minimal)")
+            #expect(validator.unusedProperties(complete, of: schema, at: sample.schema) == [], "\(sample.schema) declares fields the type never sends")
+        }
+    }
+
+    @Test func theValidatorCatchesDrift() {
+        let schema = validator.schema(named: "User")
+        let renamed: JSONValue = ["uid": "a", "displayName": "A", "createdAt": 1, "updatedAt": 1]
+        #expect(!validator.validate(renamed, against: schema, at: "User").isEmpty)
+        let wrongType: JSONValue = ["uid": "a", "name": 3, "createdAt": 1, "updatedAt": 1]
+        #expect(!validator.validate(wrongType, against: schema, at: "User").isEmpty)
+    }
+
+    /// Every operation, called without credentials and with placeholder parameters, answers a status its
+    /// document entry declares (never an undocumented 404 or 500).
+    @Test(.timeLimit(.minutes(2))) func everyOperationAnswersOnlyDeclaredStatuses() async throws {
+        let server = try await TestServer.start()
+        let paths = try #require(document["paths"] as? [String: Any])
+        var checked = 0
+        for (path, item) in paths {
+            let operations = try #require(item as? [String: Any])
+            for (method, operation) in operations {
+                let operation = try #require(operation as? [String: Any])
+                let declared = Set(try #require(operation["responses"] as? [String: Any]).keys)
+                let concrete = path.replacingOccurrences(of: #"\{[^}]+\}"#, with: "placeholder", options: .regularExpression)
+                var request = URLRequest(url: server.baseURL.appendingPathComponent(concrete))
+                request.httpMethod = method.uppercased()
+                if operation["requestBody"] != nil {
+                    request.httpBody = Data("{}".utf8)
+                    request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+                }
+                let (body, response) = try await URLSession.shared.data(for: request)
+                let status = try #require(response as? HTTPURLResponse).statusCode
+                #expect(declared.contains(String(status)), "\(method.uppercased()) \(path) answered \(status), not declared")
+                if status >= 400 {
+                    let error = try WireCoding.decode(ErrorResponse.self, from: Array(body))
+                    #expect(error.error.code != .notFound, "\(method.uppercased()) \(path) is not routed")
+                }
+                checked += 1
+            }
+        }
+        #expect(checked == 19)
+        try await server.stop()
+    }
+
+    @Test func undocumentedRoutesAreNotFound() async throws {
+        let server = try await TestServer.start()
+        var request = URLRequest(url: server.baseURL.appendingPathComponent("v1/users/bob"))
+        request.httpMethod = "PUT"
+        let (body, response) = try await URLSession.shared.data(for: request)
+        #expect((response as? HTTPURLResponse)?.statusCode == 404)
+        #expect(try WireCoding.decode(ErrorResponse.self, from: Array(body)).error.code == .notFound)
+        try await server.stop()
+    }
+}
+
+/// Just enough JSON Schema (as OpenAPI 3.1 uses it here) to check our types against the document.
+struct SchemaValidator {
+    let document: [String: Any]
+
+    func schema(named name: String) -> [String: Any] {
+        let schemas = (document["components"] as? [String: Any])?["schemas"] as? [String: Any]
+        return schemas?[name] as? [String: Any] ?? [:]
+    }
+
+    func resolve(_ schema: [String: Any]) -> [String: Any] {
+        guard let ref = schema["$ref"] as? String else { return schema }
+        return resolve(self.schema(named: String(ref.split(separator: "/").last ?? "")))
+    }
+
+    func validate(_ value: JSONValue, against schema: [String: Any], at path: String) -> [String] {
+        let schema = resolve(schema)
+        var errors: [String] = []
+        if let allowed = schema["enum"] as? [Any] {
+            guard case .string(let string) = value, allowed.contains(where: { ($0 as? String) == string }) else {
+                return ["\(path): \(value) is not one of \(allowed)"]
+            }
+        }
+        switch (schema["type"] as? String, value) {
+        case (nil, _): return errors
+        case ("string", .string), ("boolean", .bool), ("number", .number): return errors
+        case ("integer", .number(let number)) where number == number.rounded(): return errors
+        case ("array", .array(let items)):
+            let itemSchema = schema["items"] as? [String: Any] ?? [:]
+            for (index, item) in items.enumerated() {
+                errors += validate(item, against: itemSchema, at: "\(path)[\(index)]")
+            }
+            return errors
+        case ("object", .object(let members)):
+            let properties = schema["properties"] as? [String: Any] ?? [:]
+            for required in schema["required"] as? [String] ?? [] where members[required] == nil {
+                errors.append("\(path): missing required \(required)")
+            }
+            for (key, member) in members {
+                guard let property = properties[key] as? [String: Any] else {
+                    if (schema["additionalProperties"] as? Bool) == false { errors.append("\(path): undeclared \(key)") }
+                    continue
+                }
+                errors += validate(member, against: property, at: "\(path).\(key)")
+            }
+            return errors
+        case (let type?, _):
+            return ["\(path): \(value) is not of type \(type)"]
+        }
+    }
+
+    /// Properties the schema declares that a complete value does not contain (recursively).
+    func unusedProperties(_ value: JSONValue, of schema: [String: Any], at path: String) -> [String] {
+        let schema = resolve(schema)
+        switch value {
+        case .object(let members) where schema["type"] as? String == "object":
+            let properties = schema["properties"] as? [String: Any] ?? [:]
+            return properties.keys.sorted().flatMap { key -> [String] in
+                guard let member = members[key] else { return ["\(path).\(key)"] }
+                return unusedProperties(member, of: properties[key] as? [String: Any] ?? [:], at: "\(path).\(key)")
+            }
+        case .array(let items) where schema["type"] as? String == "array":
+            return items.first.map { unusedProperties($0, of: schema["items"] as? [String: Any] ?? [:], at: "\(path)[0]") } ?? []
+        default:
+            return []
+        }
+    }
+}

@@ -1,0 +1,156 @@
+import Foundation
+import ParleyProtocol
+import ParleyServer
+import ParleyTesting
+import Testing
+
+/// The WebSocket protocol against a live server: authentication, fan-out, bad frames, closing.
+@Suite(.timeLimit(.minutes(2))) struct WebSocketGatewayTests {
+    func connect(_ server: TestServer, token: String) async throws -> (WebSocketProbe, HelloFrame) {
+        let probe = WebSocketProbe(url: server.webSocketURL, token: token)
+        guard case .hello(let hello) = try await probe.nextFrame() else { throw ProbeError.connectionEnded(code: nil) }
+        return (probe, hello)
+    }
+
+    /// After a ping's pong, nothing sent to this connection before the ping can still be on its way: frames on a
+    /// connection keep their order. Returns the frames that came before the pong.
+    func drain(_ probe: WebSocketProbe, id: String = UUID().uuidString) async throws -> [ServerFrame] {
+        try await probe.send(.ping(PingFrame(id: id)))
+        var before: [ServerFrame] = []
+        while true {
+            let frame = try await probe.nextFrame()
+            if case .pong(let pong) = frame, pong.id == id { return before }
+            before.append(frame)
+        }
+    }
+
+    @Test func helloIdentifiesTheUserAndPingsArePonged() async throws {
+        let server = try await TestServer.start()
+        let token = try await server.login("alice")
+        let (probe, hello) = try await connect(server, token: token)
+        #expect(hello.user.uid == "alice" && hello.appId == server.app.appId && hello.protocolVersion == 1)
+        #expect(try await drain(probe).isEmpty)
+        await probe.close()
+        try await server.stop()
+    }
+
+    @Test func aMessageReachesEveryConnectionOfEveryParticipantAndNobodyElse() async throws {
+        let server = try await TestServer.start()
+        let alice = try await server.login("alice")
+        let bob = try await server.login("bob")
+        let carol = try await server.login("carol")
+        let conversation = try await server.createConversation(token: alice, type: .direct, with: ["bob"])
+        let (aliceLaptop, _) = try await connect(server, token: alice)
+        let (alicePhone, _) = try await connect(server, token: try await server.login("alice"))
+        let (bobPhone, _) = try await connect(server, token: bob)
+        let (carolPhone, _) = try await connect(server, token: carol)
+
+        try await aliceLaptop.send(
+            .send(SendFrame(ref: "r1", conversationId: conversation.id, clientMessageId: "c1", parts: [.text("hello")]))
+        )
+        let ack = try await aliceLaptop.nextFrame { if case .ack = $0 { true } else { false } }
+        guard case .ack(let acked) = ack, let message = acked.message else { Issue.record("no ack"); return }
+        #expect(acked.ref == "r1" && message.text == "hello" && message.seq == conversation.lastSeq + 1)
+
+        for probe in [alicePhone, bobPhone] {
+            let frames = try await drain(probe)
+            let events = frames.compactMap { frame -> Event? in if case .event(let e) = frame { e.event } else { nil } }
+            #expect(events.count == 1)
+            #expect(events.first?.payload == .messageSent(message))
+            #expect(events.first?.seq == message.seq && events.first?.conversationId == conversation.id)
+        }
+        #expect(try await drain(carolPhone).isEmpty)
+        try await server.stop()
+    }
+
+    @Test func malformedFramesGetAnErrorFrameAndTheConnectionKeepsServing() async throws {
+        let server = try await TestServer.start()
+        let (probe, _) = try await connect(server, token: try await server.login("alice"))
+        for bad in ["{not json", #"{"type":"send"}"#, "[]", #"{"type":"send","ref":"r","conversationId":1,"parts":[]}"#] {
+            await probe.send(bad)
+            guard case .error(let error) = try await probe.nextFrame() else { Issue.record("no error for \(bad)"); continue }
+            #expect(error.code == .malformedFrame)
+        }
+        await probe.send(#"{"type":"teleport"}"#)
+        guard case .error(let unknown) = try await probe.nextFrame() else { Issue.record("no error"); return }
+        #expect(unknown.code == .unknownFrameType)
+        #expect(try await drain(probe).isEmpty)
+        try await server.stop()
+    }
+
+    @Test func sendErrorsCarryTheRequestRef() async throws {
+        let server = try await TestServer.start()
+        let alice = try await server.login("alice")
+        let bob = try await server.login("bob")
+        _ = try await server.login("carol")
+        let theirs = try await server.createConversation(token: bob, with: ["carol"])
+        let mine = try await server.createConversation(token: alice, with: [])
+        let (probe, _) = try await connect(server, token: alice)
+        let cases: [(SendFrame, ErrorCode)] = [
+            (SendFrame(ref: "a", conversationId: theirs.id, parts: [.text("x")]), .conversationNotFound),
+            (SendFrame(ref: "b", conversationId: "c_nope", parts: [.text("x")]), .conversationNotFound),
+            (SendFrame(ref: "c", conversationId: mine.id, parts: []), .messageEmpty),
+            (SendFrame(ref: "d", conversationId: mine.id, parts: [.text(String(repeating: "x", count: 70_000))]), .messageTooLarge),
+            (SendFrame(ref: "e", conversationId: mine.id, clientMessageId: String(repeating: "i", count: 200), parts: [.text("x")]), .badRequest),
+        ]
+        for (frame, code) in cases {
+            try await probe.send(.send(frame))
+            guard case .error(let error) = try await probe.nextFrame() else { Issue.record("no error for \(frame.ref)"); continue }
+            #expect(error.ref == frame.ref && error.code == code)
+        }
+        try await server.stop()
+    }
+
+    @Test func badTokensAreAcceptedThenClosedWith4001AndTheirCode() async throws {
+        let server = try await TestServer.start()
+        for (token, code) in [("pt_not_a_token", ErrorCode.authTokenInvalid), ("", .authRequired)] {
+            let probe = WebSocketProbe(url: server.webSocketURL, token: token)
+            guard case .error(let error) = try await probe.nextFrame() else { Issue.record("no error frame"); continue }
+            #expect(error.code == code)
+            let ending = await probe.closure()
+            #expect(ending.code == WebSocketCloseCode.authenticationFailed && ending.reason == code.rawValue)
+        }
+        try await server.stop()
+    }
+
+    @Test func revokingATokenClosesItsSockets() async throws {
+        let server = try await TestServer.start()
+        let token = try await server.login("alice")
+        let other = try await server.login("alice")
+        let (probe, _) = try await connect(server, token: token)
+        let (survivor, _) = try await connect(server, token: other)
+        #expect(try await server.request("DELETE", "/v1/me/session", token: token).status == 204)
+        let ending = await probe.closure()
+        #expect(ending.code == WebSocketCloseCode.authenticationFailed && ending.reason == ErrorCode.authTokenInvalid.rawValue)
+        #expect(try await drain(survivor).isEmpty)
+        #expect(try await server.request("GET", "/v1/me", token: token).errorCode == .authTokenInvalid)
+        try await server.stop()
+    }
+
+    @Test func tooManyMalformedFramesCloseWith4400() async throws {
+        let server = try await TestServer.start { $0.malformedFrameLimit = 3 }
+        let (probe, _) = try await connect(server, token: try await server.login("alice"))
+        for _ in 0..<3 { await probe.send("garbage") }
+        let ending = await probe.closure()
+        #expect(ending.code == WebSocketCloseCode.protocolViolation)
+        try await server.stop()
+    }
+
+    @Test func framesOverTheSizeLimitCloseWith1009() async throws {
+        let server = try await TestServer.start { $0.maxInboundFrameSize = 1024 }
+        let (probe, _) = try await connect(server, token: try await server.login("alice"))
+        await probe.send(String(repeating: "x", count: 4096))
+        let ending = await probe.closure()
+        #expect(ending.code == WebSocketCloseCode.messageTooBig)
+        try await server.stop()
+    }
+
+    @Test func gracefulShutdownClosesSocketsWith1001() async throws {
+        let server = try await TestServer.start()
+        let (probe, _) = try await connect(server, token: try await server.login("alice"))
+        let stopping = Task { try await server.stop() }
+        let ending = await probe.closure()
+        #expect(ending.code == WebSocketCloseCode.goingAway && ending.reason == ErrorCode.serverShuttingDown.rawValue)
+        try await stopping.value
+    }
+}

@@ -1,0 +1,273 @@
+import Foundation
+import ParleyProtocol
+import ParleyStore
+import ParleyStoreSQLite
+import ParleyTesting
+import Testing
+
+/// The storage backends the conformance suite runs against.
+enum Backend: String, CaseIterable, CustomTestStringConvertible {
+    case sqlite
+
+    var testDescription: String { rawValue }
+
+    func makeStore() throws -> any ParleyStore {
+        switch self {
+        case .sqlite:
+            let directory = try TemporaryDirectory(prefix: "parley-store")
+            return try SQLiteStore(path: directory.path + "/parley.sqlite")
+        }
+    }
+}
+
+/// One suite of storage behaviour, run against every backend: what the server relies on.
+@Suite struct StoreConformanceTests {
+    static let appId = "app1"
+    static let otherApp = "app2"
+
+    func prepared(_ backend: Backend, users: [String] = ["alice", "bob", "carol", "dave"]) async throws -> any ParleyStore {
+        let store = try backend.makeStore()
+        for app in [Self.appId, Self.otherApp] {
+            try await store.insertApp(
+                AppRecord(id: app, name: app, authKeyHash: [1, 2], restAPIKeyHash: Array(app.utf8), createdAt: 1)
+            )
+        }
+        for uid in users { try await store.insertUser(appId: Self.appId, User(uid: uid, name: uid, createdAt: 1, updatedAt: 1)) }
+        try await store.insertUser(appId: Self.otherApp, User(uid: "mallory", name: "m", createdAt: 1, updatedAt: 1))
+        return store
+    }
+
+    func apply(_ store: any ParleyStore, _ command: Command) async throws -> CommandResult {
+        try await store.apply([command])[0].get()
+    }
+
+    func refusal(_ store: any ParleyStore, _ command: Command) async throws -> ErrorCode? {
+        switch try await store.apply([command])[0] {
+        case .success: return nil
+        case .failure(let error): return error.code
+        }
+    }
+
+    func group(_ store: any ParleyStore, id: String = "c_g", owner: String = "alice", members: [String] = ["bob"], isPublic: Bool = false)
+        async throws -> Conversation
+    {
+        let result = try await apply(
+            store,
+            .createConversation(
+                .init(appId: Self.appId, newId: id, type: .group, creator: owner, participants: members, name: "G", isPublic: isPublic, now: 10)
+            )
+        )
+        guard case .conversation(let conversation, true) = result.outcome else { throw DomainError(.internalError, "no group") }
+        return conversation
+    }
+
+    func send(_ store: any ParleyStore, _ conversationId: String, from sender: String, text: String = "hi", clientId: String? = nil, appId: String = appId)
+        -> Command
+    {
+        .sendMessage(
+            .init(
+                appId: appId, conversationId: conversationId, sender: sender, messageId: "m_\(UUID().uuidString.prefix(8))",
+                clientMessageId: clientId, parts: [.text(text)], metadata: nil, alert: nil, now: 20
+            )
+        )
+    }
+
+    // MARK: Apps, users, tokens
+
+    @Test(arguments: Backend.allCases) func appsAreFoundByIdAndByKeyHash(_ backend: Backend) async throws {
+        let store = try await prepared(backend)
+        #expect(try await store.app(id: Self.appId)?.name == Self.appId)
+        #expect(try await store.app(restAPIKeyHash: Array(Self.otherApp.utf8))?.id == Self.otherApp)
+        #expect(try await store.app(id: "nope") == nil)
+        #expect(try await store.updateAppKeys(appId: Self.appId, authKeyHash: [9], restAPIKeyHash: [8]))
+        #expect(try await store.app(restAPIKeyHash: Array(Self.appId.utf8)) == nil)
+        #expect(try await store.app(restAPIKeyHash: [8])?.authKeyHash == [9])
+        #expect(try await store.apps().map(\.id) == [Self.appId, Self.otherApp])
+    }
+
+    @Test(arguments: Backend.allCases) func usersAreUniquePerAppAndUpdatable(_ backend: Backend) async throws {
+        let store = try await prepared(backend)
+        await #expect(throws: DomainError(.uidAlreadyExists, "A user alice already exists.")) {
+            try await store.insertUser(appId: Self.appId, User(uid: "alice", name: "again", createdAt: 2, updatedAt: 2))
+        }
+        // The same uid may exist in another app.
+        try await store.insertUser(appId: Self.otherApp, User(uid: "alice", name: "other", createdAt: 2, updatedAt: 2))
+        #expect(try await store.user(appId: Self.appId, uid: "alice")?.name == "alice")
+        let ensured = try await store.ensureUser(appId: Self.appId, User(uid: "alice", name: "ignored", createdAt: 3, updatedAt: 3))
+        #expect(ensured.name == "alice")
+        let updated = try await store.updateUser(
+            appId: Self.appId, uid: "alice", UpdateUserRequest(name: "Alice", metadata: ["team": "red"]), now: 50
+        )
+        #expect(updated?.name == "Alice")
+        #expect(try await store.user(appId: Self.appId, uid: "alice")?.metadata == ["team": "red"])
+        #expect(try await store.user(appId: Self.appId, uid: "alice")?.updatedAt == 50)
+        #expect(try await store.updateUser(appId: Self.appId, uid: "ghost", UpdateUserRequest(name: "x"), now: 1) == nil)
+    }
+
+    @Test(arguments: Backend.allCases) func tokensExpireAndRevoke(_ backend: Backend) async throws {
+        let store = try await prepared(backend)
+        try await store.insertToken(TokenRecord(id: "t1", hash: [1], appId: Self.appId, uid: "alice", createdAt: 1))
+        try await store.insertToken(TokenRecord(id: "t2", hash: [2], appId: Self.appId, uid: "alice", createdAt: 2, expiresAt: 100))
+        try await store.insertToken(TokenRecord(id: "t3", hash: [3], appId: Self.appId, uid: "bob", createdAt: 3))
+        #expect(try await store.token(hash: [2])?.isValid(at: 99) == true)
+        #expect(try await store.token(hash: [2])?.isValid(at: 100) == false)
+        #expect(try await store.tokens(appId: Self.appId, uid: "alice", now: 150).map(\.id) == ["t1"])
+        #expect(try await store.revokeToken(appId: Self.appId, uid: "bob", tokenId: "t1", now: 5) == nil)
+        #expect(try await store.revokeToken(appId: Self.appId, uid: "alice", tokenId: "t1", now: 5)?.revokedAt == 5)
+        #expect(try await store.token(hash: [1])?.isValid(at: 6) == false)
+        #expect(try await store.revokeTokens(appId: Self.appId, uid: "bob", now: 7) == ["t3"])
+        #expect(try await store.tokens(appId: Self.appId, uid: "bob", now: 8).isEmpty)
+    }
+
+    // MARK: Conversations and sequence numbers
+
+    @Test(arguments: Backend.allCases) func creatingAGroupEmitsCreateAndOneParticipantAddedPerMember(_ backend: Backend) async throws {
+        let store = try await prepared(backend)
+        let result = try await apply(
+            store,
+            .createConversation(.init(appId: Self.appId, newId: "c_g", type: .group, creator: "alice", participants: ["bob", "carol", "bob"], name: "G", now: 10))
+        )
+        #expect(result.events.map(\.event.seq) == [1, 2, 3, 4])
+        #expect(result.events.map(\.event.name) == [.conversationCreate, .participantAdded, .participantAdded, .participantAdded])
+        guard case .participantAdded(let owner) = result.events[1].event.payload else { Issue.record("not a participant"); return }
+        #expect(owner.uid == "alice" && owner.role == .owner)
+        #expect(Set(result.recipients) == ["alice", "bob", "carol"])
+        let (row, role) = try #require(try await store.conversation(appId: Self.appId, id: "c_g", viewer: "alice"))
+        #expect(row.conversation.lastSeq == 4 && row.conversation.participantCount == 3 && role == .owner)
+        #expect(try await store.conversation(appId: Self.otherApp, id: "c_g", viewer: "alice") == nil)
+    }
+
+    @Test(arguments: Backend.allCases) func directConversationsAreOnePerPair(_ backend: Backend) async throws {
+        let store = try await prepared(backend)
+        let first = try await apply(store, .createConversation(.init(appId: Self.appId, newId: "c_d1", type: .direct, creator: "alice", participants: ["bob"], now: 1)))
+        let second = try await apply(store, .createConversation(.init(appId: Self.appId, newId: "c_d2", type: .direct, creator: "bob", participants: ["alice"], now: 2)))
+        guard case .conversation(let a, true) = first.outcome, case .conversation(let b, false) = second.outcome else {
+            Issue.record("expected created, then existing"); return
+        }
+        #expect(a.id == "c_d1" && b.id == "c_d1" && second.events.isEmpty)
+        #expect(try await refusal(store, .createConversation(.init(appId: Self.appId, newId: "x", type: .direct, creator: "alice", participants: ["alice"], now: 3))) == .badRequest)
+        #expect(try await refusal(store, .createConversation(.init(appId: Self.appId, newId: "x", type: .direct, creator: "alice", participants: ["bob", "carol"], now: 3))) == .badRequest)
+        #expect(try await refusal(store, .createConversation(.init(appId: Self.appId, newId: "x", type: .direct, creator: "alice", participants: ["mallory"], now: 3))) == .uidNotFound)
+    }
+
+    @Test(arguments: Backend.allCases) func sequenceNumbersIncreaseByOneAcrossEventKinds(_ backend: Backend) async throws {
+        let store = try await prepared(backend)
+        _ = try await group(store)
+        var seqs: [Int64] = []
+        for index in 0..<5 {
+            seqs += try await apply(store, send(store, "c_g", from: index.isMultiple(of: 2) ? "alice" : "bob")).events.compactMap(\.event.seq)
+        }
+        seqs += try await apply(store, .addParticipants(.init(appId: Self.appId, conversationId: "c_g", actor: "alice", entries: [.init(uid: "carol")], now: 30))).events.compactMap(\.event.seq)
+        seqs += try await apply(store, send(store, "c_g", from: "carol")).events.compactMap(\.event.seq)
+        #expect(seqs == Array(4...10))
+    }
+
+    @Test(arguments: Backend.allCases) func concurrentWritersNeverShareOrSkipASequenceNumber(_ backend: Backend) async throws {
+        let store = try await prepared(backend)
+        _ = try await group(store)
+        let seqs = try await withThrowingTaskGroup(of: [Int64].self) { tasks in
+            for writer in 0..<8 {
+                tasks.addTask {
+                    var seqs: [Int64] = []
+                    for _ in 0..<25 {
+                        let batch = (0..<3).map { _ in send(store, "c_g", from: writer.isMultiple(of: 2) ? "alice" : "bob") }
+                        for result in try await store.apply(batch) { seqs += try result.get().events.compactMap(\.event.seq) }
+                    }
+                    return seqs
+                }
+            }
+            return try await tasks.reduce(into: []) { $0 += $1 }
+        }
+        #expect(seqs.sorted() == Array(4...Int64(3 + 8 * 25 * 3)))
+    }
+
+    @Test(arguments: Backend.allCases) func aRefusedCommandDoesNotDisturbItsBatch(_ backend: Backend) async throws {
+        let store = try await prepared(backend)
+        _ = try await group(store)
+        let results = try await store.apply([
+            send(store, "c_g", from: "alice"),
+            send(store, "c_nope", from: "alice"),
+            send(store, "c_g", from: "carol"),
+            send(store, "c_g", from: "bob"),
+        ])
+        #expect(try results[0].get().events.map(\.event.seq) == [4])
+        #expect(results[1].failureCode == .conversationNotFound)
+        #expect(results[2].failureCode == .conversationNotFound)
+        #expect(try results[3].get().events.map(\.event.seq) == [5])
+    }
+
+    @Test(arguments: Backend.allCases) func aClientMessageIdIsStoredOnce(_ backend: Backend) async throws {
+        let store = try await prepared(backend)
+        _ = try await group(store)
+        let first = try await apply(store, send(store, "c_g", from: "alice", text: "once", clientId: "cm-1"))
+        let again = try await apply(store, send(store, "c_g", from: "alice", text: "once", clientId: "cm-1"))
+        let otherSender = try await apply(store, send(store, "c_g", from: "bob", text: "same id", clientId: "cm-1"))
+        guard case .message(let original, false) = first.outcome, case .message(let repeated, true) = again.outcome,
+            case .message(_, false) = otherSender.outcome
+        else { Issue.record("expected new, duplicate, new"); return }
+        #expect(repeated == original && again.events.isEmpty)
+        let history = try await store.messages(appId: Self.appId, conversationId: "c_g", query: HistoryQuery(limit: 10))
+        #expect(history.map(\.seq) == [5, 4])
+    }
+
+    @Test(arguments: Backend.allCases) func onlyParticipantsSendAndPrivacyHidesConversations(_ backend: Backend) async throws {
+        let store = try await prepared(backend)
+        _ = try await group(store, id: "c_private")
+        _ = try await group(store, id: "c_public", isPublic: true)
+        #expect(try await refusal(store, send(store, "c_private", from: "carol")) == .conversationNotFound)
+        #expect(try await refusal(store, send(store, "c_public", from: "carol")) == .notAParticipant)
+        #expect(try await refusal(store, send(store, "c_private", from: "mallory", appId: Self.otherApp)) == .conversationNotFound)
+        let (_, role) = try #require(try await store.conversation(appId: Self.appId, id: "c_private", viewer: "carol"))
+        #expect(role == nil)
+    }
+
+    @Test(arguments: Backend.allCases) func rolesDecideWhoAddsParticipants(_ backend: Backend) async throws {
+        let store = try await prepared(backend)
+        _ = try await group(store)
+        func add(_ actor: String, _ uid: String, _ role: ParticipantRole? = nil) -> Command {
+            .addParticipants(.init(appId: Self.appId, conversationId: "c_g", actor: actor, entries: [.init(uid: uid, role: role)], now: 40))
+        }
+        #expect(try await refusal(store, add("bob", "carol")) == .forbidden)
+        #expect(try await refusal(store, add("alice", "carol", .owner)) == .forbidden)
+        #expect(try await refusal(store, add("alice", "ghost")) == .uidNotFound)
+        #expect(try await refusal(store, add("carol", "dave")) == .conversationNotFound)
+        let added = try await apply(store, add("alice", "carol", .admin))
+        #expect(added.events.count == 1 && Set(added.recipients) == ["alice", "bob", "carol"])
+        #expect(try await apply(store, add("carol", "dave")).events.count == 1)
+        // Adding someone who is already there changes nothing.
+        #expect(try await apply(store, add("alice", "dave")).events.isEmpty)
+        let direct = try await apply(store, .createConversation(.init(appId: Self.appId, newId: "c_d", type: .direct, creator: "alice", participants: ["bob"], now: 1)))
+        guard case .conversation(let conversation, _) = direct.outcome else { return }
+        #expect(try await refusal(store, .addParticipants(.init(appId: Self.appId, conversationId: conversation.id, actor: "alice", entries: [.init(uid: "carol")], now: 2))) == .forbidden)
+    }
+
+    @Test(arguments: Backend.allCases) func historyPagesBackwardsOverMessagesOnly(_ backend: Backend) async throws {
+        let store = try await prepared(backend)
+        _ = try await group(store)
+        for index in 1...7 { _ = try await apply(store, send(store, "c_g", from: "alice", text: "m\(index)")) }
+        let newest = try await store.messages(appId: Self.appId, conversationId: "c_g", query: HistoryQuery(limit: 3))
+        #expect(newest.map(\.text) == ["m7", "m6", "m5"])
+        let older = try await store.messages(appId: Self.appId, conversationId: "c_g", query: HistoryQuery(beforeSeq: newest.last!.seq, limit: 10))
+        #expect(older.map(\.text) == ["m4", "m3", "m2", "m1"])
+        #expect(try await store.messages(appId: Self.otherApp, conversationId: "c_g", query: HistoryQuery(limit: 10)).isEmpty)
+    }
+
+    @Test(arguments: Backend.allCases) func conversationsAreListedByRecentActivityWithACursor(_ backend: Backend) async throws {
+        let store = try await prepared(backend)
+        for index in 0..<5 { _ = try await group(store, id: "c_\(index)") }
+        _ = try await apply(store, send(store, "c_2", from: "bob"))
+        let first = try await store.conversations(appId: Self.appId, uid: "bob", query: ConversationQuery(limit: 3))
+        #expect(first.first?.conversation.id == "c_2")
+        let rest = try await store.conversations(appId: Self.appId, uid: "bob", query: ConversationQuery(after: first.last!.position, limit: 10))
+        #expect(Set((first + rest).map(\.conversation.id)) == Set((0..<5).map { "c_\($0)" }))
+        #expect(first.count + rest.count == 5)
+        #expect(try await store.conversations(appId: Self.appId, uid: "dave", query: ConversationQuery(limit: 10)).isEmpty)
+    }
+}
+
+extension Result where Failure == DomainError {
+    var failureCode: ErrorCode? {
+        if case .failure(let error) = self { return error.code }
+        return nil
+    }
+}
