@@ -26,6 +26,10 @@ public struct AppSettings: Sendable {
     public var callbackQueue: DispatchQueue
     /// Timing of the connection: heartbeat, timeouts, backoff.
     public var connectionTuning: ConnectionTuning
+    /// Where the SDK learns that the app moves between foreground and background (UIKit on iOS, none elsewhere).
+    public var appLifecycle: (any AppLifecycleSource)?
+    /// Where the SDK learns that the network comes and goes (`NWPathMonitor` on Apple platforms, none elsewhere).
+    public var networkReachability: (any NetworkReachabilitySource)?
 
     /// CometChat-style spelling of ``Builder``.
     public typealias AppSettingsBuilder = Builder
@@ -35,7 +39,8 @@ public struct AppSettings: Sendable {
         private var settings = AppSettings(
             serverURL: URL(string: "http://127.0.0.1:8080")!, region: nil, autoEstablishSocketConnection: true,
             subscribePresenceForAllUsers: false, storageDirectory: AppSettings.defaultStorageDirectory,
-            callbackQueue: AppSettings.defaultCallbackQueue, connectionTuning: ConnectionTuning()
+            callbackQueue: AppSettings.defaultCallbackQueue, connectionTuning: ConnectionTuning(),
+            appLifecycle: AppSettings.defaultAppLifecycle, networkReachability: AppSettings.defaultReachability
         )
 
         public init() {}
@@ -49,6 +54,12 @@ public struct AppSettings: Sendable {
         public func storageDirectory(_ url: URL) -> Builder { with { $0.storageDirectory = url } }
         public func callbackQueue(_ queue: DispatchQueue) -> Builder { with { $0.callbackQueue = queue } }
         public func connectionTuning(_ tuning: ConnectionTuning) -> Builder { with { $0.connectionTuning = tuning } }
+        /// The source of foreground/background changes; nil for none (always foreground).
+        public func appLifecycle(_ source: (any AppLifecycleSource)?) -> Builder { with { $0.appLifecycle = source } }
+        /// The source of network changes; nil for none (always available).
+        public func networkReachability(_ source: (any NetworkReachabilitySource)?) -> Builder {
+            with { $0.networkReachability = source }
+        }
         public func build() -> AppSettings { settings }
 
         private func with(_ change: (inout AppSettings) -> Void) -> Builder {
@@ -63,6 +74,22 @@ public struct AppSettings: Sendable {
             FileManager.default.urls(for: .applicationSupportDirectory, in: .userDomainMask).first
             ?? FileManager.default.temporaryDirectory
         return base.appendingPathComponent("Parley", isDirectory: true)
+    }
+
+    static var defaultAppLifecycle: (any AppLifecycleSource)? {
+        #if canImport(UIKit) && !os(watchOS)
+        return UIApplicationLifecycle()
+        #else
+        return nil
+        #endif
+    }
+
+    static var defaultReachability: (any NetworkReachabilitySource)? {
+        #if canImport(Network)
+        return NWPathReachability()
+        #else
+        return nil
+        #endif
     }
 
     static var defaultCallbackQueue: DispatchQueue {

@@ -97,15 +97,19 @@ final class Broadcaster<Listener: Sendable, Value: Sendable>: Sendable {
         return stream
     }
 
-    /// Delivers `value`: at once to the streams; to the listeners registered now, on the callback queue.
+    /// Delivers `value` to the listeners registered now, on the callback queue, and to the streams.
+    ///
+    /// The listeners' delivery is queued first: once a stream has seen a value, a block queued on the callback
+    /// queue runs after the listeners have seen it too.
     func publish(_ value: Value) {
         let (listeners, streams) = state.withLockedValue { ($0.listeners.map(\.listener), Array($0.streams.values)) }
-        for stream in streams { stream.yield(value) }
-        guard !listeners.isEmpty else { return }
-        let deliver = self.deliver
-        queue.async {
-            for listener in listeners { deliver(listener, value) }
+        if !listeners.isEmpty {
+            let deliver = self.deliver
+            queue.async {
+                for listener in listeners { deliver(listener, value) }
+            }
         }
+        for stream in streams { stream.yield(value) }
     }
 
     /// Ends every stream.

@@ -65,7 +65,7 @@ extension ParleyClient {
         let clock = self.clock
         let timeout = settings.connectionTuning.requestTimeout
         let timer = Task {
-            guard (try? await clock.sleep(timeout)) != nil else { return }
+            guard (try? await clock.sleep(for: timeout)) != nil else { return }
             requests.complete(frame.ref, with: .failure(ParleyError(.timeout, "The server did not answer in time.")))
         }
         defer { timer.cancel() }

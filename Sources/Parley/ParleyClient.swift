@@ -34,10 +34,12 @@ public final class ParleyClient: Sendable {
         var status: ConnectionStatus = .disconnected
         /// uid -> id of the direct conversation with that user.
         var directConversations: [String: String] = [:]
+        /// Follows the app lifecycle and network sources.
+        var environment: Task<Void, Never>?
     }
 
-    /// Creates a client without contacting the server; prefer ``initialize(appId:settings:)``, which also checks
-    /// the App ID. Restores a saved session, and connects if the rules say so.
+    /// Creates a client without contacting the server and without connecting: call ``start()`` next. Most apps
+    /// use ``initialize(appId:settings:)``, which does both. Reads the saved session, if any.
     ///
     /// - Parameters:
     ///   - clock: The clock of every timing rule (heartbeat, backoff, background grace, request timeouts).
@@ -156,19 +158,58 @@ public final class ParleyClient: Sendable {
         }
     }
 
-    /// Checks the App ID, then connects a restored session.
-    func start() async throws {
+    /// Checks the App ID with the server, follows the app lifecycle and network sources, and connects a restored
+    /// session where the rules say so. ``initialize(appId:settings:)`` calls it.
+    public func start() async throws {
         let appId = self.appId
         do {
             _ = try await rest.call { try await $0.getApp(path: .init(appId: appId)).ok.body.json }
         } catch let error as ParleyError where error.code == .serverUnreachable && getLoggedInUser() != nil {
             logger.warning("Server unreachable at start; the saved session will connect when it can.")
         }
+        followEnvironment()
         if getLoggedInUser() != nil { await driver.loggedIn() }
+    }
+
+    /// Feeds the settings' lifecycle and reachability sources to the connection rules.
+    private func followEnvironment() {
+        let lifecycle = settings.appLifecycle
+        let reachability = settings.networkReachability
+        guard lifecycle != nil || reachability != nil else { return }
+        let driver = self.driver
+        let task = Task {
+            await withTaskGroup(of: Void.self) { group in
+                if let lifecycle {
+                    group.addTask {
+                        for await state in lifecycle.states() {
+                            switch state {
+                            case .background: await driver.appEnteredBackground()
+                            case .foreground: await driver.appEnteredForeground()
+                            }
+                        }
+                    }
+                }
+                if let reachability {
+                    group.addTask {
+                        for await available in reachability.availability() {
+                            await driver.networkChanged(available: available)
+                        }
+                    }
+                }
+            }
+        }
+        state.withLockedValue { state in
+            state.environment?.cancel()
+            state.environment = task
+        }
     }
 
     /// Stops the socket and every timer. Call when the client is no longer needed.
     public func shutdown() async {
+        state.withLockedValue { state in
+            state.environment?.cancel()
+            state.environment = nil
+        }
         await driver.shutdown()
         eventBroadcaster.finish()
         statusBroadcaster.finish()

@@ -1,5 +1,8 @@
 /// A frame the client sends over the WebSocket (protocol version 1): a JSON object with a `type`.
 public enum ClientFrame: Sendable, Hashable, Codable {
+    /// `{"type":"connect","protocolVersion":1}`: the first frame of every connection. The server sends nothing
+    /// before it, then answers with ``ServerFrame/hello(_:)`` (or an error and a close).
+    case connect(ConnectFrame)
     /// `{"type":"ping","id":"..."}`: the server answers with a ``ServerFrame/pong(_:)`` carrying the same id.
     case ping(PingFrame)
     /// `{"type":"send",...}`: send a message; answered by an ``ServerFrame/ack(_:)`` or an error with the same `ref`.
@@ -7,6 +10,7 @@ public enum ClientFrame: Sendable, Hashable, Codable {
 
     public init(from decoder: any Decoder) throws {
         switch try decoder.frameType() {
+        case "connect": self = .connect(try ConnectFrame(from: decoder))
         case "ping": self = .ping(try PingFrame(from: decoder))
         case "send": self = .send(try SendFrame(from: decoder))
         case let other:
@@ -16,6 +20,7 @@ public enum ClientFrame: Sendable, Hashable, Codable {
 
     public func encode(to encoder: any Encoder) throws {
         switch self {
+        case .connect(let frame): try encoder.encodeTagged("connect", frame)
         case .ping(let frame): try encoder.encodeTagged("ping", frame)
         case .send(let frame): try encoder.encodeTagged("send", frame)
         }
@@ -25,6 +30,18 @@ public enum ClientFrame: Sendable, Hashable, Codable {
 /// Thrown when decoding a frame whose `type` is not known to this version.
 public struct UnknownFrameType: Error, Sendable {
     public var type: String
+}
+
+/// Opens the conversation on a new WebSocket.
+///
+/// The client speaks first so that nothing the server sends can race the client's switch from HTTP to WebSocket.
+public struct ConnectFrame: Codable, Sendable, Hashable {
+    /// The protocol version the client speaks (``ParleyProtocolVersion/current``).
+    public var protocolVersion: Int
+
+    public init(protocolVersion: Int = ParleyProtocolVersion.current) {
+        self.protocolVersion = protocolVersion
+    }
 }
 
 /// An application-level ping: lets the client measure liveness independently of WebSocket control frames.

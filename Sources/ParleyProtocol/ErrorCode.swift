@@ -58,6 +58,10 @@ extension ErrorCode {
     public static let malformedFrame: ErrorCode = "ERR_MALFORMED_FRAME"
     /// A WebSocket frame has a `type` this server does not know.
     public static let unknownFrameType: ErrorCode = "ERR_UNKNOWN_FRAME_TYPE"
+    /// The first frame of a connection was not `connect`, or did not come in time.
+    public static let handshakeFailed: ErrorCode = "ERR_HANDSHAKE_FAILED"
+    /// The client speaks a protocol version this server does not.
+    public static let unsupportedProtocolVersion: ErrorCode = "ERR_UNSUPPORTED_PROTOCOL_VERSION"
     /// The client sends faster than the server allows.
     public static let rateLimited: ErrorCode = "ERR_RATE_LIMITED"
     /// The connection could not keep up with its events and was closed.

@@ -11,6 +11,7 @@ public enum WebSocketCloseCode {
     public static let authenticationFailed: UInt16 = 4001
     /// The connection did not read its events fast enough (`ERR_SLOW_CONSUMER`). Reconnect.
     public static let slowConsumer: UInt16 = 4008
-    /// The client broke the protocol repeatedly (`ERR_MALFORMED_FRAME`).
+    /// The client broke the protocol: no `connect` first (`ERR_HANDSHAKE_FAILED`), an unsupported version
+    /// (`ERR_UNSUPPORTED_PROTOCOL_VERSION`), or too many malformed frames (`ERR_MALFORMED_FRAME`).
     public static let protocolViolation: UInt16 = 4400
 }

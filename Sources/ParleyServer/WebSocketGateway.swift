@@ -22,7 +22,8 @@ struct WebSocketGateway: Sendable {
     typealias Handler = WebSocketDataHandler<HTTP1WebSocketUpgradeChannel.Context>
 
     /// Decides an upgrade request. Requests for other paths are refused (HTTP 400); a bad or missing token is
-    /// accepted and then closed with 4001 and its error code, so a client can tell it from a server that is down.
+    /// accepted and, after the client's `connect`, closed with 4001 and its error code, so that a client can tell
+    /// it from a server that is down.
     func shouldUpgrade(_ head: HTTPRequest) async throws -> ShouldUpgradeResult<Handler> {
         guard let path = head.path, path.split(separator: "?", maxSplits: 1).first == Self.path[...] else {
             return .dontUpgrade
@@ -39,22 +40,63 @@ struct WebSocketGateway: Sendable {
             authentication = .failure(refusal)
         }
         return .upgrade([:]) { inbound, outbound, _ in
+            var frames = inbound.messages(maxSize: configuration.maxInboundFrameSize).makeAsyncIterator()
+            if let refusal = try await handshake(&frames, outbound: outbound) {
+                return await refuse(refusal, closeCode: WebSocketCloseCode.protocolViolation, outbound: outbound)
+            }
             switch authentication {
             case .failure(let refusal):
-                try await outbound.write(
-                    .custom(Self.textFrame(FrameEncoding.frame(.error(ErrorFrame(code: refusal.code, message: refusal.message)))))
-                )
-                try await outbound.close(
-                    .init(codeNumber: Int(WebSocketCloseCode.authenticationFailed)), reason: refusal.code.rawValue
-                )
+                await refuse(refusal, closeCode: WebSocketCloseCode.authenticationFailed, outbound: outbound)
             case .success(let (principal, user)):
-                try await serve(principal: principal, user: user, inbound: inbound, outbound: outbound)
+                try await serve(principal: principal, user: user, frames: &frames, outbound: outbound)
             }
         }
     }
 
+    /// Waits for the client's `connect` frame; returns why the connection must be refused, if it must.
+    ///
+    /// The server sends nothing before it: data that follows the upgrade response too closely can be lost while
+    /// a client switches its pipeline from HTTP to WebSocket.
+    private func handshake(
+        _ frames: inout WebSocketInboundMessageStream.AsyncIterator, outbound: WebSocketOutboundWriter
+    ) async throws -> DomainError? {
+        let timeout = configuration.handshakeTimeout
+        let first: WebSocketMessage? = try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask {
+                try await Task.sleep(for: timeout)
+                try await outbound.close(
+                    .init(codeNumber: Int(WebSocketCloseCode.protocolViolation)),
+                    reason: ErrorCode.handshakeFailed.rawValue
+                )
+            }
+            defer { group.cancelAll() }
+            return try await frames.next()
+        }
+        guard case .text(let text) = first,
+            case .connect(let connect) = try? JSONDecoder().decode(ClientFrame.self, from: Data(text.utf8))
+        else {
+            return DomainError(.handshakeFailed, "The first frame must be {\"type\":\"connect\",\"protocolVersion\":1}.")
+        }
+        guard connect.protocolVersion == ParleyProtocolVersion.current else {
+            return DomainError(
+                .unsupportedProtocolVersion,
+                "This server speaks protocol version \(ParleyProtocolVersion.current), not \(connect.protocolVersion)."
+            )
+        }
+        return nil
+    }
+
+    /// Sends an error frame, then closes with `closeCode` and the error's code as reason. The client may already
+    /// be gone (or the handshake timer may have closed the socket): then there is nobody left to tell.
+    private func refuse(_ refusal: DomainError, closeCode: UInt16, outbound: WebSocketOutboundWriter) async {
+        let frame = FrameEncoding.frame(.error(ErrorFrame(code: refusal.code, message: refusal.message)))
+        try? await outbound.write(.custom(Self.textFrame(frame)))
+        try? await outbound.close(.init(codeNumber: Int(closeCode)), reason: refusal.code.rawValue)
+    }
+
     private func serve(
-        principal: UserPrincipal, user: User, inbound: WebSocketInboundStream, outbound: WebSocketOutboundWriter
+        principal: UserPrincipal, user: User, frames: inout WebSocketInboundMessageStream.AsyncIterator,
+        outbound: WebSocketOutboundWriter
     ) async throws {
         let connection = ServerConnection(
             id: Secrets.randomID(prefix: "k_", length: 12), principal: principal,
@@ -98,7 +140,7 @@ struct WebSocketGateway: Sendable {
                 malformedFrameLimit: configuration.malformedFrameLimit
             )
             do {
-                for try await message in inbound.messages(maxSize: configuration.maxInboundFrameSize) {
+                while let message = try await frames.next() {
                     session.receive(message)
                 }
             } catch {
@@ -167,6 +209,8 @@ struct FrameSession {
             return
         }
         switch frame {
+        case .connect:
+            reply(error: DomainError(.badRequest, "The connection is already established."))
         case .ping(let ping):
             reply(.pong(PongFrame(id: ping.id, serverTime: epochMilliseconds())))
         case .send(let send):

@@ -9,10 +9,15 @@ public actor WebSocketProbe {
     /// How the connection ended, once it has.
     public private(set) var ending: (code: UInt16?, reason: String?)?
 
-    /// Opens a connection to `url` with `Authorization: Bearer <token>`.
-    public init(url: String, token: String) {
+    /// Whether the probe sends the `connect` frame by itself as soon as the socket opens.
+    private let handshake: Bool
+
+    /// Opens a connection to `url` with `Authorization: Bearer <token>`; with `handshake`, sends `connect` first,
+    /// as every client must.
+    public init(url: String, token: String, handshake: Bool = true) {
         connection = WSClientTransport(logger: Logger(label: "parley.probe")).open(url: url, authToken: token)
         iterator = connection.events.makeAsyncIterator()
+        self.handshake = handshake
     }
 
     public func send(_ text: String) {
@@ -30,6 +35,9 @@ public actor WebSocketProbe {
         let event = await events.next(isolation: self)
         iterator = events
         switch event {
+        case .opened:
+            if handshake { try? send(.connect(ConnectFrame())) }
+            return await nextText()
         case .text(let text): return text
         case .closed(let code, let reason):
             ending = (code, reason)

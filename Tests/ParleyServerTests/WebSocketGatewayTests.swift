@@ -113,6 +113,28 @@ import Testing
         try await server.stop()
     }
 
+    @Test func theClientMustSpeakFirstWithAConnectFrame() async throws {
+        let server = try await TestServer.start { $0.handshakeTimeout = .milliseconds(300) }
+        let token = try await server.login("alice")
+        let cases: [(String?, ErrorCode)] = [
+            (#"{"type":"ping","id":"1"}"#, .handshakeFailed),
+            ("not json", .handshakeFailed),
+            (#"{"type":"connect","protocolVersion":2}"#, .unsupportedProtocolVersion),
+            (nil, .handshakeFailed),  // says nothing: closed after the handshake timeout
+        ]
+        for (first, code) in cases {
+            let probe = WebSocketProbe(url: server.webSocketURL, token: token, handshake: false)
+            if let first { await probe.send(first) }
+            if first != nil {
+                guard case .error(let error) = try await probe.nextFrame() else { Issue.record("no error for \(first!)"); continue }
+                #expect(error.code == code)
+            }
+            let ending = await probe.closure()
+            #expect(ending.code == WebSocketCloseCode.protocolViolation && ending.reason == code.rawValue)
+        }
+        try await server.stop()
+    }
+
     @Test func revokingATokenClosesItsSockets() async throws {
         let server = try await TestServer.start()
         let token = try await server.login("alice")

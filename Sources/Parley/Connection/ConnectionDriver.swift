@@ -2,14 +2,22 @@ import Foundation
 import Logging
 
 /// Time as the connection rules see it: a duration since the client started, from an injected clock.
+///
+/// Sleeping is until an absolute point of that timeline, so a clock that moves between reading `now` and starting
+/// to sleep (a test's virtual clock, or a device waking up) never stretches a deadline.
 struct DriverClock: Sendable {
     let now: @Sendable () -> Duration
-    let sleep: @Sendable (Duration) async throws -> Void
+    let sleep: @Sendable (_ until: Duration) async throws -> Void
 
     init<C: Clock>(_ clock: C) where C.Duration == Duration {
         let start = clock.now
         now = { start.duration(to: clock.now) }
-        sleep = { duration in try await clock.sleep(for: duration) }
+        sleep = { deadline in try await clock.sleep(until: start.advanced(by: deadline), tolerance: nil) }
+    }
+
+    /// Sleeps for `duration` from now.
+    func sleep(for duration: Duration) async throws {
+        try await sleep(now() + duration)
     }
 }
 
@@ -64,10 +72,18 @@ actor ConnectionDriver {
         case .failure(let error):
             throw error
         case .success(let actions):
-            if machine.isConnected { return }
-            try await withCheckedThrowingContinuation { continuation in
-                connectWaiters.append(continuation)
-                perform(actions)
+            perform(actions)
+            switch machine.phase {
+            case .connected:
+                return
+            case .connecting:
+                try await withCheckedThrowingContinuation { continuation in connectWaiters.append(continuation) }
+            case .waitingForNetwork:
+                throw ParleyError(.noInternet, "The device is offline; the socket connects when the network returns.")
+            case .idle, .backingOff:
+                throw ParleyError(.notConnected, "The app is in the background; auto mode connects in the foreground.")
+            case .failed(let error):
+                throw error
             }
         }
     }
@@ -106,6 +122,8 @@ actor ConnectionDriver {
         guard connection?.generation == generation else { return }
         let now = clock.now()
         switch event {
+        case .opened:
+            if let text = try? Self.encode(.connect(ConnectFrame())) { connection?.transport.send(text) }
         case .text(let text):
             let frame: ServerFrame
             do {
@@ -197,11 +215,10 @@ actor ConnectionDriver {
         timer?.task.cancel()
         timer = nil
         guard let deadline else { return }
-        let delay = max(.zero, deadline - clock.now())
         let clock = self.clock
         let task = Task { [weak self] in
             do {
-                try await clock.sleep(delay)
+                try await clock.sleep(deadline)
             } catch {
                 return  // cancelled: a newer deadline replaced this one
             }

@@ -7,6 +7,8 @@ import WSClient
 
 /// What happens on a transport connection.
 @_spi(Testing) public enum TransportEvent: Sendable {
+    /// The WebSocket is open: the client may send (and must send `connect` first).
+    case opened
     /// A text frame from the server.
     case text(String)
     /// The connection closed; `code` and `reason` are the server's close frame, if it sent one.
@@ -34,6 +36,8 @@ import WSClient
 @_spi(Testing) public struct WSClientTransport: WebSocketTransport {
     /// Largest frame accepted from the server.
     var maxFrameSize = 8 * 1024 * 1024
+    /// How long the TCP connection and the upgrade may take before the attempt is given up.
+    var openTimeout: Duration = .seconds(20)
     var logger: Logger
 
     public init(logger: Logger) {
@@ -41,7 +45,9 @@ import WSClient
     }
 
     public func open(url: String, authToken: String) -> any TransportConnection {
-        WSClientConnection(url: url, authToken: authToken, maxFrameSize: maxFrameSize, logger: logger)
+        WSClientConnection(
+            url: url, authToken: authToken, maxFrameSize: maxFrameSize, openTimeout: openTimeout, logger: logger
+        )
     }
 }
 
@@ -57,7 +63,7 @@ final class WSClientConnection: TransportConnection {
     private let outboundSink: AsyncStream<Outbound>.Continuation
     private let task = NIOLockedValueBox<Task<Void, Never>?>(nil)
 
-    init(url: String, authToken: String, maxFrameSize: Int, logger: Logger) {
+    init(url: String, authToken: String, maxFrameSize: Int, openTimeout: Duration, logger: Logger) {
         (events, eventSink) = AsyncStream.makeStream(of: TransportEvent.self)
         let (outbound, outboundSink) = AsyncStream.makeStream(of: Outbound.self)
         self.outboundSink = outboundSink
@@ -67,11 +73,14 @@ final class WSClientConnection: TransportConnection {
         let configuration = WebSocketClientConfiguration(
             maxFrameSize: maxFrameSize, additionalHeaders: headers, closeTimeout: .seconds(2)
         )
+        let opened = NIOLockedValueBox(false)
         let runner = Task {
             do {
                 let closeFrame = try await WebSocketClient.connect(
                     url: url, configuration: configuration, logger: logger
                 ) { inbound, writer, _ in
+                    opened.withLockedValue { $0 = true }
+                    eventSink.yield(.opened)
                     try await withThrowingTaskGroup(of: Void.self) { group in
                         group.addTask {
                             for await item in outbound {
@@ -102,6 +111,16 @@ final class WSClientConnection: TransportConnection {
             outboundSink.finish()
         }
         task.withLockedValue { $0 = runner }
+        // The upgrade of swift-websocket's client can wait forever when the server half-closes the connection
+        // before answering (NIO's client upgrade handler ignores `inputClosed`). Give up on such an attempt: the
+        // caller hears `.failed` and retries; the abandoned task is cancelled.
+        Task {
+            try? await Task.sleep(for: openTimeout)
+            guard !opened.withLockedValue({ $0 }) else { return }
+            eventSink.yield(.failed(ParleyError(.timeout, "The WebSocket did not open in time.")))
+            eventSink.finish()
+            runner.cancel()
+        }
     }
 
     public func send(_ text: String) {

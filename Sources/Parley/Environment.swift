@@ -1,0 +1,122 @@
+import Foundation
+import NIOConcurrencyHelpers
+
+/// Whether the app is in the foreground or the background.
+public enum AppLifecycleState: Sendable, Hashable {
+    case foreground
+    case background
+}
+
+/// Where the SDK learns the app's lifecycle. On iOS the default is ``UIApplicationLifecycle``; elsewhere there is
+/// none (the app counts as in the foreground) unless the app passes one, such as ``ManualAppLifecycle``.
+public protocol AppLifecycleSource: Sendable {
+    /// Every change of state from now on.
+    func states() -> AsyncStream<AppLifecycleState>
+}
+
+/// Where the SDK learns whether the device has a network. On Apple platforms the default is
+/// ``NWPathReachability``; elsewhere there is none (the network counts as available) unless the app passes one,
+/// such as ``ManualReachability``.
+public protocol NetworkReachabilitySource: Sendable {
+    /// Whether the network is available: the current value (when known), then every change.
+    func availability() -> AsyncStream<Bool>
+}
+
+/// A lifecycle the app (or the `parley` CLI, or a test) drives by hand.
+public final class ManualAppLifecycle: AppLifecycleSource {
+    private let subscribers = Subscribers<AppLifecycleState>()
+
+    public init() {}
+
+    /// Reports a new state to every client using this source.
+    public func set(_ state: AppLifecycleState) { subscribers.yield(state) }
+
+    public func states() -> AsyncStream<AppLifecycleState> { subscribers.stream() }
+}
+
+/// Reachability the app (or the CLI, or a test) drives by hand.
+public final class ManualReachability: NetworkReachabilitySource {
+    private let subscribers = Subscribers<Bool>()
+
+    public init() {}
+
+    /// Reports whether the network is available.
+    public func set(available: Bool) { subscribers.yield(available) }
+
+    public func availability() -> AsyncStream<Bool> { subscribers.stream() }
+}
+
+/// Fans values out to any number of `AsyncStream`s.
+final class Subscribers<Value: Sendable>: Sendable {
+    private let continuations = NIOLockedValueBox([UUID: AsyncStream<Value>.Continuation]())
+
+    func stream() -> AsyncStream<Value> {
+        let (stream, continuation) = AsyncStream.makeStream(of: Value.self)
+        let key = UUID()
+        continuation.onTermination = { [weak self] _ in
+            _ = self?.continuations.withLockedValue { $0.removeValue(forKey: key) }
+        }
+        continuations.withLockedValue { $0[key] = continuation }
+        return stream
+    }
+
+    func yield(_ value: Value) {
+        for continuation in continuations.withLockedValue({ Array($0.values) }) { continuation.yield(value) }
+    }
+}
+
+#if canImport(UIKit) && !os(watchOS)
+import UIKit
+
+/// The app's lifecycle from UIKit's notifications (`didEnterBackground`, `willEnterForeground`).
+public struct UIApplicationLifecycle: AppLifecycleSource {
+    public init() {}
+
+    public func states() -> AsyncStream<AppLifecycleState> {
+        AsyncStream { continuation in
+            let center = NotificationCenter.default
+            let observers = ObserverTokens(center: center, tokens: [
+                center.addObserver(forName: UIApplication.didEnterBackgroundNotification, object: nil, queue: nil) { _ in
+                    continuation.yield(.background)
+                },
+                center.addObserver(forName: UIApplication.willEnterForegroundNotification, object: nil, queue: nil) { _ in
+                    continuation.yield(.foreground)
+                },
+            ])
+            continuation.onTermination = { _ in observers.remove() }
+        }
+    }
+}
+
+/// Notification observer tokens, removed together.
+///
+/// `@unchecked Sendable` is sound: the tokens are set once in `init` and never mutated, and
+/// `NotificationCenter.removeObserver(_:)` may be called from any thread.
+private final class ObserverTokens: @unchecked Sendable {
+    let center: NotificationCenter
+    let tokens: [any NSObjectProtocol]
+    init(center: NotificationCenter, tokens: [any NSObjectProtocol]) {
+        self.center = center
+        self.tokens = tokens
+    }
+    func remove() { tokens.forEach(center.removeObserver) }
+}
+#endif
+
+#if canImport(Network)
+import Network
+
+/// Reachability from `NWPathMonitor`: available while the path is satisfied.
+public struct NWPathReachability: NetworkReachabilitySource {
+    public init() {}
+
+    public func availability() -> AsyncStream<Bool> {
+        AsyncStream { continuation in
+            let monitor = NWPathMonitor()
+            monitor.pathUpdateHandler = { path in continuation.yield(path.status == .satisfied) }
+            monitor.start(queue: DispatchQueue(label: "parley.reachability"))
+            continuation.onTermination = { _ in monitor.cancel() }
+        }
+    }
+}
+#endif
