@@ -107,7 +107,9 @@ let package = Package(
         .testTarget(name: "ParleyProtocolTests", dependencies: ["ParleyProtocol"]),
         .testTarget(
             name: "ParleyStoreTests",
-            dependencies: ["ParleyStore", "ParleyStoreSQLite", "ParleyTesting"]
+            dependencies: [
+                "ParleyStore", "ParleyStoreSQLite", "ParleyTesting", .product(name: "GRDB", package: "GRDB.swift"),
+            ]
         ),
         .testTarget(
             name: "ParleyServerTests",

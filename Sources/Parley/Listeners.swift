@@ -16,19 +16,55 @@ import NIOConcurrencyHelpers
 public protocol ParleyEventListener: AnyObject, Sendable {
     /// Any event, including kinds this SDK version does not know.
     func onEvent(_ event: Event)
-    /// `conversationMessage.sent`: a new message, also delivered to the sender's own devices.
-    func onMessageSent(_ message: Message, event: Event)
+    /// `profile.update`: a user you share a conversation with (or you) changed their profile.
+    func onProfileUpdate(_ user: User, event: Event)
     /// `conversation.create`: a conversation you are in was created.
     func onConversationCreate(_ conversation: Conversation, event: Event)
+    /// `conversation.update`: a conversation's details changed.
+    func onConversationUpdate(_ conversation: Conversation, event: Event)
+    /// `conversation.delete`: a conversation was deleted (its owner can restore it).
+    func onConversationDelete(_ conversation: Conversation, event: Event)
+    /// `conversation.undelete`: a deleted conversation was restored.
+    func onConversationUndelete(_ conversation: Conversation, event: Event)
     /// `conversation.participantAdded`: someone joined or was added (also the owner at creation).
     func onParticipantAdded(_ participant: Participant, event: Event)
+    /// `conversation.participantUpdated`: a participant's role changed.
+    func onParticipantUpdated(_ participant: Participant, event: Event)
+    /// `conversation.participantRemoved`: a participant was removed or left (you, too, when it is you).
+    func onParticipantRemoved(_ participant: Participant, event: Event)
+    /// `conversation.participantTyping`: someone started typing in `event.conversationId`.
+    func onParticipantTyping(_ typing: TypingIndicator, event: Event)
+    /// `conversation.participantTypingOff`: they stopped (or went silent, or disconnected).
+    func onParticipantTypingOff(_ typing: TypingIndicator, event: Event)
+    /// `conversationMessage.delivered`: a participant received the messages up to `receipt.seq`.
+    func onMessageDelivered(_ receipt: Receipt, event: Event)
+    /// `conversationMessage.read`: a participant read the messages up to `receipt.seq`.
+    func onMessageRead(_ receipt: Receipt, event: Event)
+    /// `conversationMessage.sent`: a new message, also delivered to the sender's own devices.
+    func onMessageSent(_ message: Message, event: Event)
+    /// `presence.update`: a user went online or offline.
+    func onPresenceUpdate(_ presence: Presence, event: Event)
+    /// `unread.update`: your unread counts changed (`conversations` lists the ones that did).
+    func onUnreadUpdate(_ unread: UnreadSummary, event: Event)
 }
 
 extension ParleyEventListener {
     public func onEvent(_ event: Event) {}
-    public func onMessageSent(_ message: Message, event: Event) {}
+    public func onProfileUpdate(_ user: User, event: Event) {}
     public func onConversationCreate(_ conversation: Conversation, event: Event) {}
+    public func onConversationUpdate(_ conversation: Conversation, event: Event) {}
+    public func onConversationDelete(_ conversation: Conversation, event: Event) {}
+    public func onConversationUndelete(_ conversation: Conversation, event: Event) {}
     public func onParticipantAdded(_ participant: Participant, event: Event) {}
+    public func onParticipantUpdated(_ participant: Participant, event: Event) {}
+    public func onParticipantRemoved(_ participant: Participant, event: Event) {}
+    public func onParticipantTyping(_ typing: TypingIndicator, event: Event) {}
+    public func onParticipantTypingOff(_ typing: TypingIndicator, event: Event) {}
+    public func onMessageDelivered(_ receipt: Receipt, event: Event) {}
+    public func onMessageRead(_ receipt: Receipt, event: Event) {}
+    public func onMessageSent(_ message: Message, event: Event) {}
+    public func onPresenceUpdate(_ presence: Presence, event: Event) {}
+    public func onUnreadUpdate(_ unread: UnreadSummary, event: Event) {}
 }
 
 /// Receives changes of the connection status. Every method is optional.
@@ -127,9 +163,21 @@ extension ParleyEventListener {
     func dispatch(_ event: Event) {
         onEvent(event)
         switch event.payload {
-        case .messageSent(let message): onMessageSent(message, event: event)
+        case .profileUpdated(let user): onProfileUpdate(user, event: event)
         case .conversationCreated(let conversation): onConversationCreate(conversation, event: event)
+        case .conversationUpdated(let conversation): onConversationUpdate(conversation, event: event)
+        case .conversationDeleted(let conversation): onConversationDelete(conversation, event: event)
+        case .conversationUndeleted(let conversation): onConversationUndelete(conversation, event: event)
         case .participantAdded(let participant): onParticipantAdded(participant, event: event)
+        case .participantUpdated(let participant): onParticipantUpdated(participant, event: event)
+        case .participantRemoved(let participant): onParticipantRemoved(participant, event: event)
+        case .participantTyping(let typing): onParticipantTyping(typing, event: event)
+        case .participantTypingOff(let typing): onParticipantTypingOff(typing, event: event)
+        case .messageDelivered(let receipt): onMessageDelivered(receipt, event: event)
+        case .messageRead(let receipt): onMessageRead(receipt, event: event)
+        case .messageSent(let message): onMessageSent(message, event: event)
+        case .presenceUpdated(let presence): onPresenceUpdate(presence, event: event)
+        case .unreadUpdated(let unread): onUnreadUpdate(unread, event: event)
         case .unknown: break
         }
     }

@@ -37,6 +37,8 @@ extension ParleyClient {
             throw ParleyError(violation, violation == .messageEmpty ? "The message is empty." : "The message is too large.")
         }
         let conversationId = try await conversationId(for: receiver)
+        // The server ends the sender's typing indicator with the message.
+        state.withLockedValue { _ = $0.typingSentAt.removeValue(forKey: conversationId) }
         let ref = UUID().uuidString
         let frame = SendFrame(
             ref: ref, conversationId: conversationId, clientMessageId: clientMessageId, parts: parts,

@@ -26,7 +26,7 @@ public final class ParleyClient: Sendable {
     let eventBroadcaster: Broadcaster<any ParleyEventListener, Event>
     let statusBroadcaster: Broadcaster<any ConnectionListener, ConnectionStatus>
     let requests: PendingRequests
-    let clock: DriverClock
+    let clock: Timeline
     let logger: Logger
 
     struct ClientState: Sendable {
@@ -36,6 +36,8 @@ public final class ParleyClient: Sendable {
         var directConversations: [String: String] = [:]
         /// Follows the app lifecycle and network sources.
         var environment: Task<Void, Never>?
+        /// When a `typing` frame last went out, per conversation (typing is throttled).
+        var typingSentAt: [String: Duration] = [:]
     }
 
     /// Creates a client without contacting the server and without connecting: call ``start()`` next. Most apps
@@ -48,13 +50,13 @@ public final class ParleyClient: Sendable {
         appId: String, settings: AppSettings, clock: any Clock<Duration> = ContinuousClock()
     ) throws {
         try self.init(
-            appId: appId, settings: settings, clock: DriverClock(clock),
+            appId: appId, settings: settings, clock: Timeline(clock),
             transport: WSClientTransport(logger: Logger(label: "parley.sdk")),
             seed: UInt64.random(in: .min ... .max)
         )
     }
 
-    init(appId: String, settings: AppSettings, clock: DriverClock, transport: any WebSocketTransport, seed: UInt64)
+    init(appId: String, settings: AppSettings, clock: Timeline, transport: any WebSocketTransport, seed: UInt64)
         throws
     {
         guard !appId.isEmpty else { throw ParleyError(.invalidAppID, "The App ID is empty.") }
@@ -96,6 +98,7 @@ public final class ParleyClient: Sendable {
                     state.session.map { SocketEndpoint(url: webSocketURL, authToken: $0.authToken) }
                 }
             },
+            connectFrame: ConnectFrame(subscribePresenceForAllUsers: settings.subscribePresenceForAllUsers),
             logger: logger,
             onStatus: { status in
                 state.withLockedValue { $0.status = status }

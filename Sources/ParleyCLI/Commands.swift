@@ -67,13 +67,15 @@ struct Conversations: AsyncParsableCommand {
         try await reportingFailures {
             let (client, user) = try await options.loggedInClient()
             let page = try await client.conversations(limit: limit)
+            let unread = try await client.unreadCounts()
             for conversation in page.conversations {
                 var title = conversation.name ?? ""
                 if conversation.type == .direct {
                     let others = try await client.participants(of: conversation.id).map(\.uid).filter { $0 != user.uid }
                     title = "with " + others.joined(separator: ", ")
                 }
-                say("\(conversation.id)\t\(conversation.type.rawValue)\t\(title)\t\(conversation.participantCount) participants")
+                let count = unread.conversations.first { $0.conversationId == conversation.id }?.unread ?? 0
+                say("\(conversation.id)\t\(conversation.type.rawValue)\t\(title)\t\(conversation.participantCount) participants\t\(count) unread")
             }
             if page.conversations.isEmpty { say("No conversations yet.") }
             await client.shutdown()
@@ -138,10 +140,87 @@ struct Listen: AsyncParsableCommand {
     }
 }
 
+struct Profile: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Change your name or avatar (others see profile.update).")
+    @OptionGroup var options: ClientOptions
+    @Option(help: "Display name.") var name: String?
+    @Option(help: "Avatar URL.") var avatar: String?
+
+    func run() async throws {
+        try await reportingFailures {
+            let (client, _) = try await options.loggedInClient()
+            let user = try await client.updateProfile(name: name, avatarURL: avatar)
+            say("\(user.uid): \(user.name)\(user.avatarURL.map { " (\($0))" } ?? "")")
+            await client.shutdown()
+        }
+    }
+}
+
 struct Group: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Manage groups.", subcommands: [Create.self, Add.self, Members.self]
+        abstract: "Manage groups.",
+        subcommands: [Create.self, Add.self, Members.self, Rename.self, Join.self, Leave.self, Remove.self, Role.self,
+            Delete.self, Undelete.self]
     )
+
+    /// A one-line group action: `parley group <verb> <group> [uid]`.
+    struct Target: ParsableArguments {
+        @OptionGroup var options: ClientOptions
+        @Argument(help: "The group's id.") var group: String
+    }
+
+    struct Rename: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Rename a group (owner or admin).")
+        @OptionGroup var target: Target
+        @Argument(help: "The new name.") var name: String
+        func run() async throws {
+            try await target.run { try await $0.updateConversation(target.group, name: name) }
+        }
+    }
+
+    struct Join: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Join a public group.")
+        @OptionGroup var target: Target
+        func run() async throws { try await target.run { try await $0.joinConversation(target.group) } }
+    }
+
+    struct Leave: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Leave a group.")
+        @OptionGroup var target: Target
+        func run() async throws { try await target.run { try await $0.leaveConversation(target.group) } }
+    }
+
+    struct Remove: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Remove a participant (owner; admin for members).")
+        @OptionGroup var target: Target
+        @Argument(help: "The uid to remove.") var uid: String
+        func run() async throws { try await target.run { try await $0.removeParticipant(uid, from: target.group) } }
+    }
+
+    struct Role: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Make a participant admin or member (owner).")
+        @OptionGroup var target: Target
+        @Argument(help: "The uid.") var uid: String
+        @Argument(help: "admin or member.") var role: String
+        func run() async throws {
+            guard let role = ParticipantRole(rawValue: role), role != .owner else {
+                throw CLIFailure.usage("The role is admin or member.")
+            }
+            try await target.run { try await $0.setRole(role, of: uid, in: target.group) }
+        }
+    }
+
+    struct Delete: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Delete a group (owner); undelete restores it.")
+        @OptionGroup var target: Target
+        func run() async throws { try await target.run { try await $0.deleteConversation(target.group) } }
+    }
+
+    struct Undelete: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Restore a deleted group (owner).")
+        @OptionGroup var target: Target
+        func run() async throws { try await target.run { try await $0.undeleteConversation(target.group) } }
+    }
 
     struct Create: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Create a group and print its id.")
@@ -189,6 +268,18 @@ struct Group: AsyncParsableCommand {
                 }
                 await client.shutdown()
             }
+        }
+    }
+}
+
+extension Group.Target {
+    /// Runs one action with a logged-in client and reports "Done." or the failure.
+    func run<T>(_ action: (ParleyClient) async throws -> T) async throws {
+        try await withFailureReporting {
+            let (client, _) = try await options.loggedInClient()
+            _ = try await action(client)
+            say("Done.")
+            await client.shutdown()
         }
     }
 }

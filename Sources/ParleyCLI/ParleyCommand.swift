@@ -16,8 +16,8 @@ struct ParleyCommand: AsyncParsableCommand {
             4 unknown app, user or conversation, 5 server unreachable, 6 refused (not allowed, invalid message).
             """,
         subcommands: [
-            Login.self, Logout.self, WhoAmI.self, Conversations.self, Send.self, History.self, Chat.self,
-            Listen.self, Group.self, Admin.self,
+            Login.self, Logout.self, WhoAmI.self, Profile.self, Conversations.self, Send.self, History.self,
+            Chat.self, Listen.self, Group.self, Admin.self,
         ]
     )
 }
@@ -105,15 +105,20 @@ enum CLIFailure: Error, CustomStringConvertible {
 extension AsyncParsableCommand {
     /// Runs `body`, printing failures plainly and exiting with the documented code.
     func reportingFailures(_ body: () async throws -> Void) async throws {
-        do {
-            try await body()
-        } catch let failure as CLIFailure {
-            printError(failure.description)
-            throw ExitCode(2)
-        } catch let error as ParleyError {
-            printError("\(error.message) [\(error.code)]")
-            throw ExitCode(cliExitCode(for: error.code))
-        }
+        try await withFailureReporting(body)
+    }
+}
+
+/// Runs `body`, printing failures plainly and exiting with the documented code.
+func withFailureReporting(_ body: () async throws -> Void) async throws {
+    do {
+        try await body()
+    } catch let failure as CLIFailure {
+        printError(failure.description)
+        throw ExitCode(2)
+    } catch let error as ParleyError {
+        printError("\(error.message) [\(error.code)]")
+        throw ExitCode(cliExitCode(for: error.code))
     }
 }
 

@@ -7,12 +7,18 @@ public enum ClientFrame: Sendable, Hashable, Codable {
     case ping(PingFrame)
     /// `{"type":"send",...}`: send a message; answered by an ``ServerFrame/ack(_:)`` or an error with the same `ref`.
     case send(SendFrame)
+    /// `{"type":"typing","conversationId":"...","isTyping":true}`: the user is (or stopped) typing.
+    case typing(TypingFrame)
+    /// `{"type":"receipt","conversationId":"...","readSeq":12}`: marks messages delivered and/or read.
+    case receipt(ReceiptFrame)
 
     public init(from decoder: any Decoder) throws {
         switch try decoder.frameType() {
         case "connect": self = .connect(try ConnectFrame(from: decoder))
         case "ping": self = .ping(try PingFrame(from: decoder))
         case "send": self = .send(try SendFrame(from: decoder))
+        case "typing": self = .typing(try TypingFrame(from: decoder))
+        case "receipt": self = .receipt(try ReceiptFrame(from: decoder))
         case let other:
             throw UnknownFrameType(type: other)
         }
@@ -23,6 +29,8 @@ public enum ClientFrame: Sendable, Hashable, Codable {
         case .connect(let frame): try encoder.encodeTagged("connect", frame)
         case .ping(let frame): try encoder.encodeTagged("ping", frame)
         case .send(let frame): try encoder.encodeTagged("send", frame)
+        case .typing(let frame): try encoder.encodeTagged("typing", frame)
+        case .receipt(let frame): try encoder.encodeTagged("receipt", frame)
         }
     }
 }
@@ -38,9 +46,12 @@ public struct UnknownFrameType: Error, Sendable {
 public struct ConnectFrame: Codable, Sendable, Hashable {
     /// The protocol version the client speaks (``ParleyProtocolVersion/current``).
     public var protocolVersion: Int
+    /// Receive `presence.update` for every user of the app, not only for users who share a conversation.
+    public var subscribePresenceForAllUsers: Bool?
 
-    public init(protocolVersion: Int = ParleyProtocolVersion.current) {
+    public init(protocolVersion: Int = ParleyProtocolVersion.current, subscribePresenceForAllUsers: Bool? = nil) {
         self.protocolVersion = protocolVersion
+        self.subscribePresenceForAllUsers = subscribePresenceForAllUsers
     }
 }
 
@@ -71,5 +82,29 @@ public struct SendFrame: Codable, Sendable, Hashable {
         self.parts = parts
         self.metadata = metadata
         self.alert = alert
+    }
+}
+
+/// The user started (`isTyping` true, repeated while typing) or stopped typing.
+public struct TypingFrame: Codable, Sendable, Hashable {
+    public var conversationId: String
+    public var isTyping: Bool
+    public init(conversationId: String, isTyping: Bool) {
+        self.conversationId = conversationId
+        self.isTyping = isTyping
+    }
+}
+
+/// Marks messages delivered and/or read up to a sequence number; answered by an error with `ref` on refusal.
+public struct ReceiptFrame: Codable, Sendable, Hashable {
+    public var ref: String?
+    public var conversationId: String
+    public var deliveredSeq: Int64?
+    public var readSeq: Int64?
+    public init(ref: String? = nil, conversationId: String, deliveredSeq: Int64? = nil, readSeq: Int64? = nil) {
+        self.ref = ref
+        self.conversationId = conversationId
+        self.deliveredSeq = deliveredSeq
+        self.readSeq = readSeq
     }
 }

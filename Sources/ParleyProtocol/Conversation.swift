@@ -29,12 +29,16 @@ public struct Conversation: Codable, Sendable, Hashable {
     public var lastSeq: Int64
     /// Number of participants.
     public var participantCount: Int
+    /// When the conversation was deleted (epoch ms); nil while it is not. A deleted conversation keeps its history
+    /// and can be restored by its owner.
+    public var deletedAt: Int64?
 
     public init(
         id: String, type: ConversationType, name: String? = nil, description: String? = nil, isPublic: Bool = false,
         metadata: JSONValue? = nil, createdBy: String, createdAt: Int64, updatedAt: Int64, lastSeq: Int64,
-        participantCount: Int
+        participantCount: Int, deletedAt: Int64? = nil
     ) {
+        self.deletedAt = deletedAt
         self.id = id
         self.type = type
         self.name = name

@@ -19,12 +19,36 @@ public struct EventName: RawRepresentable, Hashable, Sendable, Codable, CustomSt
         try container.encode(rawValue)
     }
 
-    /// A new message in a conversation; also delivered to the sender's own connections.
-    public static let messageSent: EventName = "conversationMessage.sent"
+    /// A user's profile changed (name, avatar, custom data).
+    public static let profileUpdate: EventName = "profile.update"
     /// A conversation was created.
     public static let conversationCreate: EventName = "conversation.create"
+    /// A conversation's details changed.
+    public static let conversationUpdate: EventName = "conversation.update"
+    /// A conversation was deleted (it can be restored).
+    public static let conversationDelete: EventName = "conversation.delete"
+    /// A deleted conversation was restored.
+    public static let conversationUndelete: EventName = "conversation.undelete"
     /// A user joined or was added; also fires for the owner when a conversation is created.
     public static let participantAdded: EventName = "conversation.participantAdded"
+    /// A participant's role changed.
+    public static let participantUpdated: EventName = "conversation.participantUpdated"
+    /// A participant was removed or left.
+    public static let participantRemoved: EventName = "conversation.participantRemoved"
+    /// A participant started typing.
+    public static let participantTyping: EventName = "conversation.participantTyping"
+    /// A participant stopped typing (or went silent, or disconnected).
+    public static let participantTypingOff: EventName = "conversation.participantTypingOff"
+    /// A participant marked messages delivered up to a sequence number.
+    public static let messageDelivered: EventName = "conversationMessage.delivered"
+    /// A participant marked messages read up to a sequence number.
+    public static let messageRead: EventName = "conversationMessage.read"
+    /// A new message in a conversation; also delivered to the sender's own connections.
+    public static let messageSent: EventName = "conversationMessage.sent"
+    /// A user went online or offline.
+    public static let presenceUpdate: EventName = "presence.update"
+    /// The logged-in user's unread counts changed.
+    public static let unreadUpdate: EventName = "unread.update"
 }
 
 /// Who caused an event.
@@ -39,21 +63,111 @@ public struct EventContext: Codable, Sendable, Hashable {
 
 /// The kind-specific content of an event.
 public enum EventPayload: Sendable, Hashable {
-    /// `conversationMessage.sent`
-    case messageSent(Message)
+    /// `profile.update`: the user after the change.
+    case profileUpdated(User)
     /// `conversation.create`
     case conversationCreated(Conversation)
+    /// `conversation.update`: the conversation after the change.
+    case conversationUpdated(Conversation)
+    /// `conversation.delete`: the conversation, with `deletedAt` set.
+    case conversationDeleted(Conversation)
+    /// `conversation.undelete`
+    case conversationUndeleted(Conversation)
     /// `conversation.participantAdded`
     case participantAdded(Participant)
+    /// `conversation.participantUpdated`: the participant with the new role.
+    case participantUpdated(Participant)
+    /// `conversation.participantRemoved`: the participant as they were.
+    case participantRemoved(Participant)
+    /// `conversation.participantTyping`
+    case participantTyping(TypingIndicator)
+    /// `conversation.participantTypingOff`
+    case participantTypingOff(TypingIndicator)
+    /// `conversationMessage.delivered`
+    case messageDelivered(Receipt)
+    /// `conversationMessage.read`
+    case messageRead(Receipt)
+    /// `conversationMessage.sent`
+    case messageSent(Message)
+    /// `presence.update`
+    case presenceUpdated(Presence)
+    /// `unread.update`
+    case unreadUpdated(UnreadSummary)
     /// An event this version does not know, kept as raw JSON.
     case unknown(JSONValue)
+
+    /// The name of events that carry this payload (nil for ``unknown(_:)``).
+    public var eventName: EventName? {
+        switch self {
+        case .profileUpdated: return .profileUpdate
+        case .conversationCreated: return .conversationCreate
+        case .conversationUpdated: return .conversationUpdate
+        case .conversationDeleted: return .conversationDelete
+        case .conversationUndeleted: return .conversationUndelete
+        case .participantAdded: return .participantAdded
+        case .participantUpdated: return .participantUpdated
+        case .participantRemoved: return .participantRemoved
+        case .participantTyping: return .participantTyping
+        case .participantTypingOff: return .participantTypingOff
+        case .messageDelivered: return .messageDelivered
+        case .messageRead: return .messageRead
+        case .messageSent: return .messageSent
+        case .presenceUpdated: return .presenceUpdate
+        case .unreadUpdated: return .unreadUpdate
+        case .unknown: return nil
+        }
+    }
+
+    /// Decodes the payload of an event named `name`.
+    static func decode(_ name: EventName, from container: KeyedDecodingContainer<Event.CodingKeys>) throws
+        -> EventPayload
+    {
+        func value<T: Decodable>(_ type: T.Type) throws -> T { try container.decode(type, forKey: .payload) }
+        switch name {
+        case .profileUpdate: return .profileUpdated(try value(User.self))
+        case .conversationCreate: return .conversationCreated(try value(Conversation.self))
+        case .conversationUpdate: return .conversationUpdated(try value(Conversation.self))
+        case .conversationDelete: return .conversationDeleted(try value(Conversation.self))
+        case .conversationUndelete: return .conversationUndeleted(try value(Conversation.self))
+        case .participantAdded: return .participantAdded(try value(Participant.self))
+        case .participantUpdated: return .participantUpdated(try value(Participant.self))
+        case .participantRemoved: return .participantRemoved(try value(Participant.self))
+        case .participantTyping: return .participantTyping(try value(TypingIndicator.self))
+        case .participantTypingOff: return .participantTypingOff(try value(TypingIndicator.self))
+        case .messageDelivered: return .messageDelivered(try value(Receipt.self))
+        case .messageRead: return .messageRead(try value(Receipt.self))
+        case .messageSent: return .messageSent(try value(Message.self))
+        case .presenceUpdate: return .presenceUpdated(try value(Presence.self))
+        case .unreadUpdate: return .unreadUpdated(try value(UnreadSummary.self))
+        default: return .unknown(try container.decodeIfPresent(JSONValue.self, forKey: .payload) ?? .null)
+        }
+    }
+
+    func encode(into container: inout KeyedEncodingContainer<Event.CodingKeys>) throws {
+        switch self {
+        case .profileUpdated(let user): try container.encode(user, forKey: .payload)
+        case .conversationCreated(let conversation), .conversationUpdated(let conversation),
+            .conversationDeleted(let conversation), .conversationUndeleted(let conversation):
+            try container.encode(conversation, forKey: .payload)
+        case .participantAdded(let participant), .participantUpdated(let participant),
+            .participantRemoved(let participant):
+            try container.encode(participant, forKey: .payload)
+        case .participantTyping(let typing), .participantTypingOff(let typing):
+            try container.encode(typing, forKey: .payload)
+        case .messageDelivered(let receipt), .messageRead(let receipt): try container.encode(receipt, forKey: .payload)
+        case .messageSent(let message): try container.encode(message, forKey: .payload)
+        case .presenceUpdated(let presence): try container.encode(presence, forKey: .payload)
+        case .unreadUpdated(let unread): try container.encode(unread, forKey: .payload)
+        case .unknown(let value): try container.encode(value, forKey: .payload)
+        }
+    }
 }
 
 /// A real-time event delivered over the WebSocket.
 ///
 /// Durable events (messages, membership and conversation changes) carry `conversationId` and `seq`:
-/// the conversation's sequence number, strictly increasing by one. Ephemeral ones (typing, presence) have
-/// no `seq`.
+/// the conversation's sequence number, strictly increasing by one. Ephemeral ones (typing, receipts, presence,
+/// profile and unread updates) have no `seq`.
 public struct Event: Sendable, Hashable, Codable {
     /// Unique: `<conversationId>:<seq>` for durable events.
     public var id: String
@@ -96,16 +210,7 @@ public struct Event: Sendable, Hashable, Codable {
         self.seq = try container.decodeIfPresent(Int64.self, forKey: .seq)
         self.timestamp = try container.decode(Int64.self, forKey: .timestamp)
         self.context = try container.decodeIfPresent(EventContext.self, forKey: .context) ?? EventContext()
-        switch name {
-        case .messageSent:
-            self.payload = .messageSent(try container.decode(Message.self, forKey: .payload))
-        case .conversationCreate:
-            self.payload = .conversationCreated(try container.decode(Conversation.self, forKey: .payload))
-        case .participantAdded:
-            self.payload = .participantAdded(try container.decode(Participant.self, forKey: .payload))
-        default:
-            self.payload = .unknown(try container.decodeIfPresent(JSONValue.self, forKey: .payload) ?? .null)
-        }
+        self.payload = try EventPayload.decode(name, from: container)
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -117,11 +222,6 @@ public struct Event: Sendable, Hashable, Codable {
         try container.encodeIfPresent(seq, forKey: .seq)
         try container.encode(timestamp, forKey: .timestamp)
         try container.encode(context, forKey: .context)
-        switch payload {
-        case .messageSent(let message): try container.encode(message, forKey: .payload)
-        case .conversationCreated(let conversation): try container.encode(conversation, forKey: .payload)
-        case .participantAdded(let participant): try container.encode(participant, forKey: .payload)
-        case .unknown(let value): try container.encode(value, forKey: .payload)
-        }
+        try payload.encode(into: &container)
     }
 }

@@ -198,3 +198,34 @@ public struct MessagePage: Codable, Sendable, Hashable {
         self.nextCursor = nextCursor
     }
 }
+
+/// `PATCH /v1/conversations/{conversationId}`: fields that are present replace the stored ones.
+public struct UpdateConversationRequest: Codable, Sendable, Hashable {
+    public var name: String?
+    public var description: String?
+    public var isPublic: Bool?
+    public var metadata: JSONValue?
+    public init(name: String? = nil, description: String? = nil, isPublic: Bool? = nil, metadata: JSONValue? = nil) {
+        self.name = name
+        self.description = description
+        self.isPublic = isPublic
+        self.metadata = metadata
+    }
+}
+
+/// `PATCH /v1/conversations/{conversationId}/participants/{uid}`
+public struct UpdateParticipantRequest: Codable, Sendable, Hashable {
+    public var role: ParticipantRole
+    public init(role: ParticipantRole) { self.role = role }
+}
+
+/// `POST /v1/conversations/{conversationId}/receipts`: marks messages delivered and/or read up to a sequence
+/// number. Positions only move forward; a smaller value changes nothing.
+public struct ReceiptRequest: Codable, Sendable, Hashable {
+    public var deliveredSeq: Int64?
+    public var readSeq: Int64?
+    public init(deliveredSeq: Int64? = nil, readSeq: Int64? = nil) {
+        self.deliveredSeq = deliveredSeq
+        self.readSeq = readSeq
+    }
+}

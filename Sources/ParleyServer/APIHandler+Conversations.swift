@@ -112,6 +112,7 @@ extension APIHandler {
                 appId: principal.appId, id: conversationId, viewer: principal.uid
             ), row.deletedAt == nil
         else { throw DomainError.conversationNotFound(conversationId) }
+        // (A deleted conversation is visible to nobody; its owner restores it with undelete.)
         guard role != nil else {
             if row.conversation.isPublic {
                 throw DomainError(.notAParticipant, "Join conversation \(conversationId) to see it.")

@@ -68,6 +68,7 @@ extension APIHandler {
                 appId: caller.appId, uid: input.path.uid, update, now: epochMilliseconds()
             )
         else { throw DomainError.uidNotFound(input.path.uid) }
+        try await announceProfile(user, appId: caller.appId)
         return .ok(.init(body: .json(user)))
     }
 
@@ -111,6 +112,17 @@ extension APIHandler {
     }
 
     // MARK: Helpers
+
+    /// `profile.update` to the user's own connections and to everyone who shares a conversation with them.
+    func announceProfile(_ user: User, appId: String) async throws {
+        let contacts = try await store.contacts(appId: appId, uid: user.uid)
+        guard
+            let frame = EphemeralEvents.frame(
+                appId: appId, actor: user.uid, timestamp: user.updatedAt, payload: .profileUpdated(user)
+            )
+        else { return }
+        hub.deliver(frame, appId: appId, to: contacts + [user.uid])
+    }
 
     func issueToken(appId: String, uid: String, ttlSeconds: Int64?) async throws -> IssuedAuthToken {
         let secret = Secrets.newAuthToken()

@@ -14,6 +14,7 @@ struct APIHandler: APIProtocol {
     let authenticator: Authenticator
     let writer: CommandWriter
     let hub: Hub
+    let presence: PresenceTracker
     let configuration: ServerConfiguration
     let logger: Logger
 

@@ -28,13 +28,19 @@ final class CommandWriter: Service {
     private let hub: Hub
     private let maxBatch: Int
     private let logger: Logger
+    /// Called after each applied command's events are published (typing, unread counts follow from them).
+    private let onApplied: @Sendable (Command, CommandResult) -> Void
     private let state = NIOLockedValueBox(State())
 
-    init(store: any ParleyStore, hub: Hub, maxBatch: Int, logger: Logger) {
+    init(
+        store: any ParleyStore, hub: Hub, maxBatch: Int, logger: Logger,
+        onApplied: @escaping @Sendable (Command, CommandResult) -> Void = { _, _ in }
+    ) {
         self.store = store
         self.hub = hub
         self.maxBatch = maxBatch
         self.logger = logger
+        self.onApplied = onApplied
     }
 
     /// Queues a command; `completion` runs once it is committed and its events are published.
@@ -115,6 +121,7 @@ final class CommandWriter: Service {
             switch result {
             case .success(let outcome):
                 publish(outcome)
+                onApplied(pending.command, outcome)
                 pending.completion(.success(outcome))
             case .failure(let refusal):
                 pending.completion(.failure(refusal))

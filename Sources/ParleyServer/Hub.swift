@@ -14,6 +14,8 @@ final class Hub: Sendable {
     }
 
     private let shards: [NIOLockedValueBox<[UserKey: [ServerConnection]]>]
+    /// Connections that receive every user's presence, by app.
+    private let presenceSubscriptions = NIOLockedValueBox([String: [ObjectIdentifier: ServerConnection]]())
 
     init(shardCount: Int = 64) {
         shards = (0..<shardCount).map { _ in NIOLockedValueBox([:]) }
@@ -26,6 +28,9 @@ final class Hub: Sendable {
     func register(_ connection: ServerConnection) {
         let key = UserKey(appId: connection.principal.appId, uid: connection.principal.uid)
         shard(key).withLockedValue { $0[key, default: []].append(connection) }
+        if connection.subscribesToAllPresence {
+            presenceSubscriptions.withLockedValue { $0[key.appId, default: [:]][ObjectIdentifier(connection)] = connection }
+        }
     }
 
     func unregister(_ connection: ServerConnection) {
@@ -34,6 +39,14 @@ final class Hub: Sendable {
             users[key]?.removeAll { $0 === connection }
             if users[key]?.isEmpty == true { users[key] = nil }
         }
+        if connection.subscribesToAllPresence {
+            presenceSubscriptions.withLockedValue { $0[key.appId]?[ObjectIdentifier(connection)] = nil }
+        }
+    }
+
+    /// The connections of an app that receive every user's presence.
+    func presenceSubscribers(appId: String) -> [ServerConnection] {
+        presenceSubscriptions.withLockedValue { $0[appId].map { Array($0.values) } ?? [] }
     }
 
     /// The live connections of a user.

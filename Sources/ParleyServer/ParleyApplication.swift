@@ -22,15 +22,15 @@ public struct ParleyApplication: Service {
     let http: any Service
     let writer: CommandWriter
     let hub: Hub
+    let typing: TypingTracker
+    let presence: PresenceTracker
+    let unread: UnreadNotifier
     let logger: Logger
 
     public func run() async throws {
-        let group = ServiceGroup(
-            configuration: .init(
-                services: [writer, http, SocketCloser(hub: hub, logger: logger)].map { .init(service: $0) },
-                logger: logger
-            )
-        )
+        let services: [any Service] = [writer, typing, presence, http, SocketCloser(hub: hub, logger: logger)]
+        let group = ServiceGroup(configuration: .init(services: services.map { .init(service: $0) }, logger: logger))
+        defer { unread.cancelAll() }
         do {
             try await withGracefulShutdownHandler {
                 try await group.run()
@@ -76,25 +76,41 @@ struct SocketCloser: Service {
 /// - Parameters:
 ///   - configuration: Address, data directory, limits.
 ///   - store: A store to use instead of SQLite in `configuration.dataDirectory`.
+///   - clock: The clock of the server's timing rules (typing expiry, presence grace, unread pushes); tests pass a
+///     virtual one.
 ///   - logger: Where the server logs.
 ///   - onServerRunning: Called with the bound port once the server listens (useful with port 0).
 public func buildApplication(
     _ configuration: ServerConfiguration,
     store: (any ParleyStore)? = nil,
+    clock: any Clock<Duration> = ContinuousClock(),
     logger: Logger = Logger(label: "parley"),
     onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
 ) async throws -> ParleyApplication {
     let store = try store ?? openSQLiteStore(in: configuration.dataDirectory)
+    let timeline = Timeline(clock)
     let hub = Hub()
-    let writer = CommandWriter(store: store, hub: hub, maxBatch: configuration.maxCommandBatch, logger: logger)
+    let typing = TypingTracker(
+        store: store, hub: hub, timeout: configuration.typingTimeout, timeline: timeline, logger: logger
+    )
+    let presence = PresenceTracker(
+        store: store, hub: hub, grace: configuration.presenceGrace, timeline: timeline, logger: logger
+    )
+    let unread = UnreadNotifier(
+        store: store, hub: hub, interval: configuration.unreadPushInterval, timeline: timeline, logger: logger
+    )
+    let writer = CommandWriter(store: store, hub: hub, maxBatch: configuration.maxCommandBatch, logger: logger) {
+        command, result in
+        followUp(command, result, typing: typing, unread: unread)
+    }
     let authenticator = Authenticator(store: store)
     let api = APIHandler(
-        store: store, authenticator: authenticator, writer: writer, hub: hub, configuration: configuration,
-        logger: logger
+        store: store, authenticator: authenticator, writer: writer, hub: hub, presence: presence,
+        configuration: configuration, logger: logger
     )
     let gateway = WebSocketGateway(
-        authenticator: authenticator, store: store, hub: hub, writer: writer, configuration: configuration,
-        logger: logger
+        authenticator: authenticator, store: store, hub: hub, writer: writer, typing: typing, presence: presence,
+        timeline: timeline, configuration: configuration, logger: logger
     )
 
     let router = Router(context: BasicRequestContext.self)
@@ -127,7 +143,32 @@ public func buildApplication(
         },
         logger: logger
     )
-    return ParleyApplication(store: store, http: http, writer: writer, hub: hub, logger: logger)
+    return ParleyApplication(
+        store: store, http: http, writer: writer, hub: hub, typing: typing, presence: presence, unread: unread,
+        logger: logger
+    )
+}
+
+/// What follows from an applied command besides its events: a sender stops typing; unread counts change.
+private func followUp(_ command: Command, _ result: CommandResult, typing: TypingTracker, unread: UnreadNotifier) {
+    switch command {
+    case .sendMessage(let send):
+        guard case .message(_, duplicate: false) = result.outcome else { return }
+        typing.messageSent(appId: send.appId, conversationId: send.conversationId, sender: send.sender)
+        unread.changed(
+            appId: send.appId, uids: result.recipients.filter { $0 != send.sender }, conversationId: send.conversationId
+        )
+    case .markReceipt(let mark):
+        guard result.events.contains(where: { $0.event.name == .messageRead }) else { return }
+        unread.changed(appId: mark.appId, uids: [mark.uid], conversationId: mark.conversationId)
+    case .deleteConversation(let action), .undeleteConversation(let action):
+        guard !result.events.isEmpty else { return }
+        unread.changed(appId: action.appId, uids: result.recipients, conversationId: action.conversationId)
+    case .removeParticipant(let remove):
+        unread.changed(appId: remove.appId, uids: [remove.uid], conversationId: remove.conversationId)
+    case .createConversation, .updateConversation, .join, .addParticipants, .updateParticipant:
+        break
+    }
 }
 
 /// Opens the SQLite database of a data directory, creating the directory if needed.

@@ -20,6 +20,14 @@ public struct ServerConfiguration: Sendable {
     public var outboundQueueLimitBytes: Int = 4 * 1024 * 1024
     /// Malformed frames tolerated on one connection before it is closed with 4400.
     public var malformedFrameLimit: Int = 50
+    /// A typing indicator with no news for this long turns off by itself.
+    public var typingTimeout: Duration = .seconds(5)
+    /// Most `typing` frames one connection may send per second; more get `ERR_RATE_LIMITED`.
+    public var typingFramesPerSecond: Int = 5
+    /// How long a user stays online after their last connection closes (a quick reconnect shows no change).
+    public var presenceGrace: Duration = .seconds(5)
+    /// Shortest time between two `unread.update` pushes to one user.
+    public var unreadPushInterval: Duration = .seconds(1)
     /// Limits on message size.
     public var messageLimits: MessageLimits = .default
     /// Pending TCP connections the kernel queues before the server accepts them.

@@ -16,6 +16,9 @@ struct WebSocketGateway: Sendable {
     let store: any ParleyStore
     let hub: Hub
     let writer: CommandWriter
+    let typing: TypingTracker
+    let presence: PresenceTracker
+    let timeline: Timeline
     let configuration: ServerConfiguration
     let logger: Logger
 
@@ -41,25 +44,29 @@ struct WebSocketGateway: Sendable {
         }
         return .upgrade([:]) { inbound, outbound, _ in
             var frames = inbound.messages(maxSize: configuration.maxInboundFrameSize).makeAsyncIterator()
-            if let refusal = try await handshake(&frames, outbound: outbound) {
+            let connect: ConnectFrame
+            switch try await handshake(&frames, outbound: outbound) {
+            case .failure(let refusal):
                 return await refuse(refusal, closeCode: WebSocketCloseCode.protocolViolation, outbound: outbound)
+            case .success(let frame):
+                connect = frame
             }
             switch authentication {
             case .failure(let refusal):
                 await refuse(refusal, closeCode: WebSocketCloseCode.authenticationFailed, outbound: outbound)
             case .success(let (principal, user)):
-                try await serve(principal: principal, user: user, frames: &frames, outbound: outbound)
+                try await serve(principal: principal, user: user, connect: connect, frames: &frames, outbound: outbound)
             }
         }
     }
 
-    /// Waits for the client's `connect` frame; returns why the connection must be refused, if it must.
+    /// Waits for the client's `connect` frame; returns it, or why the connection must be refused.
     ///
     /// The server sends nothing before it: data that follows the upgrade response too closely can be lost while
     /// a client switches its pipeline from HTTP to WebSocket.
     private func handshake(
         _ frames: inout WebSocketInboundMessageStream.AsyncIterator, outbound: WebSocketOutboundWriter
-    ) async throws -> DomainError? {
+    ) async throws -> Result<ConnectFrame, DomainError> {
         let timeout = configuration.handshakeTimeout
         let first: WebSocketMessage? = try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask {
@@ -75,15 +82,19 @@ struct WebSocketGateway: Sendable {
         guard case .text(let text) = first,
             case .connect(let connect) = try? JSONDecoder().decode(ClientFrame.self, from: Data(text.utf8))
         else {
-            return DomainError(.handshakeFailed, "The first frame must be {\"type\":\"connect\",\"protocolVersion\":1}.")
-        }
-        guard connect.protocolVersion == ParleyProtocolVersion.current else {
-            return DomainError(
-                .unsupportedProtocolVersion,
-                "This server speaks protocol version \(ParleyProtocolVersion.current), not \(connect.protocolVersion)."
+            return .failure(
+                DomainError(.handshakeFailed, "The first frame must be {\"type\":\"connect\",\"protocolVersion\":1}.")
             )
         }
-        return nil
+        guard connect.protocolVersion == ParleyProtocolVersion.current else {
+            return .failure(
+                DomainError(
+                    .unsupportedProtocolVersion,
+                    "This server speaks protocol version \(ParleyProtocolVersion.current), not \(connect.protocolVersion)."
+                )
+            )
+        }
+        return .success(connect)
     }
 
     /// Sends an error frame, then closes with `closeCode` and the error's code as reason. The client may already
@@ -95,18 +106,24 @@ struct WebSocketGateway: Sendable {
     }
 
     private func serve(
-        principal: UserPrincipal, user: User, frames: inout WebSocketInboundMessageStream.AsyncIterator,
-        outbound: WebSocketOutboundWriter
+        principal: UserPrincipal, user: User, connect: ConnectFrame,
+        frames: inout WebSocketInboundMessageStream.AsyncIterator, outbound: WebSocketOutboundWriter
     ) async throws {
         let connection = ServerConnection(
             id: Secrets.randomID(prefix: "k_", length: 12), principal: principal,
-            outboundLimitBytes: configuration.outboundQueueLimitBytes
+            outboundLimitBytes: configuration.outboundQueueLimitBytes,
+            subscribesToAllPresence: connect.subscribePresenceForAllUsers ?? false
         )
         var logger = self.logger
         logger[metadataKey: "connection"] = "\(connection.id)"
         logger[metadataKey: "uid"] = "\(principal.uid)"
         hub.register(connection)
-        defer { hub.unregister(connection) }
+        presence.connected(connection)
+        defer {
+            hub.unregister(connection)
+            presence.disconnected(connection)
+            typing.connectionClosed(connection)
+        }
         logger.debug("WebSocket connected")
         let connectionLogger = logger
 
@@ -136,8 +153,8 @@ struct WebSocketGateway: Sendable {
                 }
             }
             var session = FrameSession(
-                connection: connection, writer: writer, limits: configuration.messageLimits,
-                malformedFrameLimit: configuration.malformedFrameLimit
+                connection: connection, writer: writer, typing: typing, timeline: timeline,
+                configuration: configuration
             )
             do {
                 while let message = try await frames.next() {
@@ -178,16 +195,25 @@ struct WebSocketGateway: Sendable {
 struct FrameSession {
     let connection: ServerConnection
     let writer: CommandWriter
+    let typing: TypingTracker
+    let timeline: Timeline
     let limits: MessageLimits
     let malformedFrameLimit: Int
     private var malformedFrames = 0
+    private var typingBudget: TokenBucket
     private let decoder = JSONDecoder()
 
-    init(connection: ServerConnection, writer: CommandWriter, limits: MessageLimits, malformedFrameLimit: Int) {
+    init(
+        connection: ServerConnection, writer: CommandWriter, typing: TypingTracker, timeline: Timeline,
+        configuration: ServerConfiguration
+    ) {
         self.connection = connection
         self.writer = writer
-        self.limits = limits
-        self.malformedFrameLimit = malformedFrameLimit
+        self.typing = typing
+        self.timeline = timeline
+        self.limits = configuration.messageLimits
+        self.malformedFrameLimit = configuration.malformedFrameLimit
+        self.typingBudget = TokenBucket(perSecond: configuration.typingFramesPerSecond, now: timeline.now())
     }
 
     mutating func receive(_ message: WebSocketMessage) {
@@ -215,6 +241,28 @@ struct FrameSession {
             reply(.pong(PongFrame(id: ping.id, serverTime: epochMilliseconds())))
         case .send(let send):
             self.send(send)
+        case .typing(let frame):
+            guard typingBudget.take(now: timeline.now()) else {
+                reply(error: DomainError(.rateLimited, "At most \(typingBudget.capacity) typing frames per second."))
+                return
+            }
+            typing.typing(conversationId: frame.conversationId, isTyping: frame.isTyping, on: connection)
+        case .receipt(let frame):
+            receipt(frame)
+        }
+    }
+
+    private func receipt(_ frame: ReceiptFrame) {
+        let principal = connection.principal
+        let command = Command.MarkReceipt(
+            appId: principal.appId, conversationId: frame.conversationId, uid: principal.uid,
+            deliveredSeq: frame.deliveredSeq, readSeq: frame.readSeq, now: epochMilliseconds()
+        )
+        let connection = self.connection
+        writer.enqueue(.markReceipt(command)) { result in
+            if case .failure(let error) = result {
+                Self.reply(.error(Self.errorFrame(error, ref: frame.ref)), on: connection)
+            }
         }
     }
 
@@ -261,5 +309,28 @@ struct FrameSession {
             return ErrorFrame(ref: ref, code: refusal.code, message: refusal.message)
         }
         return ErrorFrame(ref: ref, code: .internalError, message: "The server could not complete the request.")
+    }
+}
+
+/// A budget of actions per second, refilled continuously on the timeline.
+struct TokenBucket {
+    let capacity: Int
+    private var tokens: Double
+    private var last: Duration
+
+    init(perSecond capacity: Int, now: Duration) {
+        self.capacity = capacity
+        self.tokens = Double(capacity)
+        self.last = now
+    }
+
+    /// Takes one token; false when the budget is spent.
+    mutating func take(now: Duration) -> Bool {
+        let elapsed = Double((now - last).components.attoseconds) / 1e18 + Double((now - last).components.seconds)
+        tokens = min(Double(capacity), tokens + elapsed * Double(capacity))
+        last = now
+        guard tokens >= 1 else { return false }
+        tokens -= 1
+        return true
     }
 }

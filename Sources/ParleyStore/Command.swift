@@ -7,8 +7,117 @@ import ParleyProtocol
 /// sends every command through one ordered writer, so events are published in sequence order.
 public enum Command: Sendable {
     case createConversation(CreateConversation)
+    case updateConversation(UpdateConversation)
+    /// Soft delete (the owner of a group).
+    case deleteConversation(ConversationAction)
+    /// Restore a deleted conversation (its owner).
+    case undeleteConversation(ConversationAction)
+    /// Join a public group.
+    case join(ConversationAction)
     case addParticipants(AddParticipants)
+    case updateParticipant(UpdateParticipant)
+    /// Remove a participant, or leave (when the actor removes themself).
+    case removeParticipant(RemoveParticipant)
     case sendMessage(SendMessage)
+    /// Move a participant's delivered and/or read position forward.
+    case markReceipt(MarkReceipt)
+
+    /// The conversation a command changes (nil when it creates one).
+    public var conversationId: String? {
+        switch self {
+        case .createConversation: return nil
+        case .updateConversation(let command): return command.conversationId
+        case .deleteConversation(let command), .undeleteConversation(let command), .join(let command):
+            return command.conversationId
+        case .addParticipants(let command): return command.conversationId
+        case .updateParticipant(let command): return command.conversationId
+        case .removeParticipant(let command): return command.conversationId
+        case .sendMessage(let command): return command.conversationId
+        case .markReceipt(let command): return command.conversationId
+        }
+    }
+
+    /// An action of `actor` on one conversation, with nothing else to say.
+    public struct ConversationAction: Sendable {
+        public var appId: String
+        public var conversationId: String
+        public var actor: String
+        public var now: Int64
+        public init(appId: String, conversationId: String, actor: String, now: Int64) {
+            self.appId = appId
+            self.conversationId = conversationId
+            self.actor = actor
+            self.now = now
+        }
+    }
+
+    /// Change a group's details (owner or admin).
+    public struct UpdateConversation: Sendable {
+        public var appId: String
+        public var conversationId: String
+        public var actor: String
+        public var update: UpdateConversationRequest
+        public var now: Int64
+        public init(appId: String, conversationId: String, actor: String, update: UpdateConversationRequest, now: Int64) {
+            self.appId = appId
+            self.conversationId = conversationId
+            self.actor = actor
+            self.update = update
+            self.now = now
+        }
+    }
+
+    /// Change a participant's role (the owner).
+    public struct UpdateParticipant: Sendable {
+        public var appId: String
+        public var conversationId: String
+        public var actor: String
+        public var uid: String
+        public var role: ParticipantRole
+        public var now: Int64
+        public init(appId: String, conversationId: String, actor: String, uid: String, role: ParticipantRole, now: Int64) {
+            self.appId = appId
+            self.conversationId = conversationId
+            self.actor = actor
+            self.uid = uid
+            self.role = role
+            self.now = now
+        }
+    }
+
+    /// Remove `uid` from a conversation; `uid == actor` is leaving.
+    public struct RemoveParticipant: Sendable {
+        public var appId: String
+        public var conversationId: String
+        public var actor: String
+        public var uid: String
+        public var now: Int64
+        public init(appId: String, conversationId: String, actor: String, uid: String, now: Int64) {
+            self.appId = appId
+            self.conversationId = conversationId
+            self.actor = actor
+            self.uid = uid
+            self.now = now
+        }
+    }
+
+    /// Marks messages delivered and/or read by `uid` up to a sequence number.
+    public struct MarkReceipt: Sendable {
+        public var appId: String
+        public var conversationId: String
+        public var uid: String
+        public var deliveredSeq: Int64?
+        public var readSeq: Int64?
+        public var now: Int64
+        public init(appId: String, conversationId: String, uid: String, deliveredSeq: Int64?, readSeq: Int64?, now: Int64) {
+            self.appId = appId
+            self.conversationId = conversationId
+            self.uid = uid
+            self.deliveredSeq = deliveredSeq
+            self.readSeq = readSeq
+            self.now = now
+        }
+    }
 
     /// Create a group, or get-or-create the direct conversation of two users.
     public struct CreateConversation: Sendable {
@@ -101,22 +210,31 @@ public enum Command: Sendable {
 /// What an applied command did.
 public struct CommandResult: Sendable {
     public enum Outcome: Sendable {
-        /// `created` is false when a direct conversation already existed.
+        /// The conversation after the command; `created` is false unless a conversation was created (a direct
+        /// conversation that already existed is returned with false).
         case conversation(Conversation, created: Bool)
         case participants([Participant])
+        /// One participant after the command (joined, role changed, receipt moved).
+        case participant(Participant)
+        /// A participant was removed (or left).
+        case removed
         /// `duplicate` is true when this sender had already sent this client message id.
         case message(Message, duplicate: Bool)
     }
 
     public var outcome: Outcome
-    /// The durable events the command made, in sequence order (none for a duplicate).
+    /// The events to publish, in order: durable ones carry the conversation's next sequence numbers (none for a
+    /// duplicate); ephemeral ones (receipts) have no `seq` and are not stored.
     public var events: [StoredEvent]
-    /// The users who receive these events: the conversation's participants after the change.
+    /// The users who receive these events: the participants after the change, plus a removed one.
     public var recipients: [String]
+    /// The conversation's participants after the command, for caches of membership.
+    public var participants: [String]
 
-    public init(outcome: Outcome, events: [StoredEvent], recipients: [String]) {
+    public init(outcome: Outcome, events: [StoredEvent], recipients: [String], participants: [String]? = nil) {
         self.outcome = outcome
         self.events = events
         self.recipients = recipients
+        self.participants = participants ?? recipients
     }
 }

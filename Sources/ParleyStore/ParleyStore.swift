@@ -49,4 +49,10 @@ public protocol ParleyStore: Sendable {
     func participants(appId: String, conversationId: String) async throws -> [Participant]
     /// Messages in descending sequence order.
     func messages(appId: String, conversationId: String, query: HistoryQuery) async throws -> [Message]
+    /// The user's unread counts: for the given conversations (all of them when nil), and the total over all.
+    func unread(appId: String, uid: String, conversationIds: [String]?) async throws -> UnreadSummary
+    /// The users who share at least one (not deleted) conversation with `uid`, not including `uid`.
+    func contacts(appId: String, uid: String) async throws -> [String]
+    /// The participants of a conversation that is not deleted; nil when there is no such conversation.
+    func activeParticipants(appId: String, conversationId: String) async throws -> [String]?
 }

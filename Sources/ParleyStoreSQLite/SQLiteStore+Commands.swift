@@ -30,12 +30,19 @@ extension SQLiteStore {
     static func apply(_ command: Command, in db: Database, encoder: JSONEncoder) throws -> CommandResult {
         switch command {
         case .createConversation(let create): return try createConversation(create, in: db, encoder: encoder)
+        case .updateConversation(let update): return try updateConversation(update, in: db, encoder: encoder)
+        case .deleteConversation(let action): return try setDeleted(true, action, in: db, encoder: encoder)
+        case .undeleteConversation(let action): return try setDeleted(false, action, in: db, encoder: encoder)
+        case .join(let action): return try join(action, in: db, encoder: encoder)
         case .addParticipants(let add): return try addParticipants(add, in: db, encoder: encoder)
+        case .updateParticipant(let update): return try updateParticipant(update, in: db, encoder: encoder)
+        case .removeParticipant(let remove): return try removeParticipant(remove, in: db, encoder: encoder)
         case .sendMessage(let send): return try sendMessage(send, in: db, encoder: encoder)
+        case .markReceipt(let mark): return try markReceipt(mark, in: db, encoder: encoder)
         }
     }
 
-    // MARK: Create
+    // MARK: Conversations
 
     static func createConversation(_ create: Command.CreateConversation, in db: Database, encoder: JSONEncoder) throws
         -> CommandResult
@@ -73,48 +80,136 @@ extension SQLiteStore {
                 create.now, create.now,
             ]
         )
-        let pk = db.lastInsertedRowID
-        var writer = EventWriter(
-            db: db, encoder: encoder, appId: create.appId, conversationId: create.newId, conversationPK: pk,
-            lastSeq: 0, now: create.now, actor: create.creator
-        )
+        let row = try fetchConversation(db, appId: create.appId, id: create.newId)!
+        var writer = EventWriter(db: db, encoder: encoder, row: row, now: create.now, actor: create.creator)
         let creatorRole: ParticipantRole = create.type == .group ? .owner : .member
         let members = [(create.creator, creatorRole)] + others.map { ($0, ParticipantRole.member) }
+        var participants: [Participant] = []
         for (uid, role) in members {
-            try insertParticipant(db, conversationPK: pk, uid: uid, role: role, now: create.now)
+            participants.append(try insertParticipant(db, row: row, uid: uid, role: role, now: create.now))
         }
-        var conversation = try fetchConversation(db, appId: create.appId, id: create.newId)!.conversation
+        var conversation = row.conversation
         conversation.participantCount = members.count
         conversation.lastSeq = Int64(1 + members.count)
         try writer.append(.conversationCreate, .conversationCreated(conversation))
-        for (uid, role) in members {
-            let participant = Participant(uid: uid, role: role, joinedAt: create.now)
-            try writer.append(.participantAdded, .participantAdded(participant))
-        }
+        for participant in participants { try writer.append(.participantAdded, .participantAdded(participant)) }
         try writer.finish(participantCount: members.count)
         return CommandResult(
-            outcome: .conversation(conversation, created: true), events: writer.events,
-            recipients: members.map(\.0)
+            outcome: .conversation(conversation, created: true), events: writer.events, recipients: members.map(\.0)
+        )
+    }
+
+    static func updateConversation(_ update: Command.UpdateConversation, in db: Database, encoder: JSONEncoder) throws
+        -> CommandResult
+    {
+        let (row, role) = try participation(db, appId: update.appId, id: update.conversationId, uid: update.actor)
+        try requireGroup(row, "A direct conversation has no details to change.")
+        guard role.canUpdateConversation else {
+            throw DomainError(.forbidden, "Only the owner or an admin can change the conversation.")
+        }
+        var conversation = row.conversation
+        if let name = update.update.name { conversation.name = name }
+        if let description = update.update.description { conversation.description = description }
+        if let isPublic = update.update.isPublic { conversation.isPublic = isPublic }
+        if let metadata = update.update.metadata { conversation.metadata = metadata }
+        conversation.updatedAt = update.now
+        try db.execute(
+            sql: "UPDATE conversations SET name = ?, description = ?, is_public = ?, metadata = ?, updated_at = ? WHERE pk = ?",
+            arguments: [
+                conversation.name, conversation.description, conversation.isPublic, try json(conversation.metadata),
+                update.now, row.pk,
+            ]
+        )
+        return try publishConversation(conversation, .conversationUpdate, row: row, actor: update.actor, now: update.now, in: db, encoder: encoder)
+    }
+
+    static func setDeleted(_ deleted: Bool, _ action: Command.ConversationAction, in db: Database, encoder: JSONEncoder)
+        throws -> CommandResult
+    {
+        guard let row = try fetchConversation(db, appId: action.appId, id: action.conversationId),
+            let role = try self.role(db, conversationPK: row.pk, uid: action.actor)
+        else { throw DomainError.conversationNotFound(action.conversationId) }
+        // A deleted conversation is hidden from its participants, except from the owner who may restore it.
+        if row.deletedAt != nil && !(role.canDeleteConversation && !deleted) {
+            throw DomainError.conversationNotFound(action.conversationId)
+        }
+        try requireGroup(row, "A direct conversation cannot be deleted.")
+        guard role.canDeleteConversation else {
+            throw DomainError(.forbidden, "Only the owner can \(deleted ? "delete" : "restore") the conversation.")
+        }
+        guard (row.deletedAt != nil) != deleted else {
+            return CommandResult(
+                outcome: .conversation(row.conversation, created: false), events: [],
+                recipients: try participantUIDs(db, conversationPK: row.pk)
+            )
+        }
+        var conversation = row.conversation
+        conversation.deletedAt = deleted ? action.now : nil
+        conversation.updatedAt = action.now
+        try db.execute(
+            sql: "UPDATE conversations SET deleted_at = ?, updated_at = ? WHERE pk = ?",
+            arguments: [conversation.deletedAt, action.now, row.pk]
+        )
+        return try publishConversation(
+            conversation, deleted ? .conversationDelete : .conversationUndelete, row: row, actor: action.actor,
+            now: action.now, in: db, encoder: encoder
+        )
+    }
+
+    /// Appends one event carrying the conversation as it is now.
+    private static func publishConversation(
+        _ conversation: Conversation, _ name: EventName, row: ConversationRow, actor: String, now: Int64,
+        in db: Database, encoder: JSONEncoder
+    ) throws -> CommandResult {
+        var writer = EventWriter(db: db, encoder: encoder, row: row, now: now, actor: actor)
+        var published = conversation
+        published.lastSeq = row.conversation.lastSeq + 1
+        let payload: EventPayload
+        switch name {
+        case .conversationDelete: payload = .conversationDeleted(published)
+        case .conversationUndelete: payload = .conversationUndeleted(published)
+        default: payload = .conversationUpdated(published)
+        }
+        try writer.append(name, payload)
+        try writer.finish(participantCount: nil)
+        return CommandResult(
+            outcome: .conversation(published, created: false), events: writer.events,
+            recipients: try participantUIDs(db, conversationPK: row.pk)
         )
     }
 
     // MARK: Participants
 
+    static func join(_ action: Command.ConversationAction, in db: Database, encoder: JSONEncoder) throws
+        -> CommandResult
+    {
+        let (row, role) = try visibleConversation(db, appId: action.appId, id: action.conversationId, viewer: action.actor)
+        if role != nil {
+            let participant = try fetchParticipant(db, conversationPK: row.pk, uid: action.actor)!
+            return CommandResult(
+                outcome: .participant(participant), events: [], recipients: try participantUIDs(db, conversationPK: row.pk)
+            )
+        }
+        // Visible without being a participant means public: anyone in the app may join.
+        var writer = EventWriter(db: db, encoder: encoder, row: row, now: action.now, actor: action.actor)
+        let participant = try insertParticipant(db, row: row, uid: action.actor, role: .member, now: action.now)
+        try writer.append(.participantAdded, .participantAdded(participant))
+        try writer.finish(participantCount: row.conversation.participantCount + 1)
+        return CommandResult(
+            outcome: .participant(participant), events: writer.events,
+            recipients: try participantUIDs(db, conversationPK: row.pk)
+        )
+    }
+
     static func addParticipants(_ add: Command.AddParticipants, in db: Database, encoder: JSONEncoder) throws
         -> CommandResult
     {
-        let (row, role) = try visibleConversation(db, appId: add.appId, id: add.conversationId, viewer: add.actor)
-        guard let role else { throw DomainError(.notAParticipant, "Join the conversation first.") }
-        guard row.conversation.type == .group else {
-            throw DomainError(.forbidden, "A direct conversation keeps its two participants.")
-        }
+        let (row, role) = try participation(db, appId: add.appId, id: add.conversationId, uid: add.actor)
+        try requireGroup(row, "A direct conversation keeps its two participants.")
         guard role.canAddParticipants else {
             throw DomainError(.forbidden, "Only the owner or an admin can add participants.")
         }
-        var writer = EventWriter(
-            db: db, encoder: encoder, appId: add.appId, conversationId: row.conversation.id, conversationPK: row.pk,
-            lastSeq: row.conversation.lastSeq, now: add.now, actor: add.actor
-        )
+        var writer = EventWriter(db: db, encoder: encoder, row: row, now: add.now, actor: add.actor)
         var count = row.conversation.participantCount
         var seen = Set<String>()
         for entry in add.entries where seen.insert(entry.uid).inserted {
@@ -126,9 +221,9 @@ extension SQLiteStore {
                 throw DomainError.uidNotFound(entry.uid)
             }
             guard try self.role(db, conversationPK: row.pk, uid: entry.uid) == nil else { continue }
-            try insertParticipant(db, conversationPK: row.pk, uid: entry.uid, role: newRole, now: add.now)
+            let participant = try insertParticipant(db, row: row, uid: entry.uid, role: newRole, now: add.now)
             count += 1
-            try writer.append(.participantAdded, .participantAdded(Participant(uid: entry.uid, role: newRole, joinedAt: add.now)))
+            try writer.append(.participantAdded, .participantAdded(participant))
         }
         try writer.finish(participantCount: count)
         let participants = try fetchParticipants(db, conversationPK: row.pk)
@@ -137,13 +232,75 @@ extension SQLiteStore {
         )
     }
 
-    static func insertParticipant(_ db: Database, conversationPK: Int64, uid: String, role: ParticipantRole, now: Int64)
-        throws
+    static func updateParticipant(_ update: Command.UpdateParticipant, in db: Database, encoder: JSONEncoder) throws
+        -> CommandResult
     {
+        let (row, role) = try participation(db, appId: update.appId, id: update.conversationId, uid: update.actor)
+        try requireGroup(row, "A direct conversation has no roles to change.")
+        guard role.canChangeRoles else { throw DomainError(.forbidden, "Only the owner can change roles.") }
+        guard var participant = try fetchParticipant(db, conversationPK: row.pk, uid: update.uid) else {
+            throw DomainError(.uidNotFound, "\(update.uid) is not a participant.")
+        }
+        guard participant.role != .owner, update.role != .owner else {
+            throw DomainError(.forbidden, "The owner's role cannot be given or taken.")
+        }
+        let recipients = try participantUIDs(db, conversationPK: row.pk)
+        guard participant.role != update.role else {
+            return CommandResult(outcome: .participant(participant), events: [], recipients: recipients)
+        }
+        participant.role = update.role
         try db.execute(
-            sql: "INSERT INTO participants (conversation_pk, uid, role, joined_at) VALUES (?, ?, ?, ?)",
-            arguments: [conversationPK, uid, role.rawValue, now]
+            sql: "UPDATE participants SET role = ? WHERE conversation_pk = ? AND uid = ?",
+            arguments: [update.role.rawValue, row.pk, update.uid]
         )
+        var writer = EventWriter(db: db, encoder: encoder, row: row, now: update.now, actor: update.actor)
+        try writer.append(.participantUpdated, .participantUpdated(participant))
+        try writer.finish(participantCount: nil)
+        return CommandResult(outcome: .participant(participant), events: writer.events, recipients: recipients)
+    }
+
+    static func removeParticipant(_ remove: Command.RemoveParticipant, in db: Database, encoder: JSONEncoder) throws
+        -> CommandResult
+    {
+        let (row, role) = try participation(db, appId: remove.appId, id: remove.conversationId, uid: remove.actor)
+        try requireGroup(row, "A direct conversation keeps its two participants.")
+        guard let removed = try fetchParticipant(db, conversationPK: row.pk, uid: remove.uid) else {
+            throw DomainError(.uidNotFound, "\(remove.uid) is not a participant.")
+        }
+        if remove.uid == remove.actor {
+            guard role != .owner else {
+                throw DomainError(.forbidden, "The owner cannot leave; delete the conversation instead.")
+            }
+        } else {
+            guard role.canRemove(removed.role) else {
+                throw DomainError(.forbidden, "A \(role.rawValue) cannot remove a \(removed.role.rawValue).")
+            }
+        }
+        try db.execute(
+            sql: "DELETE FROM participants WHERE conversation_pk = ? AND uid = ?", arguments: [row.pk, remove.uid]
+        )
+        var writer = EventWriter(db: db, encoder: encoder, row: row, now: remove.now, actor: remove.actor)
+        try writer.append(.participantRemoved, .participantRemoved(removed))
+        try writer.finish(participantCount: row.conversation.participantCount - 1)
+        let remaining = try participantUIDs(db, conversationPK: row.pk)
+        return CommandResult(
+            outcome: .removed, events: writer.events, recipients: remaining + [remove.uid], participants: remaining
+        )
+    }
+
+    /// Adds a participant who starts with everything so far delivered and read.
+    static func insertParticipant(_ db: Database, row: ConversationRow, uid: String, role: ParticipantRole, now: Int64)
+        throws -> Participant
+    {
+        let seen = row.conversation.lastSeq
+        try db.execute(
+            sql: """
+                INSERT INTO participants (conversation_pk, uid, role, joined_at, delivered_seq, read_seq, read_message_count)
+                VALUES (?, ?, ?, ?, ?, ?, (SELECT message_count FROM conversations WHERE pk = ?))
+                """,
+            arguments: [row.pk, uid, role.rawValue, now, seen, seen, row.pk]
+        )
+        return Participant(uid: uid, role: role, joinedAt: now, deliveredSeq: seen, readSeq: seen)
     }
 
     static func participantUIDs(_ db: Database, conversationPK: Int64) throws -> [String] {
@@ -153,12 +310,17 @@ extension SQLiteStore {
         )
     }
 
-    // MARK: Messages
+    static func fetchParticipant(_ db: Database, conversationPK: Int64, uid: String) throws -> Participant? {
+        try Row.fetchOne(
+            db, sql: "SELECT * FROM participants WHERE conversation_pk = ? AND uid = ?", arguments: [conversationPK, uid]
+        ).map(participant)
+    }
+
+    // MARK: Messages and receipts
 
     static func sendMessage(_ send: Command.SendMessage, in db: Database, encoder: JSONEncoder) throws -> CommandResult
     {
-        let (row, role) = try visibleConversation(db, appId: send.appId, id: send.conversationId, viewer: send.sender)
-        guard role != nil else { throw DomainError(.notAParticipant, "Join the conversation to send to it.") }
+        let (row, _) = try participation(db, appId: send.appId, id: send.conversationId, uid: send.sender)
         let recipients = try participantUIDs(db, conversationPK: row.pk)
         if let clientMessageId = send.clientMessageId,
             let body = try Data.fetchOne(
@@ -174,19 +336,64 @@ extension SQLiteStore {
             }
             return CommandResult(outcome: .message(message, duplicate: true), events: [], recipients: recipients)
         }
-        var writer = EventWriter(
-            db: db, encoder: encoder, appId: send.appId, conversationId: row.conversation.id, conversationPK: row.pk,
-            lastSeq: row.conversation.lastSeq, now: send.now, actor: send.sender
-        )
+        var writer = EventWriter(db: db, encoder: encoder, row: row, now: send.now, actor: send.sender)
         let message = Message(
             id: send.messageId, conversationId: row.conversation.id, seq: row.conversation.lastSeq + 1,
             sender: send.sender, clientMessageId: send.clientMessageId, parts: send.parts, metadata: send.metadata,
             alert: send.alert, sentAt: send.now
         )
-        try writer.append(.messageSent, .messageSent(message), clientMessageId: send.clientMessageId)
+        let index = try writer.appendMessage(message)
         try writer.finish(participantCount: nil)
+        // Writing a message implies having read the conversation up to it.
+        try db.cachedStatement(
+            sql: """
+                UPDATE participants SET delivered_seq = ?, read_seq = ?, read_message_count = ?
+                WHERE conversation_pk = ? AND uid = ?
+                """
+        ).execute(arguments: [message.seq, message.seq, index, row.pk, send.sender])
         return CommandResult(outcome: .message(message, duplicate: false), events: writer.events, recipients: recipients)
     }
+
+    static func markReceipt(_ mark: Command.MarkReceipt, in db: Database, encoder: JSONEncoder) throws -> CommandResult {
+        let (row, _) = try participation(db, appId: mark.appId, id: mark.conversationId, uid: mark.uid)
+        var participant = try fetchParticipant(db, conversationPK: row.pk, uid: mark.uid)!
+        let last = row.conversation.lastSeq
+        let read = max(participant.readSeq, min(mark.readSeq ?? 0, last))
+        let delivered = max(participant.deliveredSeq, min(mark.deliveredSeq ?? 0, last), read)
+        var events: [StoredEvent] = []
+        func ephemeral(_ name: EventName, _ payload: EventPayload, seq: Int64) throws {
+            let event = Event(
+                id: "\(row.conversation.id):\(name == .messageRead ? "read" : "delivered"):\(mark.uid):\(seq)",
+                appId: mark.appId, name: name, conversationId: row.conversation.id, timestamp: mark.now,
+                context: EventContext(createdBy: mark.uid), payload: payload
+            )
+            events.append(StoredEvent(event: event, json: Array(try encoder.encode(event))))
+        }
+        if delivered > participant.deliveredSeq {
+            try ephemeral(.messageDelivered, .messageDelivered(Receipt(uid: mark.uid, seq: delivered)), seq: delivered)
+        }
+        if read > participant.readSeq {
+            try ephemeral(.messageRead, .messageRead(Receipt(uid: mark.uid, seq: read)), seq: read)
+        }
+        if !events.isEmpty {
+            try db.execute(
+                sql: """
+                    UPDATE participants SET delivered_seq = ?, read_seq = ?, read_message_count = COALESCE(
+                        (SELECT message_index FROM events WHERE conversation_pk = ? AND seq <= ?
+                         AND message_index IS NOT NULL ORDER BY seq DESC LIMIT 1), 0)
+                    WHERE conversation_pk = ? AND uid = ?
+                    """,
+                arguments: [delivered, read, row.pk, read, row.pk, mark.uid]
+            )
+            participant.deliveredSeq = delivered
+            participant.readSeq = read
+        }
+        return CommandResult(
+            outcome: .participant(participant), events: events, recipients: try participantUIDs(db, conversationPK: row.pk)
+        )
+    }
+
+    // MARK: Rules
 
     /// The conversation and the viewer's role, or `ERR_CONVERSATION_NOT_FOUND` when the viewer may not see it:
     /// deleted, of another app, or private and the viewer is not a participant.
@@ -200,6 +407,19 @@ extension SQLiteStore {
         guard role != nil || row.conversation.isPublic else { throw DomainError.conversationNotFound(id) }
         return (row, role)
     }
+
+    /// A visible conversation `uid` participates in; `ERR_NOT_A_PARTICIPANT` for a public one they are not in.
+    static func participation(_ db: Database, appId: String, id: String, uid: String) throws -> (
+        ConversationRow, ParticipantRole
+    ) {
+        let (row, role) = try visibleConversation(db, appId: appId, id: id, viewer: uid)
+        guard let role else { throw DomainError(.notAParticipant, "Join the conversation first.") }
+        return (row, role)
+    }
+
+    static func requireGroup(_ row: ConversationRow, _ message: String) throws {
+        guard row.conversation.type == .group else { throw DomainError(.forbidden, message) }
+    }
 }
 
 /// Appends a conversation's durable events, each with the next sequence number, and keeps the conversation row
@@ -211,25 +431,45 @@ struct EventWriter {
     let conversationId: String
     let conversationPK: Int64
     var lastSeq: Int64
+    var messageCount: Int64?
     let now: Int64
     let actor: String?
     private(set) var events: [StoredEvent] = []
 
-    init(
-        db: Database, encoder: JSONEncoder, appId: String, conversationId: String, conversationPK: Int64,
-        lastSeq: Int64, now: Int64, actor: String?
-    ) {
+    init(db: Database, encoder: JSONEncoder, row: ConversationRow, now: Int64, actor: String?) {
         self.db = db
         self.encoder = encoder
-        self.appId = appId
-        self.conversationId = conversationId
-        self.conversationPK = conversationPK
-        self.lastSeq = lastSeq
+        self.appId = row.appId
+        self.conversationId = row.conversation.id
+        self.conversationPK = row.pk
+        self.lastSeq = row.conversation.lastSeq
         self.now = now
         self.actor = actor
     }
 
-    mutating func append(_ name: EventName, _ payload: EventPayload, clientMessageId: String? = nil) throws {
+    mutating func append(_ name: EventName, _ payload: EventPayload) throws {
+        try insert(name, payload, clientMessageId: nil, messageIndex: nil)
+    }
+
+    /// Appends a message; returns its index among the conversation's messages (1 for the first).
+    mutating func appendMessage(_ message: Message) throws -> Int64 {
+        let index: Int64
+        if let messageCount {
+            index = messageCount + 1
+        } else {
+            index = try Int64.fetchOne(
+                db.cachedStatement(sql: "SELECT message_count FROM conversations WHERE pk = ?"),
+                arguments: [conversationPK]
+            )! + 1
+        }
+        messageCount = index
+        try insert(.messageSent, .messageSent(message), clientMessageId: message.clientMessageId, messageIndex: index)
+        return index
+    }
+
+    private mutating func insert(_ name: EventName, _ payload: EventPayload, clientMessageId: String?, messageIndex: Int64?)
+        throws
+    {
         lastSeq += 1
         let event = Event(
             id: Event.durableID(conversationId: conversationId, seq: lastSeq), appId: appId, name: name,
@@ -239,23 +479,21 @@ struct EventWriter {
         let json = try encoder.encode(event)
         try db.cachedStatement(
             sql: """
-                INSERT INTO events (conversation_pk, seq, name, actor, created_at, client_message_id, body)
-                VALUES (?, ?, ?, ?, ?, ?, ?)
+                INSERT INTO events (conversation_pk, seq, name, actor, created_at, client_message_id, message_index, body)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?)
                 """
-        ).execute(arguments: [conversationPK, lastSeq, name.rawValue, actor, now, clientMessageId, json])
+        ).execute(arguments: [conversationPK, lastSeq, name.rawValue, actor, now, clientMessageId, messageIndex, json])
         events.append(StoredEvent(event: event, json: [UInt8](json)))
     }
 
     /// Records the new last sequence number (and participant count, when it changed) on the conversation.
     func finish(participantCount: Int?) throws {
-        if let participantCount {
-            try db.execute(
-                sql: "UPDATE conversations SET last_seq = ?, last_activity_at = ?, participant_count = ? WHERE pk = ?",
-                arguments: [lastSeq, now, participantCount, conversationPK]
-            )
-        } else {
-            try db.cachedStatement(sql: "UPDATE conversations SET last_seq = ?, last_activity_at = ? WHERE pk = ?")
-                .execute(arguments: [lastSeq, now, conversationPK])
-        }
+        try db.cachedStatement(
+            sql: """
+                UPDATE conversations SET last_seq = ?, last_activity_at = ?,
+                    participant_count = COALESCE(?, participant_count), message_count = COALESCE(?, message_count)
+                WHERE pk = ?
+                """
+        ).execute(arguments: [lastSeq, now, participantCount, messageCount, conversationPK])
     }
 }

@@ -79,6 +79,27 @@ extension SQLiteStore {
                     """
             )
         }
+        migrator.registerMigration("v2: unread counts") { db in
+            // Unread counts in constant time: each message event records its index among the conversation's
+            // messages, and each participant how many messages their read position covers.
+            try db.execute(
+                sql: """
+                    ALTER TABLE conversations ADD COLUMN message_count INTEGER NOT NULL DEFAULT 0;
+                    ALTER TABLE events ADD COLUMN message_index INTEGER;
+                    ALTER TABLE participants ADD COLUMN read_message_count INTEGER NOT NULL DEFAULT 0;
+                    UPDATE conversations SET message_count =
+                        (SELECT COUNT(*) FROM events e WHERE e.conversation_pk = conversations.pk
+                         AND e.name = 'conversationMessage.sent');
+                    UPDATE events SET message_index =
+                        (SELECT COUNT(*) FROM events e WHERE e.conversation_pk = events.conversation_pk
+                         AND e.name = 'conversationMessage.sent' AND e.seq <= events.seq)
+                        WHERE name = 'conversationMessage.sent';
+                    UPDATE participants SET read_message_count =
+                        (SELECT COUNT(*) FROM events e WHERE e.conversation_pk = participants.conversation_pk
+                         AND e.name = 'conversationMessage.sent' AND e.seq <= participants.read_seq);
+                    """
+            )
+        }
         return migrator
     }
 }

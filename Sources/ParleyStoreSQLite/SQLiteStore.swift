@@ -270,6 +270,58 @@ public final class SQLiteStore: ParleyStore {
         }
     }
 
+    public func unread(appId: String, uid: String, conversationIds: [String]?) async throws -> UnreadSummary {
+        try await pool.read { db in
+            let rows = try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT c.id, c.last_seq, c.message_count, p.read_seq, p.read_message_count
+                    FROM participants p JOIN conversations c ON c.pk = p.conversation_pk
+                    WHERE p.uid = ? AND c.app_id = ? AND c.deleted_at IS NULL
+                    """,
+                arguments: [uid, appId]
+            )
+            let wanted = conversationIds.map(Set.init)
+            var total = 0
+            var conversations: [ConversationUnread] = []
+            for row in rows {
+                let count = max(0, Int(row["message_count"] as Int64) - Int(row["read_message_count"] as Int64))
+                total += count
+                let id: String = row["id"]
+                if wanted?.contains(id) ?? true {
+                    conversations.append(
+                        ConversationUnread(conversationId: id, unread: count, readSeq: row["read_seq"], lastSeq: row["last_seq"])
+                    )
+                }
+            }
+            return UnreadSummary(total: total, conversations: conversations.sorted { $0.conversationId < $1.conversationId })
+        }
+    }
+
+    public func contacts(appId: String, uid: String) async throws -> [String] {
+        try await pool.read { db in
+            try String.fetchAll(
+                db,
+                sql: """
+                    SELECT DISTINCT other.uid FROM participants mine
+                    JOIN conversations c ON c.pk = mine.conversation_pk AND c.app_id = ? AND c.deleted_at IS NULL
+                    JOIN participants other ON other.conversation_pk = mine.conversation_pk
+                    WHERE mine.uid = ? AND other.uid != ?
+                    """,
+                arguments: [appId, uid, uid]
+            )
+        }
+    }
+
+    public func activeParticipants(appId: String, conversationId: String) async throws -> [String]? {
+        try await pool.read { db in
+            guard let row = try Self.fetchConversation(db, appId: appId, id: conversationId), row.deletedAt == nil else {
+                return nil
+            }
+            return try Self.participantUIDs(db, conversationPK: row.pk)
+        }
+    }
+
     static func fetchConversation(_ db: Database, appId: String, id: String) throws -> ConversationRow? {
         try Row.fetchOne(
             db, sql: "SELECT * FROM conversations WHERE id = ? AND app_id = ?", arguments: [id, appId]
@@ -287,12 +339,14 @@ public final class SQLiteStore: ParleyStore {
         try Row.fetchAll(
             db, sql: "SELECT * FROM participants WHERE conversation_pk = ? ORDER BY joined_at, uid",
             arguments: [conversationPK]
-        ).map { row in
-            Participant(
-                uid: row["uid"], role: ParticipantRole(rawValue: row["role"]) ?? .member, joinedAt: row["joined_at"],
-                deliveredSeq: row["delivered_seq"], readSeq: row["read_seq"]
-            )
-        }
+        ).map(participant)
+    }
+
+    static func participant(_ row: Row) -> Participant {
+        Participant(
+            uid: row["uid"], role: ParticipantRole(rawValue: row["role"]) ?? .member, joinedAt: row["joined_at"],
+            deliveredSeq: row["delivered_seq"], readSeq: row["read_seq"]
+        )
     }
 
     static func conversationRow(_ row: Row) throws -> ConversationRow {
@@ -300,7 +354,7 @@ public final class SQLiteStore: ParleyStore {
             id: row["id"], type: ConversationType(rawValue: row["type"]) ?? .group, name: row["name"],
             description: row["description"], isPublic: row["is_public"], metadata: try jsonValue(row["metadata"]),
             createdBy: row["created_by"], createdAt: row["created_at"], updatedAt: row["updated_at"],
-            lastSeq: row["last_seq"], participantCount: row["participant_count"]
+            lastSeq: row["last_seq"], participantCount: row["participant_count"], deletedAt: row["deleted_at"]
         )
         return ConversationRow(
             pk: row["pk"], appId: row["app_id"], conversation: conversation,

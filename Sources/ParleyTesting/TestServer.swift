@@ -42,8 +42,8 @@ public final class TestServer: Sendable {
     /// Starts a server. With `dataDirectory` of a stopped server, it restarts over the same data (and app);
     /// `port` can ask for the same port again.
     public static func start(
-        dataDirectory: String? = nil, port: Int = 0, logLevel: Logger.Level = .warning,
-        configure: (inout ServerConfiguration) -> Void = { _ in }
+        dataDirectory: String? = nil, port: Int = 0, clock: any Clock<Duration> = ContinuousClock(),
+        logLevel: Logger.Level = .warning, configure: (inout ServerConfiguration) -> Void = { _ in }
     ) async throws -> TestServer {
         let directory = try dataDirectory ?? TemporaryDirectory(prefix: "parley-server").path
         var configuration = ServerConfiguration()
@@ -57,7 +57,7 @@ public final class TestServer: Sendable {
         let store = try openSQLiteStore(in: directory)
         let app = try await provisionedApp(in: store, directory: directory)
         let bound = PortPromise()
-        let application = try await buildApplication(configuration, store: store, logger: logger) { port in
+        let application = try await buildApplication(configuration, store: store, clock: clock, logger: logger) { port in
             bound.fulfill(port)
         }
         let group = ServiceGroup(configuration: .init(services: [application], logger: logger))

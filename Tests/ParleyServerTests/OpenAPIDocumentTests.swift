@@ -32,7 +32,7 @@ import FoundationNetworking
         let bareUser = User(uid: "bob", name: "bob", createdAt: 1, updatedAt: 1)
         let conversation = Conversation(
             id: "c_1", type: .group, name: "G", description: "d", isPublic: true, metadata: ["k": "v"], createdBy: "alice",
-            createdAt: 1, updatedAt: 2, lastSeq: 3, participantCount: 2
+            createdAt: 1, updatedAt: 2, lastSeq: 3, participantCount: 2, deletedAt: 4
         )
         let bareConversation = Conversation(id: "c_2", type: .direct, createdBy: "a", createdAt: 1, updatedAt: 1, lastSeq: 0, participantCount: 2)
         let participant = Participant(uid: "alice", role: .owner, joinedAt: 1, deliveredSeq: 2, readSeq: 1)
@@ -79,6 +79,18 @@ import FoundationNetworking
             ),
             ("MessagePage", MessagePage(messages: [message], nextCursor: "4"), MessagePage(messages: [])),
             ("JSONValue", JSONValue.object(["any": [1, "two", nil]]), JSONValue.null),
+            (
+                "UpdateConversationRequest", UpdateConversationRequest(name: "n", description: "d", isPublic: true, metadata: ["a": 1]),
+                UpdateConversationRequest()
+            ),
+            ("UpdateParticipantRequest", UpdateParticipantRequest(role: .admin), UpdateParticipantRequest(role: .member)),
+            ("ReceiptRequest", ReceiptRequest(deliveredSeq: 3, readSeq: 2), ReceiptRequest()),
+            ("ConversationUnread", ConversationUnread(conversationId: "c", unread: 2, readSeq: 1, lastSeq: 5), ConversationUnread(conversationId: "c", unread: 0, readSeq: 0, lastSeq: 0)),
+            (
+                "UnreadSummary", UnreadSummary(total: 2, conversations: [ConversationUnread(conversationId: "c", unread: 2, readSeq: 1, lastSeq: 5)]),
+                UnreadSummary(total: 0, conversations: [])
+            ),
+            ("Presence", Presence(uid: "a", online: false, lastSeenAt: 9), Presence(uid: "a", online: true)),
             ("ErrorCode", ErrorCode.badRequest, ErrorCode.internalError),
         ]
     }()
@@ -135,7 +147,7 @@ import FoundationNetworking
                 checked += 1
             }
         }
-        #expect(checked == 19)
+        #expect(checked == 28)
         try await server.stop()
     }
 

@@ -55,10 +55,12 @@ import Testing
         for probe in [alicePhone, bobPhone] {
             let frames = try await drain(probe)
             let events = frames.compactMap { frame -> Event? in if case .event(let e) = frame { e.event } else { nil } }
+                .filter { $0.name == .messageSent }
             #expect(events.count == 1)
             #expect(events.first?.payload == .messageSent(message))
             #expect(events.first?.seq == message.seq && events.first?.conversationId == conversation.id)
         }
+        // Carol shares no conversation with them: not even their presence reaches her.
         #expect(try await drain(carolPhone).isEmpty)
         try await server.stop()
     }

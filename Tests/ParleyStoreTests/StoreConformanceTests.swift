@@ -265,6 +265,116 @@ enum Backend: String, CaseIterable, CustomTestStringConvertible {
     }
 }
 
+extension StoreConformanceTests {
+    func action(_ conversationId: String, by actor: String) -> Command.ConversationAction {
+        .init(appId: Self.appId, conversationId: conversationId, actor: actor, now: 50)
+    }
+
+    @Test(arguments: Backend.allCases) func groupsAreUpdatedDeletedAndRestoredWithOneEventEach(_ backend: Backend) async throws {
+        let store = try await prepared(backend)
+        _ = try await group(store)
+        let updated = try await apply(store, .updateConversation(.init(appId: Self.appId, conversationId: "c_g", actor: "alice", update: UpdateConversationRequest(name: "New", isPublic: true), now: 40)))
+        guard case .conversation(let conversation, false) = updated.outcome else { Issue.record("no conversation"); return }
+        #expect(conversation.name == "New" && conversation.isPublic && conversation.lastSeq == 4)
+        #expect(updated.events.map(\.event.name) == [.conversationUpdate] && updated.events.first?.event.seq == 4)
+        #expect(try await refusal(store, .updateConversation(.init(appId: Self.appId, conversationId: "c_g", actor: "bob", update: UpdateConversationRequest(name: "x"), now: 41))) == .forbidden)
+
+        #expect(try await refusal(store, .deleteConversation(action("c_g", by: "bob"))) == .forbidden)
+        let deleted = try await apply(store, .deleteConversation(action("c_g", by: "alice")))
+        #expect(deleted.events.map(\.event.name) == [.conversationDelete])
+        #expect(try await refusal(store, send(store, "c_g", from: "bob")) == .conversationNotFound)
+        #expect(try await store.activeParticipants(appId: Self.appId, conversationId: "c_g") == nil)
+        #expect(try await refusal(store, .undeleteConversation(action("c_g", by: "bob"))) == .conversationNotFound)
+        let restored = try await apply(store, .undeleteConversation(action("c_g", by: "alice")))
+        #expect(restored.events.map(\.event.name) == [.conversationUndelete] && restored.events.first?.event.seq == 6)
+        // Deleting twice, or restoring what is not deleted, changes nothing.
+        #expect(try await apply(store, .undeleteConversation(action("c_g", by: "alice"))).events.isEmpty)
+    }
+
+    @Test(arguments: Backend.allCases) func participantsJoinChangeRoleAndLeave(_ backend: Backend) async throws {
+        let store = try await prepared(backend)
+        _ = try await group(store, id: "c_pub", isPublic: true)
+        _ = try await group(store, id: "c_priv")
+        #expect(try await refusal(store, .join(action("c_priv", by: "carol"))) == .conversationNotFound)
+        let joined = try await apply(store, .join(action("c_pub", by: "carol")))
+        #expect(joined.events.map(\.event.name) == [.participantAdded] && Set(joined.recipients) == ["alice", "bob", "carol"])
+        #expect(try await apply(store, .join(action("c_pub", by: "carol"))).events.isEmpty)
+
+        func role(_ actor: String, _ uid: String, _ role: ParticipantRole) -> Command {
+            .updateParticipant(.init(appId: Self.appId, conversationId: "c_pub", actor: actor, uid: uid, role: role, now: 60))
+        }
+        #expect(try await refusal(store, role("bob", "carol", .admin)) == .forbidden)
+        #expect(try await refusal(store, role("alice", "alice", .member)) == .forbidden)
+        let promoted = try await apply(store, role("alice", "carol", .admin))
+        guard case .participant(let carol) = promoted.outcome else { Issue.record("no participant"); return }
+        #expect(carol.role == .admin && promoted.events.map(\.event.name) == [.participantUpdated])
+
+        func remove(_ actor: String, _ uid: String) -> Command {
+            .removeParticipant(.init(appId: Self.appId, conversationId: "c_pub", actor: actor, uid: uid, now: 70))
+        }
+        #expect(try await refusal(store, remove("carol", "alice")) == .forbidden)
+        #expect(try await refusal(store, remove("alice", "alice")) == .forbidden)
+        let removed = try await apply(store, remove("carol", "bob"))
+        #expect(Set(removed.recipients) == ["alice", "bob", "carol"] && Set(removed.participants) == ["alice", "carol"])
+        guard case .participantRemoved(let bob) = removed.events.first?.event.payload else { Issue.record("no event"); return }
+        #expect(bob.uid == "bob")
+        #expect(try await refusal(store, send(store, "c_pub", from: "bob")) == .notAParticipant)
+        let left = try await apply(store, remove("carol", "carol"))
+        #expect(left.events.count == 1 && left.participants == ["alice"])
+    }
+
+    @Test(arguments: Backend.allCases) func receiptsMoveForwardAndUnreadCountsFollow(_ backend: Backend) async throws {
+        let store = try await prepared(backend)
+        _ = try await group(store, members: ["bob", "carol"])
+        var seqs: [Int64] = []
+        for index in 0..<4 {
+            let result = try await apply(store, send(store, "c_g", from: index == 2 ? "bob" : "alice"))
+            seqs += result.events.compactMap(\.event.seq)
+        }
+        // alice sent 3, bob 1: sending reads the conversation up to your message.
+        let bobUnread = try await store.unread(appId: Self.appId, uid: "bob", conversationIds: nil)
+        #expect(bobUnread.total == 1 && bobUnread.conversations.first?.unread == 1)
+        #expect(try await store.unread(appId: Self.appId, uid: "carol", conversationIds: nil).total == 4)
+        #expect(try await store.unread(appId: Self.appId, uid: "alice", conversationIds: nil).total == 0)  // her last message came after bob's
+
+        func mark(_ uid: String, delivered: Int64? = nil, read: Int64? = nil) -> Command {
+            .markReceipt(.init(appId: Self.appId, conversationId: "c_g", uid: uid, deliveredSeq: delivered, readSeq: read, now: 90))
+        }
+        let marked = try await apply(store, mark("carol", delivered: seqs[3], read: seqs[1]))
+        #expect(marked.events.map(\.event.name) == [.messageDelivered, .messageRead])
+        #expect(marked.events.allSatisfy { $0.event.seq == nil })
+        #expect(marked.events.map(\.event.payload) == [.messageDelivered(Receipt(uid: "carol", seq: seqs[3])), .messageRead(Receipt(uid: "carol", seq: seqs[1]))])
+        #expect(try await store.unread(appId: Self.appId, uid: "carol", conversationIds: ["c_g"]).conversations.first?.unread == 2)
+        #expect(try await apply(store, mark("carol", read: seqs[0])).events.isEmpty)
+        let clamped = try await apply(store, mark("carol", read: 10_000))
+        guard case .participant(let carol) = clamped.outcome else { Issue.record("no participant"); return }
+        #expect(carol.readSeq == seqs[3] && carol.deliveredSeq == seqs[3])
+        #expect(try await store.unread(appId: Self.appId, uid: "carol", conversationIds: nil).total == 0)
+        #expect(try await refusal(store, mark("dave", read: 1)) == .conversationNotFound)
+    }
+
+    @Test(arguments: Backend.allCases) func newParticipantsStartWithNothingUnread(_ backend: Backend) async throws {
+        let store = try await prepared(backend)
+        _ = try await group(store)
+        for _ in 0..<3 { _ = try await apply(store, send(store, "c_g", from: "alice")) }
+        _ = try await apply(store, .addParticipants(.init(appId: Self.appId, conversationId: "c_g", actor: "alice", entries: [.init(uid: "carol")], now: 95)))
+        #expect(try await store.unread(appId: Self.appId, uid: "carol", conversationIds: nil).total == 0)
+        _ = try await apply(store, send(store, "c_g", from: "bob"))
+        #expect(try await store.unread(appId: Self.appId, uid: "carol", conversationIds: nil).total == 1)
+    }
+
+    @Test(arguments: Backend.allCases) func contactsAreTheUsersSharingALiveConversation(_ backend: Backend) async throws {
+        let store = try await prepared(backend)
+        _ = try await group(store, id: "c_1", members: ["bob"])
+        _ = try await group(store, id: "c_2", owner: "carol", members: ["alice", "dave"])
+        #expect(Set(try await store.contacts(appId: Self.appId, uid: "alice")) == ["bob", "carol", "dave"])
+        #expect(Set(try await store.contacts(appId: Self.appId, uid: "bob")) == ["alice"])
+        _ = try await apply(store, .deleteConversation(action("c_2", by: "carol")))
+        #expect(Set(try await store.contacts(appId: Self.appId, uid: "alice")) == ["bob"])
+        #expect(try await store.contacts(appId: Self.otherApp, uid: "alice").isEmpty)
+    }
+}
+
 extension Result where Failure == DomainError {
     var failureCode: ErrorCode? {
         if case .failure(let error) = self { return error.code }

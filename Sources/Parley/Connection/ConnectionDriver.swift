@@ -1,26 +1,6 @@
 import Foundation
 import Logging
 
-/// Time as the connection rules see it: a duration since the client started, from an injected clock.
-///
-/// Sleeping is until an absolute point of that timeline, so a clock that moves between reading `now` and starting
-/// to sleep (a test's virtual clock, or a device waking up) never stretches a deadline.
-struct DriverClock: Sendable {
-    let now: @Sendable () -> Duration
-    let sleep: @Sendable (_ until: Duration) async throws -> Void
-
-    init<C: Clock>(_ clock: C) where C.Duration == Duration {
-        let start = clock.now
-        now = { start.duration(to: clock.now) }
-        sleep = { deadline in try await clock.sleep(until: start.advanced(by: deadline), tolerance: nil) }
-    }
-
-    /// Sleeps for `duration` from now.
-    func sleep(for duration: Duration) async throws {
-        try await sleep(now() + duration)
-    }
-}
-
 /// Where the driver finds the socket's URL and token: the logged-in session.
 struct SocketEndpoint: Sendable {
     var url: String
@@ -31,12 +11,14 @@ struct SocketEndpoint: Sendable {
 /// pings, report status), and sleeps until its next deadline on the injected clock.
 actor ConnectionDriver {
     private var machine: ConnectionStateMachine
-    private let clock: DriverClock
+    private let clock: Timeline
     private let transport: any WebSocketTransport
     private let endpoint: @Sendable () -> SocketEndpoint?
     private let onStatus: @Sendable (ConnectionStatus) -> Void
     private let onFrame: @Sendable (ServerFrame) -> Void
     private let logger: Logger
+    /// The first frame of every connection.
+    private let connectFrame: ConnectFrame
 
     private var connection: (generation: Int, transport: any TransportConnection)?
     private var timer: (deadline: Duration, task: Task<Void, Never>)?
@@ -44,11 +26,12 @@ actor ConnectionDriver {
     private var pingWaiters: [CheckedContinuation<Void, any Error>] = []
 
     init(
-        configuration: ConnectionStateMachine.Configuration, seed: UInt64, clock: DriverClock,
+        configuration: ConnectionStateMachine.Configuration, seed: UInt64, clock: Timeline,
         transport: any WebSocketTransport, endpoint: @escaping @Sendable () -> SocketEndpoint?,
-        logger: Logger, onStatus: @escaping @Sendable (ConnectionStatus) -> Void,
-        onFrame: @escaping @Sendable (ServerFrame) -> Void
+        connectFrame: ConnectFrame = ConnectFrame(), logger: Logger,
+        onStatus: @escaping @Sendable (ConnectionStatus) -> Void, onFrame: @escaping @Sendable (ServerFrame) -> Void
     ) {
+        self.connectFrame = connectFrame
         self.machine = ConnectionStateMachine(configuration: configuration, seed: seed)
         self.clock = clock
         self.transport = transport
@@ -123,7 +106,7 @@ actor ConnectionDriver {
         let now = clock.now()
         switch event {
         case .opened:
-            if let text = try? Self.encode(.connect(ConnectFrame())) { connection?.transport.send(text) }
+            if let text = try? Self.encode(.connect(connectFrame)) { connection?.transport.send(text) }
         case .text(let text):
             let frame: ServerFrame
             do {
@@ -218,7 +201,7 @@ actor ConnectionDriver {
         let clock = self.clock
         let task = Task { [weak self] in
             do {
-                try await clock.sleep(deadline)
+                try await clock.sleepUntil(deadline)
             } catch {
                 return  // cancelled: a newer deadline replaced this one
             }
