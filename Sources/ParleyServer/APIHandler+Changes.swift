@@ -11,7 +11,7 @@ extension APIHandler {
         guard case .json(let update) = input.body else { throw DomainError(.badRequest, "Expected JSON.") }
         let command = Command.UpdateConversation(
             appId: principal.appId, conversationId: input.path.conversationId, actor: principal.uid, update: update,
-            now: epochMilliseconds()
+            now: time.epochMilliseconds()
         )
         return .ok(.init(body: .json(try await conversation(of: .updateConversation(command)))))
     }
@@ -45,7 +45,7 @@ extension APIHandler {
         guard case .json(let update) = input.body else { throw DomainError(.badRequest, "Expected JSON.") }
         let command = Command.UpdateParticipant(
             appId: principal.appId, conversationId: input.path.conversationId, actor: principal.uid,
-            uid: input.path.uid, role: update.role, now: epochMilliseconds()
+            uid: input.path.uid, role: update.role, now: time.epochMilliseconds()
         )
         return .ok(.init(body: .json(try await participant(of: .updateParticipant(command)))))
     }
@@ -56,7 +56,7 @@ extension APIHandler {
         let principal = try await currentUser()
         let command = Command.RemoveParticipant(
             appId: principal.appId, conversationId: input.path.conversationId, actor: principal.uid,
-            uid: input.path.uid, now: epochMilliseconds()
+            uid: input.path.uid, now: time.epochMilliseconds()
         )
         _ = try await writer.submit(.removeParticipant(command))
         return .noContent(.init())
@@ -70,7 +70,7 @@ extension APIHandler {
         }
         let command = Command.MarkReceipt(
             appId: principal.appId, conversationId: input.path.conversationId, uid: principal.uid,
-            deliveredSeq: request.deliveredSeq, readSeq: request.readSeq, now: epochMilliseconds()
+            deliveredSeq: request.deliveredSeq, readSeq: request.readSeq, now: time.epochMilliseconds()
         )
         return .ok(.init(body: .json(try await participant(of: .markReceipt(command)))))
     }
@@ -90,7 +90,7 @@ extension APIHandler {
 
     private func action(_ principal: UserPrincipal, _ conversationId: String) -> Command.ConversationAction {
         Command.ConversationAction(
-            appId: principal.appId, conversationId: conversationId, actor: principal.uid, now: epochMilliseconds()
+            appId: principal.appId, conversationId: conversationId, actor: principal.uid, now: time.epochMilliseconds()
         )
     }
 

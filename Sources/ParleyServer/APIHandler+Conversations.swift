@@ -14,7 +14,7 @@ extension APIHandler {
         let command = Command.CreateConversation(
             appId: principal.appId, newId: Secrets.randomID(prefix: "c_"), type: request.type, creator: principal.uid,
             participants: request.participants, name: request.name, description: request.description,
-            isPublic: request.isPublic ?? false, metadata: request.metadata, now: epochMilliseconds()
+            isPublic: request.isPublic ?? false, metadata: request.metadata, now: time.epochMilliseconds()
         )
         guard case .conversation(let conversation, let created) = try await writer.submit(.createConversation(command)).outcome
         else { throw DomainError(.internalError, "Unexpected outcome of createConversation.") }
@@ -49,7 +49,7 @@ extension APIHandler {
         for entry in request.participants { try Self.requireValidUID(entry.uid) }
         let command = Command.AddParticipants(
             appId: principal.appId, conversationId: input.path.conversationId, actor: principal.uid,
-            entries: request.participants, now: epochMilliseconds()
+            entries: request.participants, now: time.epochMilliseconds()
         )
         guard case .participants(let participants) = try await writer.submit(.addParticipants(command)).outcome else {
             throw DomainError(.internalError, "Unexpected outcome of addParticipants.")
@@ -78,7 +78,7 @@ extension APIHandler {
         let command = Command.SendMessage(
             appId: principal.appId, conversationId: input.path.conversationId, sender: principal.uid,
             messageId: Secrets.randomID(prefix: "m_"), clientMessageId: request.clientMessageId, parts: request.parts,
-            metadata: request.metadata, alert: request.alert, now: epochMilliseconds()
+            metadata: request.metadata, alert: request.alert, now: time.epochMilliseconds()
         )
         guard case .message(let message, let duplicate) = try await writer.submit(.sendMessage(command)).outcome else {
             throw DomainError(.internalError, "Unexpected outcome of sendMessage.")

@@ -12,7 +12,7 @@ extension APIHandler {
             throw DomainError(.authKeyInvalid, "The Auth Key is not valid for this app.")
         }
         try Self.requireValidUID(request.uid)
-        let now = epochMilliseconds()
+        let now = time.epochMilliseconds()
         let user = try await store.ensureUser(
             appId: app.id, User(uid: request.uid, name: request.uid, createdAt: now, updatedAt: now)
         )
@@ -31,7 +31,7 @@ extension APIHandler {
     func logout(_ input: Operations.Logout.Input) async throws -> Operations.Logout.Output {
         let principal = try await currentUser()
         _ = try await store.revokeToken(
-            appId: principal.appId, uid: principal.uid, tokenId: principal.tokenId, now: epochMilliseconds()
+            appId: principal.appId, uid: principal.uid, tokenId: principal.tokenId, now: time.epochMilliseconds()
         )
         closeSockets(appId: principal.appId, uid: principal.uid, tokenIds: [principal.tokenId])
         return .noContent(.init())
@@ -43,7 +43,7 @@ extension APIHandler {
         let appId = try await authenticator.server(apiKey: credentials.apiKey)
         guard case .json(let request) = input.body else { throw DomainError(.badRequest, "Expected JSON.") }
         try Self.requireValidUID(request.uid)
-        let now = epochMilliseconds()
+        let now = time.epochMilliseconds()
         let user = User(
             uid: request.uid, name: request.name ?? request.uid, avatarURL: request.avatarURL,
             metadata: request.metadata, createdAt: now, updatedAt: now
@@ -65,7 +65,7 @@ extension APIHandler {
         guard case .json(let update) = input.body else { throw DomainError(.badRequest, "Expected JSON.") }
         guard
             let user = try await store.updateUser(
-                appId: caller.appId, uid: input.path.uid, update, now: epochMilliseconds()
+                appId: caller.appId, uid: input.path.uid, update, now: time.epochMilliseconds()
             )
         else { throw DomainError.uidNotFound(input.path.uid) }
         try await announceProfile(user, appId: caller.appId)
@@ -86,7 +86,7 @@ extension APIHandler {
     func listAuthTokens(_ input: Operations.ListAuthTokens.Input) async throws -> Operations.ListAuthTokens.Output {
         let appId = try await authenticator.server(apiKey: credentials.apiKey)
         let user = try await existingUser(appId: appId, uid: input.path.uid)
-        let tokens = try await store.tokens(appId: appId, uid: user.uid, now: epochMilliseconds())
+        let tokens = try await store.tokens(appId: appId, uid: user.uid, now: time.epochMilliseconds())
         return .ok(.init(body: .json(AuthTokenList(tokens: tokens.map(\.info)))))
     }
 
@@ -94,7 +94,7 @@ extension APIHandler {
         let appId = try await authenticator.server(apiKey: credentials.apiKey)
         guard
             try await store.revokeToken(
-                appId: appId, uid: input.path.uid, tokenId: input.path.tokenId, now: epochMilliseconds()
+                appId: appId, uid: input.path.uid, tokenId: input.path.tokenId, now: time.epochMilliseconds()
             ) != nil
         else { throw DomainError(.tokenNotFound, "User \(input.path.uid) has no live token \(input.path.tokenId).") }
         closeSockets(appId: appId, uid: input.path.uid, tokenIds: [input.path.tokenId])
@@ -106,7 +106,7 @@ extension APIHandler {
     {
         let appId = try await authenticator.server(apiKey: credentials.apiKey)
         let user = try await existingUser(appId: appId, uid: input.path.uid)
-        let revoked = try await store.revokeTokens(appId: appId, uid: user.uid, now: epochMilliseconds())
+        let revoked = try await store.revokeTokens(appId: appId, uid: user.uid, now: time.epochMilliseconds())
         closeSockets(appId: appId, uid: user.uid, tokenIds: Set(revoked))
         return .noContent(.init())
     }
@@ -126,7 +126,7 @@ extension APIHandler {
 
     func issueToken(appId: String, uid: String, ttlSeconds: Int64?) async throws -> IssuedAuthToken {
         let secret = Secrets.newAuthToken()
-        let now = epochMilliseconds()
+        let now = time.epochMilliseconds()
         let record = TokenRecord(
             id: Secrets.randomID(prefix: "tok_", length: 16), hash: Secrets.hash(secret), appId: appId, uid: uid,
             createdAt: now, expiresAt: ttlSeconds.map { now + $0 * 1000 }

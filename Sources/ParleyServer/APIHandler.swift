@@ -15,6 +15,7 @@ struct APIHandler: APIProtocol {
     let writer: CommandWriter
     let hub: Hub
     let presence: PresenceTracker
+    let time: ServerClock
     let configuration: ServerConfiguration
     let logger: Logger
 

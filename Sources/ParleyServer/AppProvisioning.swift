@@ -24,7 +24,7 @@ public enum AppProvisioning {
         try await store.insertApp(
             AppRecord(
                 id: app.appId, name: name, authKeyHash: Secrets.hash(app.authKey),
-                restAPIKeyHash: Secrets.hash(app.restAPIKey), createdAt: epochMilliseconds()
+                restAPIKeyHash: Secrets.hash(app.restAPIKey), createdAt: wallClockMilliseconds()
             )
         )
         return app

@@ -52,12 +52,13 @@ struct RequestCredentials: Sendable {
 /// Checks credentials against the store.
 struct Authenticator: Sendable {
     let store: any ParleyStore
+    let time: ServerClock
 
     /// The user of an auth token; `ERR_AUTH_REQUIRED` without one, `ERR_AUTH_TOKEN_INVALID` for an unknown,
     /// revoked or expired token.
     func user(token: String?) async throws -> UserPrincipal {
         guard let token else { throw DomainError(.authRequired, "Send an auth token: Authorization: Bearer <token>.") }
-        guard let record = try await store.token(hash: Secrets.hash(token)), record.isValid(at: epochMilliseconds())
+        guard let record = try await store.token(hash: Secrets.hash(token)), record.isValid(at: time.epochMilliseconds())
         else {
             throw DomainError(.authTokenInvalid, "The auth token is unknown, revoked or expired.")
         }

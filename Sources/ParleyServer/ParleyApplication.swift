@@ -88,29 +88,29 @@ public func buildApplication(
     onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
 ) async throws -> ParleyApplication {
     let store = try store ?? openSQLiteStore(in: configuration.dataDirectory)
-    let timeline = Timeline(clock)
+    let time = ServerClock(timeline: Timeline(clock))
     let hub = Hub()
     let typing = TypingTracker(
-        store: store, hub: hub, timeout: configuration.typingTimeout, timeline: timeline, logger: logger
+        store: store, hub: hub, timeout: configuration.typingTimeout, time: time, logger: logger
     )
     let presence = PresenceTracker(
-        store: store, hub: hub, grace: configuration.presenceGrace, timeline: timeline, logger: logger
+        store: store, hub: hub, grace: configuration.presenceGrace, time: time, logger: logger
     )
     let unread = UnreadNotifier(
-        store: store, hub: hub, interval: configuration.unreadPushInterval, timeline: timeline, logger: logger
+        store: store, hub: hub, interval: configuration.unreadPushInterval, time: time, logger: logger
     )
     let writer = CommandWriter(store: store, hub: hub, maxBatch: configuration.maxCommandBatch, logger: logger) {
         command, result in
         followUp(command, result, typing: typing, unread: unread)
     }
-    let authenticator = Authenticator(store: store)
+    let authenticator = Authenticator(store: store, time: time)
     let api = APIHandler(
-        store: store, authenticator: authenticator, writer: writer, hub: hub, presence: presence,
+        store: store, authenticator: authenticator, writer: writer, hub: hub, presence: presence, time: time,
         configuration: configuration, logger: logger
     )
     let gateway = WebSocketGateway(
         authenticator: authenticator, store: store, hub: hub, writer: writer, typing: typing, presence: presence,
-        timeline: timeline, configuration: configuration, logger: logger
+        time: time, configuration: configuration, logger: logger
     )
 
     let router = Router(context: BasicRequestContext.self)

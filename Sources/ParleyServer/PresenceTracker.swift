@@ -32,15 +32,17 @@ final class PresenceTracker: Service {
     private let grace: Duration
     private let timers: KeyedTimers<UserKey>
     private let logger: Logger
+    private let time: ServerClock
     private let state = NIOLockedValueBox(State())
     private let changes: AsyncStream<Change>
     private let sink: AsyncStream<Change>.Continuation
 
-    init(store: any ParleyStore, hub: Hub, grace: Duration, timeline: Timeline, logger: Logger) {
+    init(store: any ParleyStore, hub: Hub, grace: Duration, time: ServerClock, logger: Logger) {
         self.store = store
         self.hub = hub
         self.grace = grace
-        self.timers = KeyedTimers(timeline: timeline)
+        self.timers = KeyedTimers(timeline: time.timeline)
+        self.time = time
         self.logger = logger
         (changes, sink) = AsyncStream.makeStream(of: Change.self)
     }
@@ -91,7 +93,7 @@ final class PresenceTracker: Service {
             let cameOnline = state.withLockedValue { state in state.online.insert(key).inserted }
             if cameOnline { await publish(Presence(uid: key.uid, online: true), of: key) }
         case .expired(let key):
-            let now = epochMilliseconds()
+            let now = time.epochMilliseconds()
             let wentOffline = state.withLockedValue { state -> Bool in
                 guard state.connections[key] == nil, state.online.remove(key) != nil else { return false }
                 state.lastSeen[key] = now
@@ -111,7 +113,7 @@ final class PresenceTracker: Service {
         }
         guard
             let frame = EphemeralEvents.frame(
-                appId: key.appId, actor: key.uid, timestamp: epochMilliseconds(), payload: .presenceUpdated(presence)
+                appId: key.appId, actor: key.uid, timestamp: time.epochMilliseconds(), payload: .presenceUpdated(presence)
             )
         else { return }
         var reached = Set<ObjectIdentifier>()

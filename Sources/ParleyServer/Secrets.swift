@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import ParleyProtocol
 
 /// Random identifiers and secrets, and the hashes under which secrets are stored.
 enum Secrets {
@@ -37,7 +38,25 @@ enum Secrets {
     }
 }
 
-/// Current time as Unix epoch milliseconds.
-func epochMilliseconds() -> Int64 {
+/// Current wall-clock time as Unix epoch milliseconds (only for what happens outside a running server).
+func wallClockMilliseconds() -> Int64 {
     Int64((Date().timeIntervalSince1970 * 1000).rounded())
+}
+
+/// The server's time: a ``Timeline`` on the injected clock for its timers, and epoch timestamps derived from it
+/// (the wall clock at start plus the time elapsed on the timeline), so that a test's virtual clock moves both.
+struct ServerClock: Sendable {
+    let timeline: Timeline
+    let epochAtStart: Int64
+
+    init(timeline: Timeline, epochAtStart: Int64 = wallClockMilliseconds()) {
+        self.timeline = timeline
+        self.epochAtStart = epochAtStart
+    }
+
+    /// Now, as Unix epoch milliseconds.
+    func epochMilliseconds() -> Int64 {
+        let elapsed = timeline.now().components
+        return epochAtStart + elapsed.seconds * 1000 + elapsed.attoseconds / 1_000_000_000_000_000
+    }
 }

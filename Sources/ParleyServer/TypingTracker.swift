@@ -29,16 +29,18 @@ final class TypingTracker: Service {
     private let timeout: Duration
     private let timers: KeyedTimers<Key>
     private let logger: Logger
+    private let time: ServerClock
     private let changes: AsyncStream<Change>
     private let sink: AsyncStream<Change>.Continuation
     /// Active indicators and the connection that started each; only `run()` touches it after start.
     private let active = NIOLockedValueBox([Key: String]())
 
-    init(store: any ParleyStore, hub: Hub, timeout: Duration, timeline: Timeline, logger: Logger) {
+    init(store: any ParleyStore, hub: Hub, timeout: Duration, time: ServerClock, logger: Logger) {
         self.store = store
         self.hub = hub
         self.timeout = timeout
-        self.timers = KeyedTimers(timeline: timeline)
+        self.timers = KeyedTimers(timeline: time.timeline)
+        self.time = time
         self.logger = logger
         (changes, sink) = AsyncStream.makeStream(of: Change.self)
     }
@@ -125,7 +127,7 @@ final class TypingTracker: Service {
         let indicator = TypingIndicator(uid: key.uid)
         guard
             let frame = EphemeralEvents.frame(
-                appId: key.appId, conversationId: key.conversationId, actor: key.uid, timestamp: epochMilliseconds(),
+                appId: key.appId, conversationId: key.conversationId, actor: key.uid, timestamp: time.epochMilliseconds(),
                 payload: on ? .participantTyping(indicator) : .participantTypingOff(indicator)
             )
         else { return }

@@ -18,14 +18,16 @@ final class UnreadNotifier: Sendable {
     private let interval: Duration
     private let timers: KeyedTimers<UserKey>
     private let logger: Logger
+    private let time: ServerClock
     /// Conversations whose counts changed since the last push, per user.
     private let dirty = NIOLockedValueBox([UserKey: Set<String>]())
 
-    init(store: any ParleyStore, hub: Hub, interval: Duration, timeline: Timeline, logger: Logger) {
+    init(store: any ParleyStore, hub: Hub, interval: Duration, time: ServerClock, logger: Logger) {
         self.store = store
         self.hub = hub
         self.interval = interval
-        self.timers = KeyedTimers(timeline: timeline)
+        self.timers = KeyedTimers(timeline: time.timeline)
+        self.time = time
         self.logger = logger
     }
 
@@ -51,7 +53,7 @@ final class UnreadNotifier: Sendable {
                 )
                 guard
                     let frame = EphemeralEvents.frame(
-                        appId: key.appId, actor: nil, timestamp: epochMilliseconds(), payload: .unreadUpdated(summary)
+                        appId: key.appId, actor: nil, timestamp: time.epochMilliseconds(), payload: .unreadUpdated(summary)
                     )
                 else { return }
                 hub.deliver(frame, appId: key.appId, to: [key.uid])

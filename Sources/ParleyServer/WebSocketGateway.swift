@@ -18,7 +18,7 @@ struct WebSocketGateway: Sendable {
     let writer: CommandWriter
     let typing: TypingTracker
     let presence: PresenceTracker
-    let timeline: Timeline
+    let time: ServerClock
     let configuration: ServerConfiguration
     let logger: Logger
 
@@ -130,7 +130,7 @@ struct WebSocketGateway: Sendable {
         let hello = HelloFrame(
             protocolVersion: ParleyProtocolVersion.current, connectionId: connection.id, appId: principal.appId,
             user: user, heartbeatIntervalMs: Int64(configuration.heartbeatInterval.components.seconds * 1000),
-            serverTime: epochMilliseconds()
+            serverTime: time.epochMilliseconds()
         )
         try await outbound.write(.custom(Self.textFrame(FrameEncoding.frame(.hello(hello)))))
 
@@ -143,18 +143,18 @@ struct WebSocketGateway: Sendable {
                 }
             }
             if let expiresAt = principal.expiresAt {
+                let time = self.time
                 group.addTask {
                     // Cancelled when the connection ends first.
-                    let remaining = max(0, expiresAt - epochMilliseconds())
-                    guard (try? await Task.sleep(for: .milliseconds(remaining))) != nil else { return }
+                    let remaining = Duration.milliseconds(max(0, expiresAt - time.epochMilliseconds()))
+                    guard (try? await time.timeline.sleep(for: remaining)) != nil else { return }
                     connection.outbound.requestClose(
                         code: WebSocketCloseCode.authenticationFailed, reason: .authTokenInvalid
                     )
                 }
             }
             var session = FrameSession(
-                connection: connection, writer: writer, typing: typing, timeline: timeline,
-                configuration: configuration
+                connection: connection, writer: writer, typing: typing, time: time, configuration: configuration
             )
             do {
                 while let message = try await frames.next() {
@@ -196,7 +196,7 @@ struct FrameSession {
     let connection: ServerConnection
     let writer: CommandWriter
     let typing: TypingTracker
-    let timeline: Timeline
+    let time: ServerClock
     let limits: MessageLimits
     let malformedFrameLimit: Int
     private var malformedFrames = 0
@@ -204,16 +204,16 @@ struct FrameSession {
     private let decoder = JSONDecoder()
 
     init(
-        connection: ServerConnection, writer: CommandWriter, typing: TypingTracker, timeline: Timeline,
+        connection: ServerConnection, writer: CommandWriter, typing: TypingTracker, time: ServerClock,
         configuration: ServerConfiguration
     ) {
         self.connection = connection
         self.writer = writer
         self.typing = typing
-        self.timeline = timeline
+        self.time = time
         self.limits = configuration.messageLimits
         self.malformedFrameLimit = configuration.malformedFrameLimit
-        self.typingBudget = TokenBucket(perSecond: configuration.typingFramesPerSecond, now: timeline.now())
+        self.typingBudget = TokenBucket(perSecond: configuration.typingFramesPerSecond, now: time.timeline.now())
     }
 
     mutating func receive(_ message: WebSocketMessage) {
@@ -238,11 +238,11 @@ struct FrameSession {
         case .connect:
             reply(error: DomainError(.badRequest, "The connection is already established."))
         case .ping(let ping):
-            reply(.pong(PongFrame(id: ping.id, serverTime: epochMilliseconds())))
+            reply(.pong(PongFrame(id: ping.id, serverTime: time.epochMilliseconds())))
         case .send(let send):
             self.send(send)
         case .typing(let frame):
-            guard typingBudget.take(now: timeline.now()) else {
+            guard typingBudget.take(now: time.timeline.now()) else {
                 reply(error: DomainError(.rateLimited, "At most \(typingBudget.capacity) typing frames per second."))
                 return
             }
@@ -256,7 +256,7 @@ struct FrameSession {
         let principal = connection.principal
         let command = Command.MarkReceipt(
             appId: principal.appId, conversationId: frame.conversationId, uid: principal.uid,
-            deliveredSeq: frame.deliveredSeq, readSeq: frame.readSeq, now: epochMilliseconds()
+            deliveredSeq: frame.deliveredSeq, readSeq: frame.readSeq, now: time.epochMilliseconds()
         )
         let connection = self.connection
         writer.enqueue(.markReceipt(command)) { result in
@@ -280,7 +280,7 @@ struct FrameSession {
         let command = Command.SendMessage(
             appId: principal.appId, conversationId: frame.conversationId, sender: principal.uid,
             messageId: Secrets.randomID(prefix: "m_"), clientMessageId: frame.clientMessageId, parts: frame.parts,
-            metadata: frame.metadata, alert: frame.alert, now: epochMilliseconds()
+            metadata: frame.metadata, alert: frame.alert, now: time.epochMilliseconds()
         )
         let connection = self.connection
         writer.enqueue(.sendMessage(command)) { result in

@@ -123,12 +123,17 @@ import Testing
     }
 
     @Test func anExpiredTokenEndsTheSocketWithAnAuthError() async throws {
-        let server = try await TestServer.start()
+        // The server runs on a virtual clock: the token expires when the test says so, however slow the machine.
+        let serverClock = ManualClock()
+        let server = try await TestServer.start(clock: serverClock)
         let admin = ParleyAdmin(serverURL: server.baseURL, restAPIKey: server.app.restAPIKey)
         try await admin.createUser(uid: "frank")
-        let token = try await admin.issueAuthToken(uid: "frank", ttlSeconds: 1)
+        let token = try await admin.issueAuthToken(uid: "frank", ttlSeconds: 60)
         let client = try await ParleyClient.initialize(appId: server.app.appId, settings: testSettings(server: server))
         try await client.login(authToken: token.authToken)
+        await client.waitUntilConnected()
+        _ = await serverClock.sleeper(at: .seconds(60))
+        serverClock.advance(by: .seconds(60))
         let status = await client.waitForStatus { if case .failed = $0 { true } else { false } }
         guard case .failed(let error) = status else { Issue.record("\(status)"); return }
         #expect(error.code == .authTokenInvalid)
