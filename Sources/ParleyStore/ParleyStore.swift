@@ -55,4 +55,15 @@ public protocol ParleyStore: Sendable {
     func contacts(appId: String, uid: String) async throws -> [String]
     /// The participants of a conversation that is not deleted; nil when there is no such conversation.
     func activeParticipants(appId: String, conversationId: String) async throws -> [String]?
+
+    // MARK: Resume
+    /// Durable events of a conversation with a sequence number above `afterSeq`, ascending, at most `limit`.
+    /// Empty when there is no such conversation. Readers never miss an event: sequence numbers of a conversation are
+    /// assigned under its row lock, so they become visible in order.
+    func events(appId: String, conversationId: String, afterSeq: Int64, limit: Int) async throws -> [StoredEvent]
+    /// The user's membership changes with a position above `afterUserSeq`, ascending, at most `limit`.
+    func membershipChanges(appId: String, uid: String, afterUserSeq: Int64, limit: Int) async throws
+        -> [MembershipChange]
+    /// Where the user's streams stand now.
+    func streamPositions(appId: String, uid: String) async throws -> StreamPositions
 }

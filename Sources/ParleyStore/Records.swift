@@ -117,3 +117,35 @@ public struct ConversationRow: Sendable, Hashable {
         .init(lastActivityAt: lastActivityAt, conversationPK: pk)
     }
 }
+
+/// One change in a user's own stream: they joined or left a conversation. Numbered per user (`userSeq`, 1, 2, ...)
+/// in commit order, so a reconnecting client learns of conversations it joined or left while away.
+public struct MembershipChange: Sendable, Hashable {
+    /// Position in the user's stream.
+    public var userSeq: Int64
+    public var conversationId: String
+    /// True for a join (`conversation.participantAdded` of the user), false for a departure.
+    public var joined: Bool
+    /// The sequence number of the conversation event that made the change.
+    public var seq: Int64
+
+    public init(userSeq: Int64, conversationId: String, joined: Bool, seq: Int64) {
+        self.userSeq = userSeq
+        self.conversationId = conversationId
+        self.joined = joined
+        self.seq = seq
+    }
+}
+
+/// Where a user's streams stand now: what a client without a saved position starts from.
+public struct StreamPositions: Sendable, Hashable {
+    /// The last position in the user's own stream (0 when it is empty).
+    public var userSeq: Int64
+    /// The last sequence number of each conversation the user is a participant of (deleted ones included).
+    public var conversations: [String: Int64]
+
+    public init(userSeq: Int64, conversations: [String: Int64]) {
+        self.userSeq = userSeq
+        self.conversations = conversations
+    }
+}

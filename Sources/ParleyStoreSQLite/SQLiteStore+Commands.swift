@@ -484,6 +484,26 @@ struct EventWriter {
                 """
         ).execute(arguments: [conversationPK, lastSeq, name.rawValue, actor, now, clientMessageId, messageIndex, json])
         events.append(StoredEvent(event: event, json: [UInt8](json)))
+        switch payload {
+        case .participantAdded(let participant): try recordMembership(of: participant.uid, joined: true)
+        case .participantRemoved(let participant): try recordMembership(of: participant.uid, joined: false)
+        default: break
+        }
+    }
+
+    /// Appends the change to the user's own stream, at the user's next position.
+    private func recordMembership(of uid: String, joined: Bool) throws {
+        guard
+            let userSeq = try Int64.fetchOne(
+                db.cachedStatement(
+                    sql: "UPDATE users SET last_user_seq = last_user_seq + 1 WHERE app_id = ? AND uid = ? RETURNING last_user_seq"
+                ),
+                arguments: [appId, uid]
+            )
+        else { throw DomainError.uidNotFound(uid) }
+        try db.cachedStatement(
+            sql: "INSERT INTO memberships (app_id, uid, user_seq, conversation_pk, joined, seq) VALUES (?, ?, ?, ?, ?, ?)"
+        ).execute(arguments: [appId, uid, userSeq, conversationPK, joined, lastSeq])
     }
 
     /// Records the new last sequence number (and participant count, when it changed) on the conversation.

@@ -100,6 +100,31 @@ extension SQLiteStore {
                     """
             )
         }
+        migrator.registerMigration("v3: membership streams") { db in
+            // Each user's own stream: the conversations they joined and left, numbered per user in commit order.
+            // Existing participations become joins at the conversation's current end.
+            try db.execute(
+                sql: """
+                    ALTER TABLE users ADD COLUMN last_user_seq INTEGER NOT NULL DEFAULT 0;
+                    CREATE TABLE memberships (
+                        app_id TEXT NOT NULL,
+                        uid TEXT NOT NULL,
+                        user_seq INTEGER NOT NULL,
+                        conversation_pk INTEGER NOT NULL REFERENCES conversations(pk),
+                        joined INTEGER NOT NULL,
+                        seq INTEGER NOT NULL,
+                        PRIMARY KEY (app_id, uid, user_seq)
+                    ) WITHOUT ROWID;
+                    INSERT INTO memberships (app_id, uid, user_seq, conversation_pk, joined, seq)
+                        SELECT c.app_id, p.uid,
+                            ROW_NUMBER() OVER (PARTITION BY c.app_id, p.uid ORDER BY p.joined_at, c.pk),
+                            c.pk, 1, c.last_seq
+                        FROM participants p JOIN conversations c ON c.pk = p.conversation_pk;
+                    UPDATE users SET last_user_seq =
+                        (SELECT COUNT(*) FROM memberships m WHERE m.app_id = users.app_id AND m.uid = users.uid);
+                    """
+            )
+        }
         return migrator
     }
 }

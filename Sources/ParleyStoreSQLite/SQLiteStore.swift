@@ -322,6 +322,57 @@ public final class SQLiteStore: ParleyStore {
         }
     }
 
+    // MARK: Resume
+
+    public func events(appId: String, conversationId: String, afterSeq: Int64, limit: Int) async throws
+        -> [StoredEvent]
+    {
+        let bodies = try await pool.read { db -> [Data] in
+            guard let row = try Self.fetchConversation(db, appId: appId, id: conversationId) else { return [] }
+            return try Data.fetchAll(
+                db, sql: "SELECT body FROM events WHERE conversation_pk = ? AND seq > ? ORDER BY seq LIMIT ?",
+                arguments: [row.pk, afterSeq, limit]
+            )
+        }
+        let decoder = JSONDecoder()
+        return try bodies.map { StoredEvent(event: try decoder.decode(Event.self, from: $0), json: [UInt8]($0)) }
+    }
+
+    public func membershipChanges(appId: String, uid: String, afterUserSeq: Int64, limit: Int) async throws
+        -> [MembershipChange]
+    {
+        try await pool.read { db in
+            try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT m.user_seq, c.id, m.joined, m.seq FROM memberships m
+                    JOIN conversations c ON c.pk = m.conversation_pk
+                    WHERE m.app_id = ? AND m.uid = ? AND m.user_seq > ? ORDER BY m.user_seq LIMIT ?
+                    """,
+                arguments: [appId, uid, afterUserSeq, limit]
+            ).map { row in MembershipChange(userSeq: row[0], conversationId: row[1], joined: row[2], seq: row[3]) }
+        }
+    }
+
+    public func streamPositions(appId: String, uid: String) async throws -> StreamPositions {
+        try await pool.read { db in
+            let userSeq = try Int64.fetchOne(
+                db, sql: "SELECT last_user_seq FROM users WHERE app_id = ? AND uid = ?", arguments: [appId, uid]
+            ) ?? 0
+            let rows = try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT c.id, c.last_seq FROM participants p JOIN conversations c ON c.pk = p.conversation_pk
+                    WHERE p.uid = ? AND c.app_id = ?
+                    """,
+                arguments: [uid, appId]
+            )
+            var conversations: [String: Int64] = [:]
+            for row in rows { conversations[row[0]] = row[1] }
+            return StreamPositions(userSeq: userSeq, conversations: conversations)
+        }
+    }
+
     static func fetchConversation(_ db: Database, appId: String, id: String) throws -> ConversationRow? {
         try Row.fetchOne(
             db, sql: "SELECT * FROM conversations WHERE id = ? AND app_id = ?", arguments: [id, appId]

@@ -373,6 +373,69 @@ extension StoreConformanceTests {
         #expect(Set(try await store.contacts(appId: Self.appId, uid: "alice")) == ["bob"])
         #expect(try await store.contacts(appId: Self.otherApp, uid: "alice").isEmpty)
     }
+
+    // MARK: Resume
+
+    @Test(arguments: Backend.allCases) func eventsAfterAPositionComeInSequenceOrder(_ backend: Backend) async throws {
+        let store = try await prepared(backend)
+        _ = try await group(store, members: ["bob"])  // seq 1 create, 2 and 3 participants added
+        for index in 0..<4 { _ = try await apply(store, send(store, "c_g", from: "alice", text: "m\(index)")) }
+        let all = try await store.events(appId: Self.appId, conversationId: "c_g", afterSeq: 0, limit: 100)
+        #expect(all.map(\.event.seq) == [1, 2, 3, 4, 5, 6, 7])
+        #expect(all.first?.event.name == .conversationCreate && all.last?.event.name == .messageSent)
+        let page = try await store.events(appId: Self.appId, conversationId: "c_g", afterSeq: 3, limit: 2)
+        #expect(page.map(\.event.seq) == [4, 5])
+        guard case .messageSent(let message) = page[0].event.payload else { Issue.record("not a message"); return }
+        #expect(message.parts == [.text("m0")])
+        // The stored JSON is the event as it was published.
+        let decoded = try JSONDecoder().decode(Event.self, from: Data(page[1].json))
+        #expect(decoded == page[1].event)
+        #expect(try await store.events(appId: Self.appId, conversationId: "c_g", afterSeq: 7, limit: 10).isEmpty)
+        #expect(try await store.events(appId: Self.appId, conversationId: "c_none", afterSeq: 0, limit: 10).isEmpty)
+        #expect(try await store.events(appId: Self.otherApp, conversationId: "c_g", afterSeq: 0, limit: 10).isEmpty)
+    }
+
+    @Test(arguments: Backend.allCases) func eachUsersStreamRecordsJoinsAndDepartures(_ backend: Backend) async throws {
+        let store = try await prepared(backend)
+        _ = try await group(store, id: "c_1", members: ["bob"])  // bob added at seq 3
+        _ = try await group(store, id: "c_2", owner: "carol", members: [], isPublic: true)
+        _ = try await apply(store, .join(action("c_2", by: "bob")))  // seq 3 of c_2
+        _ = try await apply(store, send(store, "c_1", from: "alice"))  // seq 4 of c_1
+        _ = try await apply(
+            store, .removeParticipant(.init(appId: Self.appId, conversationId: "c_1", actor: "alice", uid: "bob", now: 50))
+        )  // seq 5 of c_1
+        let bob = try await store.membershipChanges(appId: Self.appId, uid: "bob", afterUserSeq: 0, limit: 10)
+        #expect(
+            bob == [
+                MembershipChange(userSeq: 1, conversationId: "c_1", joined: true, seq: 3),
+                MembershipChange(userSeq: 2, conversationId: "c_2", joined: true, seq: 3),
+                MembershipChange(userSeq: 3, conversationId: "c_1", joined: false, seq: 5),
+            ]
+        )
+        #expect(try await store.membershipChanges(appId: Self.appId, uid: "bob", afterUserSeq: 1, limit: 1).map(\.userSeq) == [2])
+        #expect(
+            try await store.membershipChanges(appId: Self.appId, uid: "alice", afterUserSeq: 0, limit: 10)
+                == [MembershipChange(userSeq: 1, conversationId: "c_1", joined: true, seq: 2)]
+        )
+        #expect(try await store.streamPositions(appId: Self.appId, uid: "bob") == StreamPositions(userSeq: 3, conversations: ["c_2": 3]))
+        #expect(try await store.streamPositions(appId: Self.appId, uid: "alice") == StreamPositions(userSeq: 1, conversations: ["c_1": 5]))
+        #expect(try await store.streamPositions(appId: Self.appId, uid: "dave") == StreamPositions(userSeq: 0, conversations: [:]))
+        #expect(try await store.membershipChanges(appId: Self.otherApp, uid: "bob", afterUserSeq: 0, limit: 10).isEmpty)
+    }
+
+    @Test(arguments: Backend.allCases) func aRefusedCommandLeavesNoTraceInAnyStream(_ backend: Backend) async throws {
+        let store = try await prepared(backend)
+        _ = try await group(store, members: ["bob"])
+        let results = try await store.apply([
+            .addParticipants(.init(appId: Self.appId, conversationId: "c_g", actor: "bob", entries: [.init(uid: "carol")], now: 30)),
+            .addParticipants(.init(appId: Self.appId, conversationId: "c_g", actor: "alice", entries: [.init(uid: "carol"), .init(uid: "nobody")], now: 30)),
+            .addParticipants(.init(appId: Self.appId, conversationId: "c_g", actor: "alice", entries: [.init(uid: "dave")], now: 30)),
+        ])
+        #expect(results.map(\.failureCode) == [.forbidden, .uidNotFound, nil])
+        #expect(try await store.membershipChanges(appId: Self.appId, uid: "carol", afterUserSeq: 0, limit: 10).isEmpty)
+        #expect(try await store.membershipChanges(appId: Self.appId, uid: "dave", afterUserSeq: 0, limit: 10).map(\.seq) == [4])
+        #expect(try await store.events(appId: Self.appId, conversationId: "c_g", afterSeq: 0, limit: 10).map(\.event.seq) == [1, 2, 3, 4])
+    }
 }
 
 extension Result where Failure == DomainError {
