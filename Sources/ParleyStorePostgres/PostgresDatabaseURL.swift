@@ -21,11 +21,15 @@ public struct PostgresDatabaseURL: Sendable, Hashable, CustomStringConvertible {
         case verifyFull = "verify-full"
     }
 
+    /// The server's host name or address (or the socket directory, see ``unixSocketPath``); `localhost` by default.
     public var host: String
+    /// The server's port; 5432 by default.
     public var port: Int
     /// The Unix socket file, when the host is a directory (`HOST/.s.PGSQL.PORT`).
     public var unixSocketPath: String?
+    /// The user to log in as.
     public var username: String
+    /// The user's password; nil when the URL has none (a server that trusts the client, or a socket).
     public var password: String?
     /// The database; PostgreSQL's default (the user's name) when nil.
     public var database: String?

@@ -38,7 +38,10 @@ public final class PostgresStore: ParleyStore {
         self.url = url
         self.client = client
         self.logger = logger
-        running = Task { await client.run() }
+        // Detached: the pool must not inherit its creator's task-locals. Under swift-service-lifecycle those include
+        // the graceful-shutdown context, and `run()` would then stop at the start of a shutdown, before the command
+        // writer has committed what is queued. The pool ends when `close()` cancels this task, and only then.
+        running = Task.detached { await client.run() }
     }
 
     deinit {
