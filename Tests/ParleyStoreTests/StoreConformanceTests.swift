@@ -1,32 +1,56 @@
 import Foundation
 import ParleyProtocol
 import ParleyStore
+import ParleyStorePostgres
 import ParleyStoreSQLite
+import Logging
 import ParleyTesting
 import Testing
 
 /// The storage backends the conformance suite runs against.
+///
+/// PostgreSQL runs only when `PARLEY_TEST_DATABASE_URL` names a server (scripts/test starts a throwaway one); without
+/// it the postgres cases are left out with a warning, and `PostgresStoreTests` shows as skipped with the reason.
 enum Backend: String, CaseIterable, CustomTestStringConvertible {
     case sqlite
+    case postgres
+
+    static var allCases: [Backend] {
+        guard PostgresTestDatabase.isConfigured else {
+            _ = warnOnce
+            return [.sqlite]
+        }
+        return [.sqlite, .postgres]
+    }
+
+    private static let warnOnce: Void = {
+        FileHandle.standardError.write(Data("\nwarning: \(PostgresTestDatabase.skipReason)\n\n".utf8))
+    }()
 
     var testDescription: String { rawValue }
 
-    func makeStore() throws -> any ParleyStore {
+    /// A new, empty store; closed (and its database dropped) when the test ends, under ``StoreCleanup``.
+    func makeStore() async throws -> any ParleyStore {
         switch self {
         case .sqlite:
             let directory = try TemporaryDirectory(prefix: "parley-store")
             return try SQLiteStore(path: directory.path + "/parley.sqlite")
+        case .postgres:
+            let database = try await PostgresTestDatabase.create()
+            let store = try await PostgresStore.connect(url: database.url, logger: .quiet, maximumConnections: 10)
+            await StoreCleanup.register(store, database: database)
+            return store
         }
     }
 }
 
 /// One suite of storage behaviour, run against every backend: what the server relies on.
-@Suite struct StoreConformanceTests {
+@Suite(StoreCleanup()) struct StoreConformanceTests {
     static let appId = "app1"
     static let otherApp = "app2"
 
     func prepared(_ backend: Backend, users: [String] = ["alice", "bob", "carol", "dave"]) async throws -> any ParleyStore {
-        let store = try backend.makeStore()
+        let store = try await backend.makeStore()
         for app in [Self.appId, Self.otherApp] {
             try await store.insertApp(
                 AppRecord(id: app, name: app, authKeyHash: [1, 2], restAPIKeyHash: Array(app.utf8), createdAt: 1)
