@@ -67,7 +67,7 @@ public final class TestServer: Sendable {
 
         let store: any ParleyStore
         if let databaseURL {
-            store = try await PostgresStore.connect(url: databaseURL, logger: logger, maximumConnections: 10)
+            store = try await PostgresStore.connect(url: databaseURL, logger: logger, timeout: .seconds(60), maximumConnections: 10)
         } else {
             store = try openSQLiteStore(in: directory)
         }

@@ -28,7 +28,7 @@ struct PostgresStoreTests {
 
     /// A store on `database`, closed when the test ends.
     func store(on database: PostgresTestDatabase, connections: Int = 8) async throws -> PostgresStore {
-        let store = try await PostgresStore.connect(url: database.url, logger: .quiet, maximumConnections: connections)
+        let store = try await PostgresStore.connect(url: database.url, logger: .quiet, timeout: .seconds(60), maximumConnections: connections)
         await StoreCleanup.register(store)
         return store
     }
@@ -97,7 +97,12 @@ struct PostgresStoreTests {
     @Test func nodesStartingTogetherMigrateOnce() async throws {
         let database = try await freshDatabase()
         let stores = try await withThrowingTaskGroup(of: PostgresStore.self) { group in
-            for _ in 0..<6 { group.addTask { try await PostgresStore.connect(url: database.url, logger: .quiet, maximumConnections: 2) } }
+            // A generous start-up timeout: six nodes queue on the migration lock of a shared, loaded machine.
+            for _ in 0..<6 {
+                group.addTask {
+                    try await PostgresStore.connect(url: database.url, logger: .quiet, timeout: .seconds(60), maximumConnections: 2)
+                }
+            }
             return try await group.reduce(into: []) { $0.append($1) }
         }
         for store in stores { await StoreCleanup.register(store) }

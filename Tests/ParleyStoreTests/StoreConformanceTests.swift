@@ -37,7 +37,7 @@ enum Backend: String, CaseIterable, CustomTestStringConvertible {
             return try SQLiteStore(path: directory.path + "/parley.sqlite")
         case .postgres:
             let database = try await PostgresTestDatabase.create()
-            let store = try await PostgresStore.connect(url: database.url, logger: .quiet, maximumConnections: 10)
+            let store = try await PostgresStore.connect(url: database.url, logger: .quiet, timeout: .seconds(60), maximumConnections: 10)
             await StoreCleanup.register(store, database: database)
             return store
         }
