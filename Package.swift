@@ -142,7 +142,10 @@ let package = Package(
         .testTarget(name: "ParleyTests", dependencies: ["Parley", "ParleyTesting"]),
         .testTarget(
             name: "IntegrationTests",
-            dependencies: ["Parley", "ParleyTesting", "ParleyServer"]
+            dependencies: [
+                "Parley", "ParleyTesting", "ParleyServer", "ParleyStorePostgres",
+                .product(name: "Logging", package: "swift-log"),
+            ]
         ),
     ]
 )

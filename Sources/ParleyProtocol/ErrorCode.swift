@@ -68,6 +68,9 @@ extension ErrorCode {
     public static let slowConsumer: ErrorCode = "ERR_SLOW_CONSUMER"
     /// The server is shutting down; reconnect later.
     public static let serverShuttingDown: ErrorCode = "ERR_SERVER_SHUTTING_DOWN"
+    /// The node lost its notification channel to the other nodes for a moment; it closes its sockets (1012) so that
+    /// clients resume and miss nothing. Reconnect.
+    public static let nodeResync: ErrorCode = "ERR_NODE_RESYNC"
     /// No such route.
     public static let notFound: ErrorCode = "ERR_NOT_FOUND"
     /// An unexpected server failure. Retry later.

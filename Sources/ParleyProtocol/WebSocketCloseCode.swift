@@ -6,6 +6,8 @@ public enum WebSocketCloseCode {
     public static let goingAway: UInt16 = 1001
     /// A frame was larger than the server accepts (`ERR_MESSAGE_TOO_LARGE`).
     public static let messageTooBig: UInt16 = 1009
+    /// The server node must resynchronise with the other nodes (`ERR_NODE_RESYNC`). Reconnect and resume.
+    public static let serviceRestart: UInt16 = 1012
     /// The token is missing, unknown, revoked or expired (`ERR_AUTH_TOKEN_INVALID`, `ERR_AUTH_REQUIRED`).
     /// Do not reconnect with the same token.
     public static let authenticationFailed: UInt16 = 4001

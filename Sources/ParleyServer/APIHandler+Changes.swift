@@ -83,7 +83,7 @@ extension APIHandler {
     func getPresence(_ input: Operations.GetPresence.Input) async throws -> Operations.GetPresence.Output {
         let caller = try await authenticator.caller(credentials)
         let user = try await existingUser(appId: caller.appId, uid: input.path.uid)
-        return .ok(.init(body: .json(presence.presence(appId: caller.appId, uid: user.uid))))
+        return .ok(.init(body: .json(await presence.presence(appId: caller.appId, uid: user.uid))))
     }
 
     // MARK: Helpers

@@ -116,12 +116,9 @@ extension APIHandler {
     /// `profile.update` to the user's own connections and to everyone who shares a conversation with them.
     func announceProfile(_ user: User, appId: String) async throws {
         let contacts = try await store.contacts(appId: appId, uid: user.uid)
-        guard
-            let frame = EphemeralEvents.frame(
-                appId: appId, actor: user.uid, timestamp: user.updatedAt, payload: .profileUpdated(user)
-            )
-        else { return }
-        hub.deliver(frame, appId: appId, to: contacts + [user.uid])
+        relay.deliver(
+            appId: appId, actor: user.uid, timestamp: user.updatedAt, payload: .profileUpdated(user), to: contacts + [user.uid]
+        )
     }
 
     func issueToken(appId: String, uid: String, ttlSeconds: Int64?) async throws -> IssuedAuthToken {
@@ -148,7 +145,7 @@ extension APIHandler {
 
     /// Closes the sockets opened with revoked tokens: 4001 `ERR_AUTH_TOKEN_INVALID`.
     func closeSockets(appId: String, uid: String, tokenIds: Set<String>) {
-        hub.close(
+        relay.close(
             appId: appId, uid: uid, tokenIds: tokenIds, code: WebSocketCloseCode.authenticationFailed,
             reason: .authTokenInvalid
         )

@@ -13,7 +13,7 @@ struct APIHandler: APIProtocol {
     let store: any ParleyStore
     let authenticator: Authenticator
     let writer: CommandWriter
-    let hub: Hub
+    let relay: Relay
     let presence: PresenceTracker
     let time: ServerClock
     let configuration: ServerConfiguration

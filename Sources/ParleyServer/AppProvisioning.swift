@@ -8,6 +8,13 @@ public struct ProvisionedApp: Sendable, Hashable, Codable {
     public var authKey: String
     /// Server-to-server key: create users, issue and revoke auth tokens.
     public var restAPIKey: String
+
+    public init(appId: String, name: String, authKey: String, restAPIKey: String) {
+        self.appId = appId
+        self.name = name
+        self.authKey = authKey
+        self.restAPIKey = restAPIKey
+    }
 }
 
 /// Creating apps and rotating their keys: what an operator does, from `parley-server` or a test.
@@ -16,24 +23,32 @@ public enum AppProvisioning {
     public static func createApp(in store: any ParleyStore, name: String, appId: String? = nil) async throws
         -> ProvisionedApp
     {
-        let app = ProvisionedApp(
+        let app = newApp(name: name, appId: appId)
+        try await store.insertApp(record(of: app))
+        return app
+    }
+
+    /// Creates the default app when the store has no app yet; returns it, or nil when apps exist. Nodes starting
+    /// together on one empty database create one default app between them.
+    public static func ensureDefaultApp(in store: any ParleyStore) async throws -> ProvisionedApp? {
+        guard try await store.apps().isEmpty else { return nil }
+        let app = newApp(name: "Default app", appId: nil)
+        return try await store.insertFirstApp(record(of: app)) ? app : nil
+    }
+
+    private static func newApp(name: String, appId: String?) -> ProvisionedApp {
+        ProvisionedApp(
             appId: appId ?? Secrets.randomHex(byteCount: 8), name: name,
             authKey: Secrets.randomHex(prefix: "ak_", byteCount: 20),
             restAPIKey: Secrets.randomHex(prefix: "rk_", byteCount: 20)
         )
-        try await store.insertApp(
-            AppRecord(
-                id: app.appId, name: name, authKeyHash: Secrets.hash(app.authKey),
-                restAPIKeyHash: Secrets.hash(app.restAPIKey), createdAt: wallClockMilliseconds()
-            )
-        )
-        return app
     }
 
-    /// Creates the default app when the store has no app yet; returns it, or nil when apps exist.
-    public static func ensureDefaultApp(in store: any ParleyStore) async throws -> ProvisionedApp? {
-        guard try await store.apps().isEmpty else { return nil }
-        return try await createApp(in: store, name: "Default app")
+    private static func record(of app: ProvisionedApp) -> AppRecord {
+        AppRecord(
+            id: app.appId, name: app.name, authKeyHash: Secrets.hash(app.authKey),
+            restAPIKeyHash: Secrets.hash(app.restAPIKey), createdAt: wallClockMilliseconds()
+        )
     }
 
     /// Replaces both keys of an app; the old ones stop working at once.

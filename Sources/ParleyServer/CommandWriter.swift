@@ -10,6 +10,7 @@ import ServiceLifecycle
 ///
 /// Commands are taken in the order they were enqueued, so one connection's sends keep their order. Because
 /// publishing happens here, one batch after another, receivers see each conversation's events in sequence order.
+/// With several nodes, the wake-ups for other nodes' commits are published on this same path, between batches.
 final class CommandWriter: Service {
     typealias Completion = @Sendable (Result<CommandResult, any Error>) -> Void
 
@@ -18,29 +19,29 @@ final class CommandWriter: Service {
         var completion: Completion
     }
 
+    private enum Work {
+        case commands([Pending])
+        case committedElsewhere([CommittedRange])
+    }
+
     private struct State {
         var queue: [Pending] = []
+        var committedElsewhere: [CommittedRange] = []
         var waiter: CheckedContinuation<Void, Never>?
         var stopping = false
     }
 
     private let store: any ParleyStore
-    private let hub: Hub
+    private let publisher: EventPublisher
     private let maxBatch: Int
     private let logger: Logger
-    /// Called after each applied command's events are published (typing, unread counts follow from them).
-    private let onApplied: @Sendable (Command, CommandResult) -> Void
     private let state = NIOLockedValueBox(State())
 
-    init(
-        store: any ParleyStore, hub: Hub, maxBatch: Int, logger: Logger,
-        onApplied: @escaping @Sendable (Command, CommandResult) -> Void = { _, _ in }
-    ) {
+    init(store: any ParleyStore, publisher: EventPublisher, maxBatch: Int, logger: Logger) {
         self.store = store
-        self.hub = hub
+        self.publisher = publisher
         self.maxBatch = maxBatch
         self.logger = logger
-        self.onApplied = onApplied
     }
 
     /// Queues a command; `completion` runs once it is committed and its events are published.
@@ -58,6 +59,17 @@ final class CommandWriter: Service {
         waiter?.resume()
     }
 
+    /// Queues the publication of events another node committed.
+    func committedElsewhere(_ ranges: [CommittedRange]) {
+        let waiter = state.withLockedValue { state -> CheckedContinuation<Void, Never>? in
+            guard !state.stopping else { return nil }
+            state.committedElsewhere += ranges
+            defer { state.waiter = nil }
+            return state.waiter
+        }
+        waiter?.resume()
+    }
+
     /// Applies a command and returns its result, or throws its ``DomainError``.
     func submit(_ command: Command) async throws -> CommandResult {
         try await withCheckedThrowingContinuation { continuation in
@@ -67,8 +79,11 @@ final class CommandWriter: Service {
 
     func run() async throws {
         await withGracefulShutdownHandler {
-            while let batch = await nextBatch() {
-                await process(batch)
+            while let work = await nextWork() {
+                switch work {
+                case .commands(let batch): await process(batch)
+                case .committedElsewhere(let ranges): await publisher.publishCommitted(ranges)
+                }
             }
         } onGracefulShutdown: {
             self.stop()
@@ -85,21 +100,26 @@ final class CommandWriter: Service {
         waiter?.resume()
     }
 
-    private func nextBatch() async -> [Pending]? {
+    private func nextWork() async -> Work? {
         while true {
-            let batch = state.withLockedValue { state -> [Pending]?? in
+            let work = state.withLockedValue { state -> Work?? in
+                // Other nodes' commits first: they are older than anything this node commits next.
+                if !state.committedElsewhere.isEmpty {
+                    defer { state.committedElsewhere = [] }
+                    return .some(.committedElsewhere(state.committedElsewhere))
+                }
                 if !state.queue.isEmpty {
                     let count = min(maxBatch, state.queue.count)
                     let batch = Array(state.queue.prefix(count))
                     state.queue.removeFirst(count)
-                    return .some(batch)
+                    return .some(.commands(batch))
                 }
                 return state.stopping ? .some(nil) : nil
             }
-            if let batch { return batch }
+            if let work { return work }
             await withCheckedContinuation { continuation in
                 let ready = state.withLockedValue { state -> Bool in
-                    if !state.queue.isEmpty || state.stopping { return true }
+                    if !state.queue.isEmpty || !state.committedElsewhere.isEmpty || state.stopping { return true }
                     state.waiter = continuation
                     return false
                 }
@@ -120,18 +140,11 @@ final class CommandWriter: Service {
         for (pending, result) in zip(batch, results) {
             switch result {
             case .success(let outcome):
-                publish(outcome)
-                onApplied(pending.command, outcome)
+                await publisher.publish(outcome)
                 pending.completion(.success(outcome))
             case .failure(let refusal):
                 pending.completion(.failure(refusal))
             }
-        }
-    }
-
-    private func publish(_ result: CommandResult) {
-        for stored in result.events {
-            hub.deliver(FrameEncoding.eventFrame(json: stored.json), appId: stored.event.appId, to: result.recipients)
         }
     }
 }

@@ -1,17 +1,17 @@
 import NIOCore
 import ParleyProtocol
 
-/// Builds the frame of an event that is not stored (typing, presence, profile, unread), encoded once.
+/// Builds an event that is not stored (typing, presence, profile, unread), encoded once.
 enum EphemeralEvents {
-    static func frame(
+    /// The event's JSON, as sent inside an event frame.
+    static func json(
         appId: String, conversationId: String? = nil, actor: String?, timestamp: Int64, payload: EventPayload
-    ) -> ByteBuffer? {
+    ) -> [UInt8]? {
         guard let name = payload.eventName else { return nil }
         let event = Event(
             id: Secrets.randomID(prefix: "e_"), appId: appId, name: name, conversationId: conversationId,
             timestamp: timestamp, context: EventContext(createdBy: actor), payload: payload
         )
-        guard let json = try? WireCoding.encode(event) else { return nil }
-        return FrameEncoding.eventFrame(json: json)
+        return try? WireCoding.encode(event)
     }
 }

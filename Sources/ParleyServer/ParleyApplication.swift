@@ -25,10 +25,14 @@ public struct ParleyApplication: Service {
     let typing: TypingTracker
     let presence: PresenceTracker
     let unread: UnreadNotifier
+    let cluster: ClusterNode?
     let logger: Logger
 
     public func run() async throws {
-        let services: [any Service] = [writer, typing, presence, http, SocketCloser(hub: hub, logger: logger)]
+        // Shut down in reverse order: sockets close first, the cluster link last but for the writer's final commits.
+        var services: [any Service] = [writer]
+        if let cluster { services.append(cluster) }
+        services += [typing, presence, http, SocketCloser(hub: hub, logger: logger)]
         let group = ServiceGroup(configuration: .init(services: services.map { .init(service: $0) }, logger: logger))
         defer { unread.cancelAll() }
         do {
@@ -76,6 +80,8 @@ struct SocketCloser: Service {
 /// - Parameters:
 ///   - configuration: Address, data directory, limits.
 ///   - store: A store to use instead of SQLite in `configuration.dataDirectory`.
+///   - cluster: The link to the other nodes of a deployment on one PostgreSQL database (`PostgresCluster`); nil for
+///     a single node.
 ///   - clock: The clock of the server's timing rules (typing expiry, presence grace, unread pushes); tests pass a
 ///     virtual one.
 ///   - logger: Where the server logs.
@@ -83,6 +89,7 @@ struct SocketCloser: Service {
 public func buildApplication(
     _ configuration: ServerConfiguration,
     store: (any ParleyStore)? = nil,
+    cluster link: (any ClusterLink)? = nil,
     clock: any Clock<Duration> = ContinuousClock(),
     logger: Logger = Logger(label: "parley"),
     onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
@@ -90,22 +97,21 @@ public func buildApplication(
     let store = try store ?? openSQLiteStore(in: configuration.dataDirectory)
     let time = ServerClock(timeline: Timeline(clock))
     let hub = Hub()
+    let relay = Relay(hub: hub, link: link, logger: logger)
     let typing = TypingTracker(
-        store: store, hub: hub, timeout: configuration.typingTimeout, time: time, logger: logger
+        store: store, relay: relay, timeout: configuration.typingTimeout, time: time, logger: logger
     )
     let presence = PresenceTracker(
-        store: store, hub: hub, grace: configuration.presenceGrace, time: time, logger: logger
+        store: store, relay: relay, link: link, grace: configuration.presenceGrace, time: time, logger: logger
     )
     let unread = UnreadNotifier(
         store: store, hub: hub, interval: configuration.unreadPushInterval, time: time, logger: logger
     )
-    let writer = CommandWriter(store: store, hub: hub, maxBatch: configuration.maxCommandBatch, logger: logger) {
-        command, result in
-        followUp(command, result, typing: typing, unread: unread)
-    }
+    let publisher = EventPublisher(hub: hub, typing: typing, unread: unread, relay: relay, link: link, logger: logger)
+    let writer = CommandWriter(store: store, publisher: publisher, maxBatch: configuration.maxCommandBatch, logger: logger)
     let authenticator = Authenticator(store: store, time: time)
     let api = APIHandler(
-        store: store, authenticator: authenticator, writer: writer, hub: hub, presence: presence, time: time,
+        store: store, authenticator: authenticator, writer: writer, relay: relay, presence: presence, time: time,
         configuration: configuration, logger: logger
     )
     let gateway = WebSocketGateway(
@@ -145,30 +151,11 @@ public func buildApplication(
     )
     return ParleyApplication(
         store: store, http: http, writer: writer, hub: hub, typing: typing, presence: presence, unread: unread,
+        cluster: link.map {
+            ClusterNode(link: $0, writer: writer, publisher: publisher, relay: relay, presence: presence, hub: hub, logger: logger)
+        },
         logger: logger
     )
-}
-
-/// What follows from an applied command besides its events: a sender stops typing; unread counts change.
-private func followUp(_ command: Command, _ result: CommandResult, typing: TypingTracker, unread: UnreadNotifier) {
-    switch command {
-    case .sendMessage(let send):
-        guard case .message(_, duplicate: false) = result.outcome else { return }
-        typing.messageSent(appId: send.appId, conversationId: send.conversationId, sender: send.sender)
-        unread.changed(
-            appId: send.appId, uids: result.recipients.filter { $0 != send.sender }, conversationId: send.conversationId
-        )
-    case .markReceipt(let mark):
-        guard result.events.contains(where: { $0.event.name == .messageRead }) else { return }
-        unread.changed(appId: mark.appId, uids: [mark.uid], conversationId: mark.conversationId)
-    case .deleteConversation(let action), .undeleteConversation(let action):
-        guard !result.events.isEmpty else { return }
-        unread.changed(appId: action.appId, uids: result.recipients, conversationId: action.conversationId)
-    case .removeParticipant(let remove):
-        unread.changed(appId: remove.appId, uids: [remove.uid], conversationId: remove.conversationId)
-    case .createConversation, .updateConversation, .join, .addParticipants, .updateParticipant:
-        break
-    }
 }
 
 /// Opens the SQLite database of a data directory, creating the directory if needed.

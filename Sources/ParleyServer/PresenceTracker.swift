@@ -10,6 +10,10 @@ import ServiceLifecycle
 /// ``ServerConfiguration/presenceGrace`` and only then go offline, so a client that reconnects quickly does not make
 /// presence flap. Changes (`presence.update`) go to the users who share a conversation with them and to the
 /// connections that subscribed to every user's presence. Handled one at a time, in order, by ``run()``.
+///
+/// With several nodes, "online" is per node here and the cluster link keeps the directory of which nodes have the
+/// user: a node announces "online" only when no other node had the user, "offline" only when no other node has them,
+/// and the users of a dead node are announced offline by the node that reaps it.
 final class PresenceTracker: Service {
     struct UserKey: Hashable, Sendable {
         var appId: String
@@ -19,6 +23,10 @@ final class PresenceTracker: Service {
     private enum Change: Sendable {
         case connected(UserKey)
         case expired(UserKey)
+        /// Users whose node died (reaped by this node): offline everywhere.
+        case lostWithNode([UserKey])
+        /// This node was declared dead and is back: record its users again.
+        case reregister
     }
 
     private struct State {
@@ -28,7 +36,8 @@ final class PresenceTracker: Service {
     }
 
     private let store: any ParleyStore
-    private let hub: Hub
+    private let relay: Relay
+    private let link: (any ClusterLink)?
     private let grace: Duration
     private let timers: KeyedTimers<UserKey>
     private let logger: Logger
@@ -37,9 +46,13 @@ final class PresenceTracker: Service {
     private let changes: AsyncStream<Change>
     private let sink: AsyncStream<Change>.Continuation
 
-    init(store: any ParleyStore, hub: Hub, grace: Duration, time: ServerClock, logger: Logger) {
+    init(
+        store: any ParleyStore, relay: Relay, link: (any ClusterLink)?, grace: Duration, time: ServerClock,
+        logger: Logger
+    ) {
         self.store = store
-        self.hub = hub
+        self.relay = relay
+        self.link = link
         self.grace = grace
         self.timers = KeyedTimers(timeline: time.timeline)
         self.time = time
@@ -65,13 +78,38 @@ final class PresenceTracker: Service {
         timers.schedule(key, at: timers.timeline.now() + grace) { sink.yield(.expired(key)) }
     }
 
-    /// A user's presence now.
-    func presence(appId: String, uid: String) -> Presence {
+    /// Users of a dead node, announced offline by this node.
+    func lostWithNode(_ users: [UserRef]) {
+        sink.yield(.lostWithNode(users.map { UserKey(appId: $0.appId, uid: $0.uid) }))
+    }
+
+    /// This node was declared dead by the others and is registered again.
+    func reregister() {
+        sink.yield(.reregister)
+    }
+
+    /// A presence change made on another node: remembered for last-seen times.
+    func remoteChange(appId: String, _ event: Event) {
+        guard case .presenceUpdated(let presence) = event.payload, !presence.online, let lastSeen = presence.lastSeenAt
+        else { return }
+        state.withLockedValue { $0.lastSeen[UserKey(appId: appId, uid: presence.uid)] = lastSeen }
+    }
+
+    /// A user's presence now (on any node).
+    func presence(appId: String, uid: String) async -> Presence {
         let key = UserKey(appId: appId, uid: uid)
-        return state.withLockedValue { state in
-            let online = state.online.contains(key) || state.connections[key] != nil
-            return Presence(uid: uid, online: online, lastSeenAt: online ? nil : state.lastSeen[key])
+        let (here, lastSeen) = state.withLockedValue { state in
+            (state.online.contains(key) || state.connections[key] != nil, state.lastSeen[key])
         }
+        var online = here
+        if !online, let link {
+            do {
+                online = try await link.isOnline(appId: appId, uid: uid)
+            } catch {
+                logger.warning("Presence: the cluster directory is unavailable", metadata: ["error": "\(error)"])
+            }
+        }
+        return Presence(uid: uid, online: online, lastSeenAt: online ? nil : lastSeen)
     }
 
     func run() async throws {
@@ -91,7 +129,12 @@ final class PresenceTracker: Service {
             // Back within the grace period: no offline, no new online.
             timers.cancel(key)
             let cameOnline = state.withLockedValue { state in state.online.insert(key).inserted }
-            if cameOnline { await publish(Presence(uid: key.uid, online: true), of: key) }
+            guard cameOnline else { return }
+            if let link {
+                // Online on another node already: nothing changes for anyone.
+                guard await clusterAnswer({ try await link.userOnline(appId: key.appId, uid: key.uid) }) else { return }
+            }
+            await publish(Presence(uid: key.uid, online: true), of: key)
         case .expired(let key):
             let now = time.epochMilliseconds()
             let wentOffline = state.withLockedValue { state -> Bool in
@@ -99,7 +142,34 @@ final class PresenceTracker: Service {
                 state.lastSeen[key] = now
                 return true
             }
-            if wentOffline { await publish(Presence(uid: key.uid, online: false, lastSeenAt: now), of: key) }
+            guard wentOffline else { return }
+            if let link {
+                // Still online on another node: nothing changes for anyone.
+                guard await clusterAnswer({ try await link.userOffline(appId: key.appId, uid: key.uid) }) else { return }
+            }
+            await publish(Presence(uid: key.uid, online: false, lastSeenAt: now), of: key)
+        case .lostWithNode(let keys):
+            let now = time.epochMilliseconds()
+            for key in keys {
+                state.withLockedValue { $0.lastSeen[key] = now }
+                await publish(Presence(uid: key.uid, online: false, lastSeenAt: now), of: key)
+            }
+        case .reregister:
+            guard let link else { return }
+            let online = state.withLockedValue { $0.online }
+            for key in online {
+                _ = await clusterAnswer({ try await link.userOnline(appId: key.appId, uid: key.uid) })
+            }
+        }
+    }
+
+    /// The cluster directory's answer; true (announce) when it cannot answer, so that a change is never hidden.
+    private func clusterAnswer(_ question: () async throws -> Bool) async -> Bool {
+        do {
+            return try await question()
+        } catch {
+            logger.warning("Presence: the cluster directory is unavailable", metadata: ["error": "\(error)"])
+            return true
         }
     }
 
@@ -111,16 +181,9 @@ final class PresenceTracker: Service {
             logger.warning("Presence: contacts unavailable", metadata: ["error": "\(error)"])
             contacts = []
         }
-        guard
-            let frame = EphemeralEvents.frame(
-                appId: key.appId, actor: key.uid, timestamp: time.epochMilliseconds(), payload: .presenceUpdated(presence)
-            )
-        else { return }
-        var reached = Set<ObjectIdentifier>()
-        for connection in contacts.flatMap({ hub.connections(appId: key.appId, uid: $0) })
-            + hub.presenceSubscribers(appId: key.appId)
-        where connection.principal.uid != key.uid && reached.insert(ObjectIdentifier(connection)).inserted {
-            connection.outbound.push(frame)
-        }
+        relay.deliver(
+            appId: key.appId, actor: key.uid, timestamp: time.epochMilliseconds(), payload: .presenceUpdated(presence),
+            to: contacts, presenceOf: key.uid
+        )
     }
 }

@@ -25,7 +25,7 @@ final class TypingTracker: Service {
     }
 
     private let store: any ParleyStore
-    private let hub: Hub
+    private let relay: Relay
     private let timeout: Duration
     private let timers: KeyedTimers<Key>
     private let logger: Logger
@@ -35,9 +35,9 @@ final class TypingTracker: Service {
     /// Active indicators and the connection that started each; only `run()` touches it after start.
     private let active = NIOLockedValueBox([Key: String]())
 
-    init(store: any ParleyStore, hub: Hub, timeout: Duration, time: ServerClock, logger: Logger) {
+    init(store: any ParleyStore, relay: Relay, timeout: Duration, time: ServerClock, logger: Logger) {
         self.store = store
-        self.hub = hub
+        self.relay = relay
         self.timeout = timeout
         self.timers = KeyedTimers(timeline: time.timeline)
         self.time = time
@@ -125,12 +125,10 @@ final class TypingTracker: Service {
 
     private func publish(_ key: Key, on: Bool, to participants: [String]) {
         let indicator = TypingIndicator(uid: key.uid)
-        guard
-            let frame = EphemeralEvents.frame(
-                appId: key.appId, conversationId: key.conversationId, actor: key.uid, timestamp: time.epochMilliseconds(),
-                payload: on ? .participantTyping(indicator) : .participantTypingOff(indicator)
-            )
-        else { return }
-        hub.deliver(frame, appId: key.appId, to: participants.filter { $0 != key.uid })
+        relay.deliver(
+            appId: key.appId, conversationId: key.conversationId, actor: key.uid, timestamp: time.epochMilliseconds(),
+            payload: on ? .participantTyping(indicator) : .participantTypingOff(indicator),
+            to: participants.filter { $0 != key.uid }
+        )
     }
 }

@@ -51,12 +51,13 @@ final class UnreadNotifier: Sendable {
                 let summary = try await store.unread(
                     appId: key.appId, uid: key.uid, conversationIds: Array(conversations)
                 )
+                // Only this node's connections: every node computes the counts of its own users (see EventPublisher).
                 guard
-                    let frame = EphemeralEvents.frame(
+                    let json = EphemeralEvents.json(
                         appId: key.appId, actor: nil, timestamp: time.epochMilliseconds(), payload: .unreadUpdated(summary)
                     )
                 else { return }
-                hub.deliver(frame, appId: key.appId, to: [key.uid])
+                hub.deliver(FrameEncoding.eventFrame(json: json), appId: key.appId, to: [key.uid])
             } catch {
                 logger.warning("Unread counts unavailable", metadata: ["error": "\(error)"])
             }

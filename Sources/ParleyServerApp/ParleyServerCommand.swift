@@ -65,6 +65,14 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Seconds between the server's WebSocket pings.")
     var heartbeatSeconds: Int = 30
 
+    @Option(help: "With PostgreSQL: seconds between this node's heartbeats in the node table.")
+    var nodeHeartbeatSeconds: Double = 2
+
+    @Option(
+        help: "With PostgreSQL: seconds without a heartbeat after which the other nodes declare a node dead and its users offline."
+    )
+    var nodeTimeoutSeconds: Double = 10
+
     @Option(help: "Log level: trace, debug, info, notice, warning, error, critical (env PARLEY_LOG_LEVEL).")
     var logLevel: String = ProcessInfo.processInfo.environment["PARLEY_LOG_LEVEL"] ?? "info"
 
@@ -93,7 +101,17 @@ struct Serve: AsyncParsableCommand {
         if let app = try await AppProvisioning.ensureDefaultApp(in: store) {
             printKeys(of: app, heading: "Created the default app. Keep these; the keys are not shown again:")
         }
-        let application = try await buildApplication(configuration, store: store, logger: logger)
+        guard nodeHeartbeatSeconds > 0, nodeTimeoutSeconds > nodeHeartbeatSeconds else {
+            throw ValidationError("--node-timeout-seconds must be longer than --node-heartbeat-seconds (> 0).")
+        }
+        // On PostgreSQL every process is a node of one deployment, however many run.
+        let cluster = (store as? PostgresStore).map {
+            PostgresCluster(
+                store: $0, heartbeatInterval: .milliseconds(Int64(nodeHeartbeatSeconds * 1000)),
+                nodeTimeout: .milliseconds(Int64(nodeTimeoutSeconds * 1000)), logger: logger
+            )
+        }
+        let application = try await buildApplication(configuration, store: store, cluster: cluster, logger: logger)
         try await application.runService()
         logger.info("Stopped")
     }

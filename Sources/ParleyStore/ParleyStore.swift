@@ -13,6 +13,9 @@ public protocol ParleyStore: Sendable {
 
     // MARK: Apps
     func insertApp(_ app: AppRecord) async throws
+    /// Inserts the app only when the store has no app at all (atomically, also against other server nodes); returns
+    /// whether it did.
+    func insertFirstApp(_ app: AppRecord) async throws -> Bool
     func app(id: String) async throws -> AppRecord?
     func app(restAPIKeyHash: [UInt8]) async throws -> AppRecord?
     func apps() async throws -> [AppRecord]

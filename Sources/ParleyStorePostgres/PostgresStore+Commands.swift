@@ -33,7 +33,13 @@ extension PostgresStore {
                 return try await withSession { session in
                     try await session.transaction {
                         let batch = BatchTransaction(session: session, encoder: WireCoding.makeEncoder())
-                        return try await batch.apply(commands)
+                        let results = try await batch.apply(commands)
+                        // The other nodes' wake-up, delivered when (and only if) this transaction commits.
+                        let ranges = CommittedRange.of(results.lazy.compactMap { try? $0.get() }.flatMap(\.events))
+                        if !ranges.isEmpty {
+                            try await PostgresCluster.notifyCommitted(ranges, node: nodeId, in: session)
+                        }
+                        return results
                     }
                 }
             } catch let error as PSQLError where attempt < Self.maxAttempts && Self.isRetryable(error) {

@@ -120,7 +120,38 @@ extension PostgresStore {
                 )
                 """,
             ]
-        )
+        ),
+        PostgresMigration(
+            version: 2, name: "cluster",
+            statements: [
+                // Recipients of an event read by another node: the joins and departures of a conversation by seq.
+                "CREATE INDEX memberships_by_conversation ON memberships (conversation_pk, seq)",
+                """
+                CREATE TABLE cluster_nodes (
+                    node_id TEXT PRIMARY KEY,
+                    started_at BIGINT NOT NULL,
+                    -- Database time (epoch ms) of the node's last heartbeat.
+                    heartbeat_at BIGINT NOT NULL
+                )
+                """,
+                """
+                CREATE TABLE presence_sessions (
+                    app_id TEXT NOT NULL,
+                    uid TEXT NOT NULL,
+                    node_id TEXT NOT NULL,
+                    PRIMARY KEY (app_id, uid, node_id)
+                )
+                """,
+                "CREATE INDEX presence_sessions_by_node ON presence_sessions (node_id)",
+                """
+                CREATE TABLE cluster_signals (
+                    id BIGSERIAL PRIMARY KEY,
+                    body TEXT NOT NULL,
+                    created_at BIGINT NOT NULL
+                )
+                """,
+            ]
+        ),
     ]
 
     /// The key of the advisory lock that serializes migrations of one database ("parley.schema").

@@ -31,6 +31,8 @@ public final class PostgresStore: ParleyStore {
     public let url: PostgresDatabaseURL
     let client: PostgresClient
     let logger: Logger
+    /// This process's id among the nodes of the database: its commit notifications carry it (see ``PostgresCluster``).
+    public let nodeId = "node_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "").prefix(16)
     /// Runs `client.run()`: the pool works only while it runs; cancelling it closes the pool.
     private let running: Task<Void, Never>
 
@@ -163,6 +165,27 @@ public final class PostgresStore: ParleyStore {
                 \(app.createdAt))
             """
         )
+    }
+
+    /// The key of the advisory lock that makes "create the default app" one node's job ("parley.firstapp").
+    static let firstAppLockKey: Int64 = 0x7061_726C_6579_4131
+
+    public func insertFirstApp(_ app: AppRecord) async throws -> Bool {
+        // Nodes starting together on an empty database: the lock makes the second wait, then find the first's app.
+        try await withSession { session in
+            try await session.transaction {
+                try await session.execute("SELECT pg_advisory_xact_lock(\(Self.firstAppLockKey))")
+                guard try await session.value("SELECT count(*) FROM apps", as: Int64.self) == 0 else { return false }
+                try await session.execute(
+                    """
+                    INSERT INTO apps (id, name, auth_key_hash, rest_api_key_hash, created_at)
+                    VALUES (\(app.id), \(app.name), \(ByteBuffer(bytes: app.authKeyHash)),
+                        \(ByteBuffer(bytes: app.restAPIKeyHash)), \(app.createdAt))
+                    """
+                )
+                return true
+            }
+        }
     }
 
     public func app(id: String) async throws -> AppRecord? {

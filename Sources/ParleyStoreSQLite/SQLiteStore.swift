@@ -39,6 +39,18 @@ public final class SQLiteStore: ParleyStore {
         }
     }
 
+    public func insertFirstApp(_ app: AppRecord) async throws -> Bool {
+        // One write transaction: SQLite's single writer makes the check and the insert atomic.
+        try await pool.write { db in
+            guard try Int.fetchOne(db, sql: "SELECT count(*) FROM apps") == 0 else { return false }
+            try db.execute(
+                sql: "INSERT INTO apps (id, name, auth_key_hash, rest_api_key_hash, created_at) VALUES (?, ?, ?, ?, ?)",
+                arguments: [app.id, app.name, Data(app.authKeyHash), Data(app.restAPIKeyHash), app.createdAt]
+            )
+            return true
+        }
+    }
+
     public func app(id: String) async throws -> AppRecord? {
         try await pool.read { db in
             try Row.fetchOne(db, sql: "SELECT * FROM apps WHERE id = ?", arguments: [id]).map(Self.appRecord)

@@ -23,8 +23,16 @@ public func testSettings(
     server: TestServer, storage: TemporaryDirectory? = nil, autoConnect: Bool = true,
     tuning: ConnectionTuning = ConnectionTuning()
 ) throws -> AppSettings {
+    try testSettings(serverURL: server.baseURL, storage: storage, autoConnect: autoConnect, tuning: tuning)
+}
+
+/// Settings for a client of the server at `serverURL` (a node, or a proxy in front of nodes).
+public func testSettings(
+    serverURL: URL, storage: TemporaryDirectory? = nil, autoConnect: Bool = true,
+    tuning: ConnectionTuning = ConnectionTuning()
+) throws -> AppSettings {
     AppSettings.Builder()
-        .serverURL(server.baseURL)
+        .serverURL(serverURL)
         .storageDirectory(try (storage ?? TemporaryDirectory(prefix: "parley-sdk")).url)
         .autoEstablishSocketConnection(autoConnect)
         .connectionTuning(tuning)

@@ -17,6 +17,8 @@ public final class TCPProxy: Sendable {
     private let state: NIOLockedValueBox<ProxyState>
 
     struct ProxyState {
+        /// Where new connections go.
+        var targetPort: Int
         var stalled = false
         var refusing = false
         var open: [ObjectIdentifier: any Channel] = [:]
@@ -37,7 +39,7 @@ public final class TCPProxy: Sendable {
     public static func start(targetPort: Int, group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton)
         async throws -> TCPProxy
     {
-        let state = NIOLockedValueBox(ProxyState())
+        let state = NIOLockedValueBox(ProxyState(targetPort: targetPort))
         let listener = try await ServerBootstrap(group: group)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelOption(.autoRead, value: false)
@@ -50,7 +52,7 @@ public final class TCPProxy: Sendable {
                 if refuse { return Self.reset(inbound) }
                 return ClientBootstrap(group: inbound.eventLoop)
                     .channelOption(.autoRead, value: false)
-                    .connect(host: "127.0.0.1", port: targetPort)
+                    .connect(host: "127.0.0.1", port: state.withLockedValue { $0.targetPort })
                     .flatMap { outbound in
                         Self.track(inbound, state: state)
                         Self.track(outbound, state: state)
@@ -87,6 +89,11 @@ public final class TCPProxy: Sendable {
     }
 
     /// Drops (true) or forwards (false) every byte from now on.
+    /// Sends new connections to `127.0.0.1:port` from now on (a load balancer moving to another node); open ones stay.
+    public func retarget(_ port: Int) {
+        state.withLockedValue { $0.targetPort = port }
+    }
+
     public func stall(_ stalled: Bool) {
         state.withLockedValue { $0.stalled = stalled }
     }

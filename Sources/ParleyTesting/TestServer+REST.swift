@@ -1,5 +1,6 @@
 import Foundation
 import ParleyProtocol
+import ParleyServer
 
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -19,7 +20,17 @@ public struct RESTAnswer: Sendable {
     public var errorCode: ErrorCode? { try? decode(ErrorResponse.self).error.code }
 }
 
-extension TestServer {
+/// A running Parley server a test talks to: in this process (``TestServer``) or another (``ServerProcess``).
+public protocol ParleyEndpoint: Sendable {
+    var baseURL: URL { get }
+    var app: ProvisionedApp { get }
+}
+
+extension TestServer: ParleyEndpoint {}
+
+extension ParleyEndpoint {
+    public var webSocketURL: String { baseURL.absoluteString.replacingOccurrences(of: "http://", with: "ws://") + "/v1/ws" }
+
     /// Sends a request to the server's REST API.
     public func request(
         _ method: String, _ path: String, token: String? = nil, apiKey: String? = nil, body: (some Encodable)? = nil as String?

@@ -25,7 +25,6 @@ public final class TestServer: Sendable {
     let running: Task<Void, any Error>
 
     public var baseURL: URL { URL(string: "http://127.0.0.1:\(port)")! }
-    public var webSocketURL: String { "ws://127.0.0.1:\(port)/v1/ws" }
 
     init(
         port: Int, app: ProvisionedApp, dataDirectory: String, configuration: ServerConfiguration,

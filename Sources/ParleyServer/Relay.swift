@@ -1,0 +1,85 @@
+import Logging
+import NIOCore
+import ParleyProtocol
+import ParleyStore
+
+/// Delivers what is not stored (typing, presence, unread counts, profile updates) and closes sockets: on this node at
+/// once, and on every other node through the cluster link when there is one.
+///
+/// Signals leave this node in the order they were made (one sender task), so a typing indicator never reaches another
+/// node's connections after its own "off".
+final class Relay: Sendable {
+    private let hub: Hub
+    private let link: (any ClusterLink)?
+    private let logger: Logger
+    private let outgoing: AsyncStream<ClusterSignal>
+    private let sink: AsyncStream<ClusterSignal>.Continuation
+    init(hub: Hub, link: (any ClusterLink)?, logger: Logger) {
+        self.hub = hub
+        self.link = link
+        self.logger = logger
+        (outgoing, sink) = AsyncStream.makeStream(of: ClusterSignal.self)
+    }
+
+    /// Builds an event that is not stored and delivers it to the connections of `uids`, on every node. With
+    /// `presenceOf`, also to the app's connections that subscribed to every user's presence, except that user's.
+    func deliver(
+        appId: String, conversationId: String? = nil, actor: String?, timestamp: Int64, payload: EventPayload,
+        to uids: [String], presenceOf: String? = nil
+    ) {
+        guard let json = EphemeralEvents.json(
+            appId: appId, conversationId: conversationId, actor: actor, timestamp: timestamp, payload: payload
+        ) else { return }
+        deliver(json: json, appId: appId, to: uids, presenceOf: presenceOf)
+    }
+
+    /// Delivers an encoded event that is not stored (a receipt, say) to the connections of `uids`, on every node.
+    func deliver(json: [UInt8], appId: String, to uids: [String], presenceOf: String? = nil) {
+        deliverHere(FrameEncoding.eventFrame(json: json), appId: appId, uids: uids, presenceOf: presenceOf)
+        if link != nil {
+            sink.yield(.deliver(appId: appId, uids: uids, presenceOf: presenceOf, event: String(decoding: json, as: UTF8.self)))
+        }
+    }
+
+    /// Closes a user's connections (those opened with `tokenIds`, or all), on every node.
+    func close(appId: String, uid: String, tokenIds: Set<String>?, code: UInt16, reason: ErrorCode) {
+        hub.close(appId: appId, uid: uid, tokenIds: tokenIds, code: code, reason: reason)
+        if link != nil {
+            sink.yield(.close(appId: appId, uid: uid, tokenIds: tokenIds.map { $0.sorted() }, code: code, reason: reason.rawValue))
+        }
+    }
+
+    /// Applies a signal from another node to this node's connections.
+    func apply(_ signal: ClusterSignal) {
+        switch signal {
+        case .deliver(let appId, let uids, let presenceOf, let event):
+            deliverHere(FrameEncoding.eventFrame(json: Array(event.utf8)), appId: appId, uids: uids, presenceOf: presenceOf)
+        case .close(let appId, let uid, let tokenIds, let code, let reason):
+            hub.close(
+                appId: appId, uid: uid, tokenIds: tokenIds.map(Set.init), code: code,
+                reason: ErrorCode(rawValue: reason) ?? .authTokenInvalid
+            )
+        }
+    }
+
+    /// Sends this node's signals to the others, in order, until the stream ends.
+    func sendSignals() async {
+        guard let link else { return }
+        for await signal in outgoing { await link.broadcast(signal) }
+    }
+
+    /// Ends ``sendSignals()`` once what is queued has been sent.
+    func finish() { sink.finish() }
+
+    private func deliverHere(_ frame: ByteBuffer, appId: String, uids: [String], presenceOf: String?) {
+        guard let subject = presenceOf else {
+            hub.deliver(frame, appId: appId, to: uids)
+            return
+        }
+        var reached = Set<ObjectIdentifier>()
+        for connection in uids.flatMap({ hub.connections(appId: appId, uid: $0) }) + hub.presenceSubscribers(appId: appId)
+        where connection.principal.uid != subject && reached.insert(ObjectIdentifier(connection)).inserted {
+            connection.outbound.push(frame)
+        }
+    }
+}

@@ -1,0 +1,171 @@
+import Foundation
+import NIOConcurrencyHelpers
+import ParleyServer
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A `parley-server` process (the binary built next to the test bundle), for tests that need several nodes or a node
+/// that dies for real (`SIGKILL`).
+///
+/// ```swift
+/// let node = try await ServerProcess.start(label: "a", app: app, arguments: ["--database-url", url])
+/// defer { node.kill() }
+/// ```
+public final class ServerProcess: ParleyEndpoint {
+    public let label: String
+    public let port: Int
+    public let app: ProvisionedApp
+    public var baseURL: URL { URL(string: "http://127.0.0.1:\(port)")! }
+
+    private let process: Mutex<Process>
+    private let output: Output
+
+    /// What the process wrote to stderr (its log), and the port it announced.
+    final class Output: Sendable {
+        private struct State {
+            var log = ""
+            var port: Int?
+            var waiter: CheckedContinuation<Int?, Never>?
+            var ended = false
+        }
+
+        private let state = NIOLockedValueBox(State())
+
+        func append(_ data: Data) {
+            let waiter = state.withLockedValue { state -> (CheckedContinuation<Int?, Never>, Int)? in
+                state.log += String(decoding: data, as: UTF8.self)
+                guard state.port == nil, let port = Self.announcedPort(in: state.log) else { return nil }
+                state.port = port
+                defer { state.waiter = nil }
+                return state.waiter.map { ($0, port) }
+            }
+            waiter.map { $0.0.resume(returning: $0.1) }
+        }
+
+        func ended() {
+            let waiter = state.withLockedValue { state -> CheckedContinuation<Int?, Never>? in
+                state.ended = true
+                defer { state.waiter = nil }
+                return state.waiter
+            }
+            waiter?.resume(returning: nil)
+        }
+
+        /// The port once announced; nil when the process ended first.
+        func port() async -> Int? {
+            await withCheckedContinuation { continuation in
+                let ready = state.withLockedValue { state -> Int?? in
+                    if let port = state.port { return .some(port) }
+                    if state.ended { return .some(nil) }
+                    state.waiter = continuation
+                    return nil
+                }
+                if let ready { continuation.resume(returning: ready) }
+            }
+        }
+
+        var log: String { state.withLockedValue { $0.log } }
+
+        static func announcedPort(in log: String) -> Int? {
+            guard let range = log.range(of: "listening on http://127.0.0.1:") else { return nil }
+            return Int(log[range.upperBound...].prefix { $0.isNumber })
+        }
+    }
+
+    private init(label: String, port: Int, app: ProvisionedApp, process: Process, output: Output) {
+        self.label = label
+        self.port = port
+        self.app = app
+        self.process = Mutex(process)
+        self.output = output
+    }
+
+    /// The `parley-server` binary next to the running test bundle.
+    public static var executable: URL {
+        let bundleDirectory = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent()
+        return bundleDirectory.appendingPathComponent("parley-server")
+    }
+
+    /// Whether the binary was built (`swift build --build-tests` builds it).
+    public static var isAvailable: Bool { FileManager.default.isExecutableFile(atPath: executable.path) }
+
+    /// Starts `parley-server serve --port 0` with `arguments` and waits until it listens.
+    ///
+    /// - Parameters:
+    ///   - app: The app the test provisioned in the database (the server's keys are not read from its output).
+    ///   - timeout: How long start-up may take (a loaded machine migrates slowly).
+    public static func start(label: String, app: ProvisionedApp, arguments: [String], timeout: Duration = .seconds(90))
+        async throws -> ServerProcess
+    {
+        guard isAvailable else { throw ServerProcessError("\(executable.path) is missing: run `swift build --build-tests` first.") }
+        let process = Process()
+        process.executableURL = executable
+        process.arguments = ["serve", "--hostname", "127.0.0.1", "--port", "0"] + arguments
+        process.standardInput = FileHandle.nullDevice
+        process.standardOutput = FileHandle.nullDevice
+        let pipe = Pipe()
+        process.standardError = pipe
+        let output = Output()
+        pipe.fileHandleForReading.readabilityHandler = { handle in
+            let data = handle.availableData
+            if data.isEmpty {
+                handle.readabilityHandler = nil
+                output.ended()
+            } else {
+                output.append(data)
+            }
+        }
+        try process.run()
+        let pid = process.processIdentifier
+        let port = await withTaskGroup(of: Int?.self) { group in
+            group.addTask { await output.port() }
+            group.addTask {
+                try? await Task.sleep(for: timeout)
+                return nil
+            }
+            let first = await group.next() ?? nil
+            group.cancelAll()
+            output.ended()
+            return first
+        }
+        guard let port else {
+            Glibc.kill(pid, SIGKILL)
+            throw ServerProcessError("Node \(label) did not start within \(timeout):\n\(output.log.suffix(4_000))")
+        }
+        return ServerProcess(label: label, port: port, app: app, process: process, output: output)
+    }
+
+    /// What the node logged so far.
+    public var log: String { output.log }
+
+    /// Kills the node at once (`SIGKILL`): no goodbye to the other nodes or to its clients.
+    public func kill() {
+        process.withLock { process in
+            if process.isRunning { Glibc.kill(process.processIdentifier, SIGKILL) }
+        }
+    }
+
+    /// Stops the node gracefully (`SIGTERM`), killing it if it has not exited within `timeout`.
+    public func stop(timeout: Duration = .seconds(20)) async {
+        let pid = process.withLock { $0.isRunning ? $0.processIdentifier : nil }
+        guard let pid else { return }
+        Glibc.kill(pid, SIGTERM)
+        let deadline = ContinuousClock.now + timeout
+        while process.withLock({ $0.isRunning }), ContinuousClock.now < deadline {
+            try? await Task.sleep(for: .milliseconds(50))
+        }
+        kill()
+    }
+
+    deinit {
+        kill()
+    }
+}
+
+public struct ServerProcessError: Error, CustomStringConvertible {
+    public var description: String
+    init(_ description: String) { self.description = description }
+}

@@ -1,0 +1,208 @@
+import Foundation
+import Logging
+import Parley
+import ParleyServer
+import ParleyStorePostgres
+import ParleyTesting
+import Testing
+
+/// Several `parley-server` processes on one PostgreSQL database serve one deployment: what happens on one node reaches
+/// the clients of the others, in order, once; a node that dies takes its users' presence with it, and its clients
+/// resume on another node without losing anything.
+@Suite(
+    .enabled(
+        if: PostgresTestDatabase.isConfigured && ServerProcess.isAvailable,
+        "Multi-node tests SKIPPED: they need PARLEY_TEST_DATABASE_URL (run scripts/test) and the parley-server binary (swift build --build-tests)."
+    ),
+    .serialized
+)
+struct MultiNodeTests {
+    /// Fast node failure detection, so that the test waits seconds, not the default 10 s.
+    static let nodeTimeout: Duration = .seconds(2)
+
+    static func nodeArguments(_ database: PostgresTestDatabase, dataDirectory: TemporaryDirectory) -> [String] {
+        [
+            "--database-url", database.url, "--data-dir", dataDirectory.url.path, "--node-heartbeat-seconds", "0.25",
+            "--node-timeout-seconds", "2",
+        ]
+    }
+
+    /// A database with one app in it, provisioned before the nodes start (so the test knows its keys).
+    static func provisionedDatabase() async throws -> (PostgresTestDatabase, ProvisionedApp) {
+        let database = try await PostgresTestDatabase.create(prefix: "parley_nodes")
+        let store = try await PostgresStore.connect(url: database.url, logger: .init(label: "test"), timeout: .seconds(60))
+        let app = try await AppProvisioning.createApp(in: store, name: "Multi-node")
+        try await store.close()
+        return (database, app)
+    }
+
+    static var tuning: ConnectionTuning {
+        var tuning = ConnectionTuning()
+        tuning.initialBackoff = .milliseconds(50)
+        tuning.maximumBackoff = .milliseconds(500)
+        tuning.requestTimeout = .seconds(5)
+        tuning.connectTimeout = .seconds(5)
+        return tuning
+    }
+
+    /// A logged-in, connected SDK client of the node (or proxy) at `url`.
+    static func client(_ uid: String, url: URL, app: ProvisionedApp, recorder: RecordingListener) async throws
+        -> ParleyClient
+    {
+        let settings = AppSettings.Builder()
+            .serverURL(url)
+            .storageDirectory(try TemporaryDirectory(prefix: "parley-nodes").url)
+            .connectionTuning(tuning)
+            .appLifecycle(nil)
+            .networkReachability(nil)
+            .build()
+        let client = try ParleyClient(appId: app.appId, settings: settings)
+        client.addEventListener("recorder", recorder)
+        try await client.start()
+        try await client.login(uid: uid, authKey: app.authKey)
+        await client.waitUntilConnected()
+        return client
+    }
+
+    /// The messages of a conversation a recorder received, as (seq, text), in arrival order.
+    static func messages(_ recorder: RecordingListener, in conversationId: String) -> [(seq: Int64, text: String)] {
+        recorder.receivedEvents.compactMap { event in
+            guard event.conversationId == conversationId, case .messageSent(let message) = event.payload else { return nil }
+            return (event.seq ?? -1, message.text)
+        }
+    }
+
+    /// Waits until `recorder` has `count` messages in the conversation.
+    static func waitForMessages(_ recorder: RecordingListener, count: Int, in conversationId: String) async {
+        while messages(recorder, in: conversationId).count < count {
+            _ = await recorder.next(where: { $0.conversationId == conversationId && $0.name == .messageSent })
+        }
+    }
+
+    /// Every message once, in strictly increasing sequence order.
+    static func expectInOrderOnce(_ received: [(seq: Int64, text: String)], _ who: String) {
+        let seqs = received.map(\.seq)
+        #expect(seqs == seqs.sorted() && Set(seqs).count == seqs.count, "\(who): out of order or twice: \(seqs)")
+    }
+
+    @Test(.timeLimit(.minutes(3)))
+    func twoNodesChatAsOneAndADeadNodesClientsResumeOnTheOther() async throws {
+        let (database, app) = try await Self.provisionedDatabase()
+        let dataA = try TemporaryDirectory(prefix: "parley-node-a")
+        let dataB = try TemporaryDirectory(prefix: "parley-node-b")
+        let nodeA = try await ServerProcess.start(label: "A", app: app, arguments: Self.nodeArguments(database, dataDirectory: dataA))
+        let nodeB = try await ServerProcess.start(label: "B", app: app, arguments: Self.nodeArguments(database, dataDirectory: dataB))
+        // Bob reaches the deployment through a load balancer: node B now, node A once B is gone.
+        let balancer = try await TCPProxy.start(targetPort: nodeB.port)
+        let aliceEvents = RecordingListener()
+        let bobEvents = RecordingListener()
+        var clients: [ParleyClient] = []
+        do {
+            let alice = try await Self.client("alice", url: nodeA.baseURL, app: app, recorder: aliceEvents)
+            clients.append(alice)
+            let bob = try await Self.client(
+                "bob", url: URL(string: "http://127.0.0.1:\(balancer.port)")!, app: app, recorder: bobEvents
+            )
+            clients.append(bob)
+
+            // Made on A; bob learns of it on B, with the same sequence numbers.
+            let group = try await alice.createGroup(name: "nodes", participants: ["bob"])
+            let added = await bobEvents.next(where: { $0.conversationId == group.id && $0.name == .participantAdded })
+            #expect(added?.seq != nil)
+            #expect(try await alice.presence(of: "bob").online, "bob, on node B, is online as seen from node A")
+
+            // Both write at once, each through their own node.
+            async let fromAlice: Void = {
+                for index in 0..<15 { _ = try await alice.sendTextMessage("a\(index)", to: .conversation(group.id)) }
+            }()
+            async let fromBob: Void = {
+                for index in 0..<15 { _ = try await bob.sendTextMessage("b\(index)", to: .conversation(group.id)) }
+            }()
+            _ = try await (fromAlice, fromBob)
+            await Self.waitForMessages(aliceEvents, count: 30, in: group.id)
+            await Self.waitForMessages(bobEvents, count: 30, in: group.id)
+            let seenByAlice = Self.messages(aliceEvents, in: group.id)
+            let seenByBob = Self.messages(bobEvents, in: group.id)
+            Self.expectInOrderOnce(seenByAlice, "alice")
+            Self.expectInOrderOnce(seenByBob, "bob")
+            #expect(seenByAlice.map(\.seq) == seenByBob.map(\.seq))
+            #expect(seenByAlice.map(\.text) == seenByBob.map(\.text))
+            // Each sender's order is kept.
+            #expect(seenByBob.map(\.text).filter { $0.hasPrefix("a") } == (0..<15).map { "a\($0)" })
+            #expect(seenByBob.map(\.text).filter { $0.hasPrefix("b") } == (0..<15).map { "b\($0)" })
+
+            // A read mark on B reaches A (of alice's latest message: a sender has read their own); typing on A
+            // reaches B.
+            let latest = try await alice.sendTextMessage("read me", to: .conversation(group.id))
+            await Self.waitForMessages(bobEvents, count: 31, in: group.id)
+            let last = latest.seq
+            try await bob.markRead(upTo: last, in: group.id)
+            let read = await aliceEvents.next(where: { $0.name == .messageRead && $0.conversationId == group.id })
+            guard case .messageRead(let receipt) = read?.payload else {
+                Issue.record("no read receipt crossed from B to A")
+                return
+            }
+            #expect(receipt.uid == "bob" && receipt.seq == last)
+            #expect(await alice.startTyping(in: group.id))
+            let typing = await bobEvents.next(where: { $0.name == .participantTyping && $0.conversationId == group.id })
+            #expect(typing?.context.createdBy == "alice")
+
+            // Node B dies: bob goes offline for alice within the node timeout (plus a heartbeat or two).
+            let killedAt = ContinuousClock.now
+            nodeB.kill()
+            let offline = await aliceEvents.next(where: { event in
+                if case .presenceUpdated(let presence) = event.payload { return presence.uid == "bob" && !presence.online }
+                return false
+            })
+            let detection = ContinuousClock.now - killedAt
+            #expect(offline != nil)
+            #expect(try await alice.presence(of: "bob").online == false)
+            print("multi-node: node B killed; bob offline on node A after \(detection) (node timeout \(Self.nodeTimeout))")
+
+            // Meanwhile alice writes; bob's client resumes on node A and gets exactly what it missed.
+            for index in 0..<5 { _ = try await alice.sendTextMessage("missed\(index)", to: .conversation(group.id)) }
+            balancer.retarget(nodeA.port)
+            await Self.waitForMessages(bobEvents, count: 36, in: group.id)
+            let afterResume = Self.messages(bobEvents, in: group.id)
+            Self.expectInOrderOnce(afterResume, "bob after resuming on node A")
+            #expect(afterResume.suffix(5).map(\.text) == (0..<5).map { "missed\($0)" })
+            #expect(afterResume.map(\.seq) == Self.messages(aliceEvents, in: group.id).map(\.seq))
+            let online = await aliceEvents.next(where: { event in
+                if case .presenceUpdated(let presence) = event.payload { return presence.uid == "bob" && presence.online }
+                return false
+            })
+            #expect(online != nil, "bob, back on node A, is online again")
+        } catch {
+            Issue.record("node A log:\n\(nodeA.log.suffix(3_000))\nnode B log:\n\(nodeB.log.suffix(3_000))")
+            throw error
+        }
+        for client in clients { await client.shutdown() }
+        try await balancer.stop()
+        await nodeA.stop()
+        nodeB.kill()
+        try await database.drop()
+    }
+
+    @Test(.timeLimit(.minutes(3)))
+    func nodesStartingTogetherOnAnEmptyDatabaseCreateOneDefaultApp() async throws {
+        let database = try await PostgresTestDatabase.create(prefix: "parley_nodes")
+        let placeholder = ProvisionedApp(appId: "", name: "", authKey: "", restAPIKey: "")
+        let directories = try (0..<3).map { _ in try TemporaryDirectory(prefix: "parley-node") }
+        let nodes = try await withThrowingTaskGroup(of: ServerProcess.self) { group in
+            for (index, directory) in directories.enumerated() {
+                group.addTask {
+                    try await ServerProcess.start(
+                        label: "\(index)", app: placeholder, arguments: Self.nodeArguments(database, dataDirectory: directory)
+                    )
+                }
+            }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        let store = try await PostgresStore.connect(url: database.url, logger: .init(label: "test"), timeout: .seconds(60))
+        let apps = try await store.apps()
+        try await store.close()
+        #expect(apps.count == 1, "one default app, not one per node: \(apps.map(\.id))")
+        for node in nodes { await node.stop() }
+        try await database.drop()
+    }
+}
