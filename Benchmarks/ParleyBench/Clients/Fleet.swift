@@ -26,6 +26,8 @@ struct Fleet: Sendable {
         var sockets: [BenchSocket?]
         var latency: LatencyRecorder
         var failures: [String: Int]
+        /// Attempts made again after a first failure.
+        var retried = 0
         var started: UInt64
         var finished: UInt64
 
@@ -34,9 +36,34 @@ struct Fleet: Sendable {
         var seconds: Double { Double(finished &- started) / 1e9 }
     }
 
-    /// Connects one socket per token (`indices[i]` is the socket's index given to callbacks).
-    func connect(tokens: [String], indices: [Int]? = nil, callbacks: SocketCallbacks) async -> Outcome {
-        let count = tokens.count
+    /// Connects one socket per token (`indices[i]` is the socket's index given to callbacks). With `retries`,
+    /// the attempts that failed are tried again (after the server has gone quiet) that many more times.
+    func connect(
+        tokens: [String], indices: [Int]? = nil, retries: Int = 0, callbacks: SocketCallbacks,
+        beforeRetry: @Sendable () async -> Void = {}
+    ) async -> Outcome {
+        var outcome = await connectOnce(
+            tokens: tokens, positions: Array(tokens.indices), indices: indices, callbacks: callbacks
+        )
+        var left = retries
+        while left > 0, outcome.failed > 0 {
+            left -= 1
+            await beforeRetry()
+            let failed = outcome.sockets.indices.filter { outcome.sockets[$0] == nil }
+            let again = await connectOnce(tokens: tokens, positions: failed, indices: indices, callbacks: callbacks)
+            for position in failed { outcome.sockets[position] = again.sockets[position] }
+            outcome.failures = again.failures
+            outcome.retried += failed.count
+            outcome.latency.add(again.latency.snapshot)
+            outcome.finished = again.finished
+        }
+        return outcome
+    }
+
+    private func connectOnce(tokens: [String], positions: [Int], indices: [Int]?, callbacks: SocketCallbacks) async
+        -> Outcome
+    {
+        let count = positions.count
         let latency = LatencyRecorder()
         let next = NIOLockedValueBox(0)
         let started = Monotonic.nanoseconds()
@@ -45,11 +72,12 @@ struct Fleet: Sendable {
                 tasks.addTask {
                     var done: [(Int, Result<BenchSocket, any Error>)] = []
                     while true {
-                        let position = next.withLockedValue { value -> Int in
+                        let slot = next.withLockedValue { value -> Int in
                             defer { value += 1 }
                             return value
                         }
-                        guard position < count else { break }
+                        guard slot < count else { break }
+                        let position = positions[slot]
                         let index = indices?[position] ?? position
                         let begin = Monotonic.nanoseconds()
                         do {
@@ -67,7 +95,7 @@ struct Fleet: Sendable {
             for await part in tasks { all += part }
             return all
         }
-        var sockets = [BenchSocket?](repeating: nil, count: count)
+        var sockets = [BenchSocket?](repeating: nil, count: tokens.count)
         var failures: [String: Int] = [:]
         for (position, result) in results {
             switch result {

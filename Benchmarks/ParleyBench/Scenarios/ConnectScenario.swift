@@ -44,6 +44,8 @@ struct ConnectScenario: AsyncParsableCommand {
         var serverRSSAfterBytes: Int?
         var serverBytesPerConnection: Double?
         var setupSeconds: Double
+        /// Server CPU (user + system) while connecting, per connection.
+        var serverCPUMicrosPerConnection: Double?
     }
 
     func run() async throws {
@@ -57,6 +59,7 @@ struct ConnectScenario: AsyncParsableCommand {
             try await Task.sleep(for: .seconds(1))
             let before = run.server.residentBytes()
 
+            let cpuBefore = run.server.cpuSeconds()
             let processes = max(1, (connections + perProcess - 1) / perProcess)
             let outcome: ConnectTotals
             var local: [BenchSocket?] = []
@@ -70,6 +73,9 @@ struct ConnectScenario: AsyncParsableCommand {
                     run: run, tokens: tokens, processes: processes, client: client
                 )
                 outcome = ConnectTotals.merge(try await workers.asyncMap { try await $0.readResult() })
+            }
+            let cpu = cpuBefore.flatMap { b in
+                run.server.cpuSeconds().map { ($0 - b) * 1e6 / Double(max(outcome.connected, 1)) }
             }
             run.note("connected \(outcome.connected), failed \(outcome.failed); settling \(settle) s")
             try await Task.sleep(for: .seconds(settle))
@@ -87,6 +93,7 @@ struct ConnectScenario: AsyncParsableCommand {
                 line +=
                     " server_rss=\(Format.bytes(Double(before)))->\(Format.bytes(Double(after))) per_conn=\(Format.bytes(perConnection))"
             }
+            if let cpu { line += " server_cpu/conn=\(Format.fixed(cpu, 0))us" }
             if processes > 1 { line += " processes=\(processes)" }
             try run.report(
                 line: line,
@@ -98,7 +105,8 @@ struct ConnectScenario: AsyncParsableCommand {
                     connected: outcome.connected, failed: outcome.failed, failures: outcome.failures,
                     seconds: outcome.seconds, connectionsPerSecond: rate, latency: latency,
                     serverRSSBeforeBytes: before,
-                    serverRSSAfterBytes: after, serverBytesPerConnection: perConnection, setupSeconds: setupSeconds
+                    serverRSSAfterBytes: after, serverBytesPerConnection: perConnection, setupSeconds: setupSeconds,
+                    serverCPUMicrosPerConnection: cpu
                 )
             )
             for socket in local { socket?.close(abort: true) }

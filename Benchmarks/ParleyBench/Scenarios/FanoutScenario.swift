@@ -46,6 +46,10 @@ struct FanoutScenario: AsyncParsableCommand {
         var latency: LatencySummary
         var connectFailures: Int
         var setupSeconds: Double
+        /// Server CPU (user + system) from the first send to the last delivery, per delivery.
+        var serverCPUMicrosPerDelivery: Double?
+        /// The load tool's own CPU over the same span, per delivery (it shares the machine).
+        var benchCPUMicrosPerDelivery: Double?
     }
 
     func run() async throws {
@@ -74,7 +78,11 @@ struct FanoutScenario: AsyncParsableCommand {
                 }
             })
             run.note("connecting \(receivers + 1) sockets")
-            let connected = await run.fleet.connect(tokens: tokens, callbacks: callbacks)
+            // Members of one group connecting make presence events for each other: an attempt that times out in that
+            // flood is tried again once the server is quiet.
+            let connected = await run.fleet.connect(tokens: tokens, retries: 2, callbacks: callbacks) {
+                _ = await waitUntilQuiet(quietFor: 1, deadlineSeconds: 120) { ledger.frames }
+            }
             guard let sender = connected.sockets[0] else {
                 throw BenchError("the sender could not connect: \(connected.failures)")
             }
@@ -84,6 +92,8 @@ struct FanoutScenario: AsyncParsableCommand {
             let setupSeconds = Monotonic.seconds(since: setupStart)
             run.note("\(receiving) receivers connected (\(connected.failed) failed); sending \(messages) at \(rate)/s")
 
+            let cpuBefore = run.server.cpuSeconds()
+            let benchBefore = ProcFS.cpuSeconds(pid: getpid())
             let firstSend = Monotonic.nanoseconds()
             let interval = 1e9 / rate
             for number in 0..<messages {
@@ -102,6 +112,12 @@ struct FanoutScenario: AsyncParsableCommand {
                 try await Task.sleep(for: .milliseconds(20))
             }
             let delivered = ledger.unique
+            let cpu = cpuBefore.flatMap { b in
+                run.server.cpuSeconds().map { ($0 - b) * 1e6 / Double(max(delivered, 1)) }
+            }
+            let benchCPU = benchBefore.flatMap { b in
+                ProcFS.cpuSeconds(pid: getpid()).map { ($0 - b) * 1e6 / Double(max(delivered, 1)) }
+            }
             let span = Double(ledger.lastDelivery &- firstSend) / 1e9
             let stored = try await run.provisioner.messages(conversationId: conversation, token: tokens[0])
                 .filter { $0.parts.first?.text?.hasPrefix("pb:\(run.runID):") == true }.count
@@ -109,14 +125,17 @@ struct FanoutScenario: AsyncParsableCommand {
             let figures = Figures(
                 expected: expected, delivered: delivered, lost: expected - delivered, duplicated: ledger.duplicates,
                 acked: acks.count, stored: stored, deliveriesPerSecond: Double(delivered) / max(span, 1e-9),
-                latency: latency, connectFailures: connected.failed, setupSeconds: setupSeconds
+                latency: latency, connectFailures: connected.failed, setupSeconds: setupSeconds,
+                serverCPUMicrosPerDelivery: cpu, benchCPUMicrosPerDelivery: benchCPU
             )
             try run.report(
                 line:
                     "receivers=\(receiving) messages=\(messages) rate=\(Format.fixed(rate, 0))/s delivered=\(delivered)/\(expected) "
                     + "lost=\(figures.lost) dup=\(figures.duplicated) stored=\(stored)/\(messages) "
                     + "deliveries/s=\(Int(figures.deliveriesPerSecond)) "
-                    + latency.line([("p50", \.p50), ("p90", \.p90), ("p99", \.p99), ("max", \.max)]),
+                    + latency.line([("p50", \.p50), ("p90", \.p90), ("p99", \.p99), ("max", \.max)])
+                    + (cpu.map { " server_cpu/delivery=\(Format.fixed($0, 1))us" } ?? "")
+                    + (benchCPU.map { " bench_cpu/delivery=\(Format.fixed($0, 1))us" } ?? ""),
                 parameters: Parameters(receivers: receivers, messages: messages, rate: rate, padding: padding),
                 figures: figures
             )

@@ -88,7 +88,7 @@ struct PersistScenario: AsyncParsableCommand {
                     #"{"type":"send","ref":"\#(number)","conversationId":"\#(conversations[sender])","clientMessageId":"m\#(runID)-\#(number)","parts":[{"type":"text","text":"\#(text)"}]}"#
             }
 
-            let cpuBefore = run.server.pid.flatMap(ProcFS.cpuSeconds)
+            let cpuBefore = run.server.cpuSeconds()
             let started: UInt64
             switch via {
             case .socket:
@@ -164,7 +164,7 @@ struct PersistScenario: AsyncParsableCommand {
                         }
                     }
             }
-            let cpuAfter = run.server.pid.flatMap(ProcFS.cpuSeconds)
+            let cpuAfter = run.server.cpuSeconds()
             let totals = state.withLockedValue { $0 }
             let seconds = Double(totals.lastAnswer &- started) / 1e9
             let stored = try await storedMessages(run: run, conversations: conversations, tokens: tokens)
@@ -179,7 +179,9 @@ struct PersistScenario: AsyncParsableCommand {
                     + "durable=\(totals.acked)/\(total) refused=\(totals.refused) stored=\(stored) "
                     + "rate=\(Format.rate(figures.durablePerSecond)) ack "
                     + figures.ackLatency.line([("p50", \.p50), ("p99", \.p99), ("max", \.max)])
-                    + (figures.serverCPUSeconds.map { " server_cpu=\(Format.fixed($0, 1))s" } ?? ""),
+                    + (figures.serverCPUSeconds.map {
+                        " server_cpu/msg=\(Format.fixed($0 * 1e6 / Double(max(totals.acked, 1)), 0))us"
+                    } ?? ""),
                 parameters: Parameters(
                     via: via, senders: senders, groupSize: groupSize, window: window, messages: messages,
                     padding: padding, storage: storage

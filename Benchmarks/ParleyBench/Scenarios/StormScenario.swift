@@ -61,6 +61,8 @@ struct StormScenario: AsyncParsableCommand {
         var health: LatencySummary
         var healthBefore: LatencySummary
         var healthFailures: Int
+        /// Server CPU (user + system) from the drop until everyone is back.
+        var serverCPUSeconds: Double?
     }
 
     func run() async throws {
@@ -84,6 +86,7 @@ struct StormScenario: AsyncParsableCommand {
             let healthBefore = probe.take()
 
             run.note("dropping every connection (\(drop.rawValue))")
+            let cpuBefore = run.server.cpuSeconds()
             let dropped = Monotonic.nanoseconds()
             storm.begin(at: dropped)
             switch drop {
@@ -97,6 +100,7 @@ struct StormScenario: AsyncParsableCommand {
                 try await Task.sleep(for: .milliseconds(20))
             }
             let health = probe.take()
+            let cpu = cpuBefore.flatMap { b in run.server.cpuSeconds().map { $0 - b } }
             probing.cancel()
             await probe.stop()
             await probing.value
@@ -108,7 +112,7 @@ struct StormScenario: AsyncParsableCommand {
                 connectedBefore: connected.connected, back: outcome.back, gaveUp: outcome.gaveUp,
                 failedAttempts: outcome.failedAttempts, attempts: outcome.attempts, failures: outcome.failures,
                 secondsUntilAllBack: allBack, timeToBack: outcome.timeToBack, health: health.latency,
-                healthBefore: healthBefore.latency, healthFailures: health.failures
+                healthBefore: healthBefore.latency, healthFailures: health.failures, serverCPUSeconds: cpu
             )
             try run.report(
                 line:
@@ -116,7 +120,8 @@ struct StormScenario: AsyncParsableCommand {
                     + "failed_attempts=\(outcome.failedAttempts) all_back=\(allBack.map { Format.fixed($0, 2) + "s" } ?? "never") "
                     + "back_" + outcome.timeToBack.line([("p50", \.p50), ("p99", \.p99)])
                     + " health_" + health.latency.line([("p50", \.p50), ("p99", \.p99), ("max", \.max)])
-                    + " health_failures=\(health.failures)",
+                    + " health_failures=\(health.failures)"
+                    + (cpu.map { " server_cpu=\(Format.fixed($0, 1))s" } ?? ""),
                 parameters: Parameters(
                     clients: clients, drop: drop, initialBackoffMs: initialBackoffMs,
                     maximumBackoffMs: maximumBackoffMs,

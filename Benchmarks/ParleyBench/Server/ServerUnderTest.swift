@@ -8,8 +8,10 @@ final class ServerUnderTest: Sendable {
     let port: Int
     let appId: String
     let restAPIKey: String
-    /// The server's pid, for its resident memory. Nil when attached without `--server-pid`.
-    let pid: Int32?
+    /// The server's pid, for its resident memory and CPU (it changes when the bench restarts its server). Nil when
+    /// attached without `--server-pid`.
+    var pid: Int32? { child?.pid ?? attachedPID }
+    private let attachedPID: Int32?
     /// The bench's own child, nil when attached.
     private let child: ManagedServer?
 
@@ -20,7 +22,7 @@ final class ServerUnderTest: Sendable {
         self.port = port
         self.appId = appId
         self.restAPIKey = restAPIKey
-        self.pid = pid
+        self.attachedPID = pid
         self.child = child
     }
 
@@ -62,10 +64,21 @@ final class ServerUnderTest: Sendable {
     }
 
     var logPath: String? { child?.logPath }
+
+    /// User + system CPU seconds the server has used so far.
+    func cpuSeconds() -> Double? {
+        pid.flatMap(ProcFS.cpuSeconds)
+    }
 }
 
 /// Reads /proc.
 enum ProcFS {
+    /// The 1-minute load average: the CPU is shared with other work, and figures taken under load say so.
+    static func loadAverage() -> Double? {
+        guard let text = try? String(contentsOfFile: "/proc/loadavg", encoding: .utf8) else { return nil }
+        return text.split(separator: " ").first.flatMap { Double($0) }
+    }
+
     static func residentBytes(pid: Int32) -> Int? {
         guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return nil }
         for line in status.split(separator: "\n") where line.hasPrefix("VmRSS:") {

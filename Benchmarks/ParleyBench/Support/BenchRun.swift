@@ -53,10 +53,12 @@ final class BenchRun: Sendable {
 
     /// Prints the scenario's line and writes its JSON report when asked.
     func report(line: String, parameters: some Encodable & Sendable, figures: some Encodable & Sendable) throws {
-        FileHandle.standardOutput.write(Data("\(scenario): \(line)\n".utf8))
+        let load = ProcFS.loadAverage()
+        let suffix = load.map { " load=\(Format.fixed($0, 1))" } ?? ""
+        FileHandle.standardOutput.write(Data("\(scenario): \(line)\(suffix)\n".utf8))
         guard let path = options.json else { return }
         let report = Report(
-            scenario: scenario, parameters: parameters, figures: figures, machine: .current,
+            scenario: scenario, parameters: parameters, figures: figures, machine: .current, loadAverage: load,
             server: server.baseURL, finishedAt: Date().timeIntervalSince1970
         )
         let encoder = JSONEncoder()
@@ -75,6 +77,7 @@ struct Report<Parameters: Encodable, Figures: Encodable>: Encodable {
     var parameters: Parameters
     var figures: Figures
     var machine: Machine
+    var loadAverage: Double?
     var server: String
     var finishedAt: Double
 }
