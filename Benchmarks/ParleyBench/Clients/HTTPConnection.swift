@@ -69,10 +69,17 @@ final class HTTPConnection: Sendable {
         let handler = self.handler
         let requestHead = head
         channel.eventLoop.execute {
+            // A request on a connection that is already gone would wait for an answer forever.
+            guard channel.isActive else {
+                promise.fail(HTTPError(description: "connection closed"))
+                return
+            }
             handler.value.waiting.append(promise)
             channel.write(HTTPClientRequestPart.head(requestHead), promise: nil)
             if let body { channel.write(HTTPClientRequestPart.body(.byteBuffer(body)), promise: nil) }
-            channel.writeAndFlush(HTTPClientRequestPart.end(nil), promise: nil)
+            let written = channel.eventLoop.makePromise(of: Void.self)
+            written.futureResult.whenFailure { promise.fail($0) }
+            channel.writeAndFlush(HTTPClientRequestPart.end(nil), promise: written)
         }
         return try await promise.futureResult.get()
     }

@@ -111,6 +111,7 @@ struct ConnectScenario: AsyncParsableCommand {
             )
             for socket in local { socket?.close(abort: true) }
             for worker in workers { await worker.finish() }
+            WorkerProcess.removeTokensFile()
         }
     }
 }
@@ -212,7 +213,7 @@ final class WorkerProcess: Sendable {
     static func launchConnect(run: BenchRun, tokens: [String], processes: Int, client: ClientOptions) async throws
         -> [WorkerProcess]
     {
-        let file = FileManager.default.temporaryDirectory.appendingPathComponent("parley-bench-tokens-\(getpid())").path
+        let file = tokensFile
         try tokens.joined(separator: "\n").write(toFile: file, atomically: true, encoding: .utf8)
         let slice = (tokens.count + processes - 1) / processes
         let me = try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")
@@ -236,6 +237,14 @@ final class WorkerProcess: Sendable {
             workers.append(WorkerProcess(process: process, output: output, input: input))
         }
         return workers
+    }
+
+    private static var tokensFile: String {
+        FileManager.default.temporaryDirectory.appendingPathComponent("parley-bench-tokens-\(getpid())").path
+    }
+
+    static func removeTokensFile() {
+        try? FileManager.default.removeItem(atPath: tokensFile)
     }
 
     /// The worker's figures (its first line of output).

@@ -100,7 +100,10 @@ struct StormScenario: AsyncParsableCommand {
                 try await Task.sleep(for: .milliseconds(20))
             }
             let health = probe.take()
-            let cpu = cpuBefore.flatMap { b in run.server.cpuSeconds().map { $0 - b } }
+            // After a restart the server is a new process: all its CPU was spent during the storm.
+            let cpu =
+                drop == .restart
+                ? run.server.cpuSeconds() : cpuBefore.flatMap { b in run.server.cpuSeconds().map { $0 - b } }
             probing.cancel()
             await probe.stop()
             await probing.value

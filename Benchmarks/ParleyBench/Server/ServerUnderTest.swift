@@ -57,6 +57,13 @@ final class ServerUnderTest: Sendable {
         await child?.stop()
     }
 
+    /// Deletes the temporary data directory of the bench's own server (after a successful run; a failed one keeps
+    /// it, with the server's log).
+    func removeData() {
+        guard let child else { return }
+        try? FileManager.default.removeItem(atPath: child.dataDirectory)
+    }
+
     /// Restarts the bench's own server on the same port and data (the storm's `--drop restart`).
     func restart() async throws {
         guard let child else { throw BenchError("--drop restart needs a server the bench started itself.") }
@@ -175,7 +182,9 @@ final class ManagedServer: Sendable {
         async throws
         -> (Process, Int)
     {
-        _ = FileManager.default.createFile(atPath: logPath, contents: nil)
+        if !FileManager.default.fileExists(atPath: logPath) {
+            _ = FileManager.default.createFile(atPath: logPath, contents: nil)
+        }
         let log = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
         log.seekToEndOfFile()
         let start = (try? Data(contentsOf: URL(fileURLWithPath: logPath)).count) ?? 0
@@ -196,7 +205,7 @@ final class ManagedServer: Sendable {
         let deadline = Monotonic.nanoseconds() + 60_000_000_000
         while Monotonic.nanoseconds() < deadline {
             if let text = try? String(contentsOfFile: logPath, encoding: .utf8) {
-                let fresh = text.utf8.count > start ? String(text.dropFirst(start)) : text
+                let fresh = String(decoding: text.utf8.dropFirst(start), as: UTF8.self)
                 if let range = fresh.range(of: "Parley listening on http://") {
                     let rest = fresh[range.upperBound...]
                     if let colon = rest.firstIndex(of: ":") {

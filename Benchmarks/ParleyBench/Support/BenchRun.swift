@@ -45,6 +45,7 @@ final class BenchRun: Sendable {
         }
         await server.stop()
         try? await group.shutdownGracefully()
+        if failure == nil { server.removeData() }
         if let failure {
             if let log = server.logPath { FileHandle.standardError.write(Data("server log: \(log)\n".utf8)) }
             throw failure
