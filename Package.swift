@@ -26,6 +26,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
         .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
+        .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
+        .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.25.0"),
         .package(url: "https://github.com/jpsim/Yams.git", "5.0.1"..<"7.0.0"),
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift.git", from: "0.2.0"),
     ],
@@ -48,6 +50,19 @@ let package = Package(
             name: "ParleyStoreSQLite",
             dependencies: ["ParleyStore", .product(name: "GRDB", package: "GRDB.swift")]
         ),
+        // PostgreSQL storage (postgres-nio): several server nodes may share one database.
+        .target(
+            name: "ParleyStorePostgres",
+            dependencies: [
+                "ParleyStore",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         // The server library: buildApplication(_:), REST, WebSocket gateway, fan-out hub, auth.
         .target(
             name: "ParleyServer",
@@ -69,7 +84,7 @@ let package = Package(
         .executableTarget(
             name: "ParleyServerApp",
             dependencies: [
-                "ParleyServer",
+                "ParleyServer", "ParleyStorePostgres",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
@@ -95,11 +110,13 @@ let package = Package(
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ]
         ),
-        // Helpers for tests: a live server on port 0 in a temporary directory, a fault-injecting TCP proxy.
+        // Helpers for tests: a live server on port 0 in a temporary directory (SQLite, or PostgreSQL), a fresh
+        // PostgreSQL database per test, a fault-injecting TCP proxy.
         .target(
             name: "ParleyTesting",
             dependencies: [
-                "ParleyServer", "ParleyStore", "ParleyStoreSQLite", "Parley",
+                "ParleyServer", "ParleyStore", "ParleyStoreSQLite", "ParleyStorePostgres", "Parley",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
@@ -126,7 +143,9 @@ let package = Package(
         .testTarget(
             name: "ParleyStoreTests",
             dependencies: [
-                "ParleyStore", "ParleyStoreSQLite", "ParleyTesting", .product(name: "GRDB", package: "GRDB.swift"),
+                "ParleyStore", "ParleyStoreSQLite", "ParleyStorePostgres", "ParleyTesting",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
             ]
         ),
         .testTarget(

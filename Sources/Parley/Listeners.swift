@@ -46,6 +46,11 @@ public protocol ParleyEventListener: AnyObject, Sendable {
     func onPresenceUpdate(_ presence: Presence, event: Event)
     /// `unread.update`: your unread counts changed (`conversations` lists the ones that did).
     func onUnreadUpdate(_ unread: UnreadSummary, event: Event)
+    /// `parley.caughtUp`: after a (re)connect, every missed event has been delivered; what follows is live.
+    func onCaughtUp(_ caughtUp: CaughtUpFrame, event: Event)
+    /// `parley.resyncRequired`: what was missed in a conversation cannot be replayed (too old, too much):
+    /// reload it (``ParleyClient/fetchMessages(conversationId:limit:cursor:)``).
+    func onResyncRequired(_ resync: ResyncFrame, event: Event)
 }
 
 extension ParleyEventListener {
@@ -65,6 +70,8 @@ extension ParleyEventListener {
     public func onMessageSent(_ message: Message, event: Event) {}
     public func onPresenceUpdate(_ presence: Presence, event: Event) {}
     public func onUnreadUpdate(_ unread: UnreadSummary, event: Event) {}
+    public func onCaughtUp(_ caughtUp: CaughtUpFrame, event: Event) {}
+    public func onResyncRequired(_ resync: ResyncFrame, event: Event) {}
 }
 
 /// Receives changes of the connection status. Every method is optional.
@@ -178,6 +185,8 @@ extension ParleyEventListener {
         case .messageSent(let message): onMessageSent(message, event: event)
         case .presenceUpdated(let presence): onPresenceUpdate(presence, event: event)
         case .unreadUpdated(let unread): onUnreadUpdate(unread, event: event)
+        case .caughtUp(let caughtUp): onCaughtUp(caughtUp, event: event)
+        case .resyncRequired(let resync): onResyncRequired(resync, event: event)
         case .unknown: break
         }
     }

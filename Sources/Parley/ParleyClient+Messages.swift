@@ -2,7 +2,7 @@ import Foundation
 import ParleyAPI
 
 /// Who a message goes to.
-public enum Receiver: Sendable, Hashable {
+public enum Receiver: Sendable, Hashable, Codable {
     /// The direct conversation with this user (created on first use).
     case user(String)
     /// A conversation (group or direct) by id.
@@ -22,30 +22,127 @@ extension ParleyClient {
 
     /// Sends a message and returns it as stored, with its sequence number.
     ///
-    /// Goes over the socket when connected, otherwise over HTTP; if the socket does not answer in time the same
-    /// message is sent over HTTP with the same `clientMessageId`, and the server keeps one copy.
+    /// The message goes through the durable outbox (see ``queueMessage(parts:to:metadata:alert:clientMessageId:)``):
+    /// while the device is offline or the server is down this waits, and the message is sent when they are back,
+    /// even if the app restarts first. Cancelling the waiting task stops the wait, not the message.
     ///
     /// - Throws: `ERR_NOT_LOGGED_IN`; `ERR_MESSAGE_EMPTY` or `ERR_MESSAGE_TOO_LARGE` before anything is sent;
-    ///   `ERR_CONVERSATION_NOT_FOUND`, `ERR_NOT_A_PARTICIPANT`, `ERR_UID_NOT_FOUND` from the server.
+    ///   `ERR_CONVERSATION_NOT_FOUND`, `ERR_NOT_A_PARTICIPANT`, `ERR_UID_NOT_FOUND` from the server (the message
+    ///   then leaves the outbox); `ERR_MESSAGE_CANCELLED` when the app cancelled it.
     @discardableResult
     public func sendMessage(
         parts: [MessagePart], to receiver: Receiver, metadata: JSONValue? = nil, alert: String? = nil,
         clientMessageId: String = UUID().uuidString
     ) async throws -> Message {
+        let queued = try makeOutgoing(parts: parts, to: receiver, metadata: metadata, alert: alert, id: clientMessageId)
+        return try await outbox.send(queued)
+    }
+
+    /// Queues a message in the durable outbox and returns at once; it is sent as soon as the socket (or HTTP) can
+    /// reach the server, in the order queued, exactly once. Follow it with ``addOutboxListener(_:_:)`` or
+    /// ``outboxUpdates()``; a refused message stays `failed` until ``retryMessage(clientMessageId:)`` or
+    /// ``cancelMessage(clientMessageId:)``.
+    ///
+    /// - Throws: `ERR_NOT_LOGGED_IN`, `ERR_MESSAGE_EMPTY`, `ERR_MESSAGE_TOO_LARGE`, `ERR_STORAGE`.
+    @discardableResult
+    public func queueMessage(
+        parts: [MessagePart], to receiver: Receiver, metadata: JSONValue? = nil, alert: String? = nil,
+        clientMessageId: String = UUID().uuidString
+    ) throws -> OutgoingMessage {
+        let queued = try makeOutgoing(parts: parts, to: receiver, metadata: metadata, alert: alert, id: clientMessageId)
+        try outbox.add(queued)
+        return queued
+    }
+
+    /// The messages not yet sent (pending or failed), oldest first.
+    public func outgoingMessages() -> [OutgoingMessage] { outbox.messages }
+
+    /// Removes a pending or failed message from the outbox. Throws `ERR_OUTBOX_MESSAGE_SENDING` while it is being
+    /// sent (the server may already have it), `ERR_OUTBOX_MESSAGE_NOT_FOUND` when it is not in the outbox.
+    public func cancelMessage(clientMessageId: String) throws { try outbox.cancel(clientMessageId) }
+
+    /// Sends a failed message again, after the messages queued so far.
+    public func retryMessage(clientMessageId: String) throws { try outbox.retry(clientMessageId) }
+
+    /// Adds a listener of outgoing messages' states (replacing one with the same id).
+    public func addOutboxListener(_ id: String, _ listener: any OutboxListener) { outboxBroadcaster.add(id, listener) }
+
+    public func removeOutboxListener(_ id: String) { outboxBroadcaster.remove(id) }
+
+    /// Every state change of an outgoing message from now on.
+    public func outboxUpdates() -> AsyncStream<OutgoingMessage> { outboxBroadcaster.stream() }
+
+    private func makeOutgoing(
+        parts: [MessagePart], to receiver: Receiver, metadata: JSONValue?, alert: String?, id: String
+    ) throws -> OutgoingMessage {
         _ = try requireSession()
         if let violation = MessageLimits.default.violation(parts: parts, metadata: metadata, alert: alert) {
             throw ParleyError(violation, violation == .messageEmpty ? "The message is empty." : "The message is too large.")
         }
-        let conversationId = try await conversationId(for: receiver)
+        guard !id.isEmpty else { throw ParleyError(.invalidArgument, "The client message id is empty.") }
+        return OutgoingMessage(
+            clientMessageId: id, receiver: receiver, parts: parts, metadata: metadata, alert: alert,
+            createdAt: Int64((Date().timeIntervalSince1970 * 1000).rounded()), state: .pending, attempts: 0
+        )
+    }
+
+    /// Sends the outbox, one message at a time, until the client shuts down. A transient failure (no network,
+    /// server down, timeout) keeps the message first in line and waits for the socket to connect or a backoff
+    /// delay on the client's clock; a refusal marks it failed and moves on.
+    func runOutbox() async {
+        let tuning = settings.connectionTuning
+        var delay = tuning.initialBackoff
+        while !Task.isCancelled {
+            guard let next = outbox.takeNext() else {
+                await outbox.waitForSignal()
+                continue
+            }
+            do {
+                let message = try await sendOnce(next)
+                outbox.finish(next.clientMessageId, with: .success(message))
+                delay = tuning.initialBackoff
+            } catch let error as ParleyError where error.isTransient {
+                outbox.release(next.clientMessageId)
+                logger.debug("Outbox: \(next.clientMessageId) not sent yet (\(error.code)); retrying")
+                await pauseOutbox(for: delay)
+                delay = min(delay * 2, tuning.maximumBackoff)
+            } catch let error as ParleyError {
+                outbox.finish(next.clientMessageId, with: .failure(error))
+            } catch {
+                outbox.release(next.clientMessageId)
+                await pauseOutbox(for: delay)
+            }
+        }
+    }
+
+    /// Until the outbox is signalled (the socket connected, a message was queued or retried) or `delay` passes.
+    private func pauseOutbox(for delay: Duration) async {
+        let outbox = self.outbox
+        let clock = self.clock
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await outbox.waitForSignal() }
+            group.addTask { try? await clock.sleep(for: delay) }
+            await group.next()
+            group.cancelAll()
+        }
+    }
+
+    /// One attempt: over the socket when it is connected, otherwise (or when it does not answer in time) over
+    /// HTTP, always with the message's client id, so the server keeps one copy whatever happens.
+    private func sendOnce(_ outgoing: OutgoingMessage) async throws -> Message {
+        _ = try requireSession()
+        let conversationId = try await conversationId(for: outgoing.receiver)
         // The server ends the sender's typing indicator with the message.
         state.withLockedValue { _ = $0.typingSentAt.removeValue(forKey: conversationId) }
-        let ref = UUID().uuidString
         let frame = SendFrame(
-            ref: ref, conversationId: conversationId, clientMessageId: clientMessageId, parts: parts,
-            metadata: metadata, alert: alert
+            ref: UUID().uuidString, conversationId: conversationId, clientMessageId: outgoing.clientMessageId,
+            parts: outgoing.parts, metadata: outgoing.metadata, alert: outgoing.alert
         )
         if let message = try await sendOverSocket(frame) { return message }
-        let body = SendMessageRequest(clientMessageId: clientMessageId, parts: parts, metadata: metadata, alert: alert)
+        let body = SendMessageRequest(
+            clientMessageId: outgoing.clientMessageId, parts: outgoing.parts, metadata: outgoing.metadata,
+            alert: outgoing.alert
+        )
         return try await rest.call { api in
             switch try await api.sendMessage(path: .init(conversationId: conversationId), body: .json(body)) {
             case .created(let created): return try created.body.json
@@ -81,6 +178,27 @@ extension ParleyClient {
             logger.info("Send over the socket got no answer (\(error.code)); sending over HTTP.")
             return nil
         }
+    }
+
+    /// A conversation's events `after < seq <= through`, page by page (fewer when the server has fewer).
+    static func fetchEvents(rest: RESTClient, conversationId: String, after: Int64, through: Int64) async throws
+        -> [Event]
+    {
+        var events: [Event] = []
+        var position = after
+        while position < through {
+            let page = try await rest.call {
+                try await $0.listEvents(
+                    path: .init(conversationId: conversationId),
+                    query: .init(after: position, limit: Int(min(200, through - position)))
+                ).ok.body.json
+            }
+            let wanted = page.events.filter { ($0.seq ?? 0) <= through }
+            events += wanted
+            guard let last = page.events.last?.seq, last > position, page.nextCursor != nil else { break }
+            position = last
+        }
+        return events
     }
 
     // MARK: History

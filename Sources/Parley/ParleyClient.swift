@@ -28,6 +28,9 @@ public final class ParleyClient: Sendable {
     let requests: PendingRequests
     let clock: Timeline
     let logger: Logger
+    let pipeline: EventPipeline
+    let outbox: Outbox
+    let outboxBroadcaster: Broadcaster<any OutboxListener, OutgoingMessage>
 
     struct ClientState: Sendable {
         var session: StoredSession?
@@ -38,6 +41,8 @@ public final class ParleyClient: Sendable {
         var environment: Task<Void, Never>?
         /// When a `typing` frame last went out, per conversation (typing is throttled).
         var typingSentAt: [String: Duration] = [:]
+        /// Delivers events in order and sends the outbox; runs from ``start()`` to ``shutdown()``.
+        var workers: Task<Void, Never>?
     }
 
     /// Creates a client without contacting the server and without connecting: call ``start()`` next. Most apps
@@ -70,6 +75,12 @@ public final class ParleyClient: Sendable {
             $0.dispatch($1)
         }
         let requests = PendingRequests()
+        let outboxUpdates = Broadcaster<any OutboxListener, OutgoingMessage>(queue: settings.callbackQueue) {
+            $0.onMessageStateChanged($1)
+        }
+        let outbox = Outbox(directory: settings.storageDirectory, appId: appId) { outboxUpdates.publish($0) }
+        self.outboxBroadcaster = outboxUpdates
+        self.outbox = outbox
         self.appId = appId
         self.settings = settings
         self.logger = logger
@@ -82,6 +93,23 @@ public final class ParleyClient: Sendable {
         self.rest = RESTClient(serverURL: settings.serverURL) {
             (state.withLockedValue { $0.session?.authToken }, nil)
         }
+        // The driver and the pipeline refer to each other: the pipeline reconnects after a failed backfill.
+        let driverBox = NIOLockedValueBox<ConnectionDriver?>(nil)
+        let rest = self.rest
+        let pipeline = EventPipeline(
+            appId: appId, store: CursorStore(directory: settings.storageDirectory, appId: appId),
+            backfill: { conversationId, after, through in
+                try await Self.fetchEvents(rest: rest, conversationId: conversationId, after: after, through: through)
+            },
+            publish: { events.publish($0) },
+            reconnect: {
+                await driverBox.withLockedValue { $0 }?.dropConnection(
+                    because: ParleyError(.webSocketError, "Reconnecting to replay missed events.")
+                )
+            },
+            logger: logger
+        )
+        self.pipeline = pipeline
         let tuning = settings.connectionTuning
         var machine = ConnectionStateMachine.Configuration()
         machine.autoConnect = settings.autoEstablishSocketConnection
@@ -98,19 +126,23 @@ public final class ParleyClient: Sendable {
                     state.session.map { SocketEndpoint(url: webSocketURL, authToken: $0.authToken) }
                 }
             },
-            connectFrame: ConnectFrame(subscribePresenceForAllUsers: settings.subscribePresenceForAllUsers),
+            connectFrame: { [subscribe = settings.subscribePresenceForAllUsers] in
+                ConnectFrame(subscribePresenceForAllUsers: subscribe, resume: pipeline.resumeRequest)
+            },
             logger: logger,
             onStatus: { status in
                 state.withLockedValue { $0.status = status }
                 if status != .connected {
                     requests.failAll(with: ParleyError(.notConnected, "The socket disconnected."))
+                } else {
+                    outbox.signal()
                 }
                 statuses.publish(status)
             },
             onFrame: { frame in
                 switch frame {
-                case .event(let frame):
-                    events.publish(frame.event)
+                case .event, .caughtUp, .resync:
+                    pipeline.receive(frame)
                 case .ack(let ack):
                     requests.complete(ack.ref, with: .success(ack))
                 case .error(let error):
@@ -131,7 +163,10 @@ public final class ParleyClient: Sendable {
             saved.serverURL == settings.serverURL.absoluteString
         {
             state.withLockedValue { $0.session = saved }
+            pipeline.begin(uid: saved.user.uid)
+            outbox.begin(uid: saved.user.uid)
         }
+        driverBox.withLockedValue { $0 = driver }
     }
 
     /// Initializes the SDK: checks the App ID with the server (`ERR_INVALID_APP_ID` when unknown), restores a saved
@@ -171,7 +206,21 @@ public final class ParleyClient: Sendable {
             logger.warning("Server unreachable at start; the saved session will connect when it can.")
         }
         followEnvironment()
+        startWorkers()
         if getLoggedInUser() != nil { await driver.loggedIn() }
+    }
+
+    /// Starts the event pipeline and the outbox sender (once).
+    private func startWorkers() {
+        state.withLockedValue { state in
+            guard state.workers == nil else { return }
+            state.workers = Task { [self] in
+                await withTaskGroup(of: Void.self) { group in
+                    group.addTask { await self.pipeline.run() }
+                    group.addTask { await self.runOutbox() }
+                }
+            }
+        }
     }
 
     /// Feeds the settings' lifecycle and reachability sources to the connection rules.
@@ -209,11 +258,17 @@ public final class ParleyClient: Sendable {
 
     /// Stops the socket and every timer. Call when the client is no longer needed.
     public func shutdown() async {
-        state.withLockedValue { state in
+        let workers = state.withLockedValue { state -> Task<Void, Never>? in
             state.environment?.cancel()
             state.environment = nil
+            defer { state.workers = nil }
+            return state.workers
         }
         await driver.shutdown()
+        pipeline.finish()
+        workers?.cancel()
+        requests.failAll(with: ParleyError(.notConnected, "The client shut down."))
+        await workers?.value
         eventBroadcaster.finish()
         statusBroadcaster.finish()
     }
@@ -250,6 +305,8 @@ public final class ParleyClient: Sendable {
             appId: appId, serverURL: settings.serverURL.absoluteString, user: user, authToken: authToken
         )
         try sessionStore.save(session)
+        pipeline.begin(uid: user.uid)
+        outbox.begin(uid: user.uid)
         let replaced = state.withLockedValue { state -> Bool in
             let replaced = state.session != nil
             state.session = session
@@ -273,6 +330,8 @@ public final class ParleyClient: Sendable {
             logger.info("Logout: the token could not be revoked on the server (\(error.code)); forgetting it here.")
         }
         try sessionStore.clear()
+        pipeline.end()
+        outbox.end()
         state.withLockedValue { state in
             state.session = nil
             state.directConversations = [:]

@@ -17,8 +17,17 @@ final class PendingRequests: Sendable {
         slots.withLockedValue { $0[ref] = .open }
     }
 
-    /// Waits for the answer to `ref` (the slot must be open).
+    /// Waits for the answer to `ref` (the slot must be open). Cancelling the waiting task answers it with
+    /// `ERR_NOT_CONNECTED`.
     func wait(_ ref: String) async throws -> AckFrame {
+        try await withTaskCancellationHandler {
+            try await waitUncancellable(ref)
+        } onCancel: {
+            complete(ref, with: .failure(ParleyError(.notConnected, "The request was cancelled.")))
+        }
+    }
+
+    private func waitUncancellable(_ ref: String) async throws -> AckFrame {
         try await withCheckedThrowingContinuation { continuation in
             let ready = slots.withLockedValue { slots -> Result<AckFrame, ParleyError>? in
                 switch slots[ref] {

@@ -13,8 +13,12 @@ struct SessionStore: Sendable {
     let fileURL: URL
 
     init(directory: URL, appId: String) {
-        let safeID = String(appId.map { $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" ? $0 : "_" })
-        fileURL = directory.appendingPathComponent("session-\(safeID).json")
+        fileURL = directory.appendingPathComponent("session-\(Self.safeName(appId)).json")
+    }
+
+    /// `name` with every character other than letters, digits, `-` and `_` replaced by `_`: safe in a file name.
+    static func safeName(_ name: String) -> String {
+        String(name.map { $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" ? $0 : "_" })
     }
 
     func load() throws -> StoredSession? {

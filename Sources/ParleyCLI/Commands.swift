@@ -84,16 +84,89 @@ struct Conversations: AsyncParsableCommand {
 }
 
 struct Send: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Send a text message.")
+    static let configuration = CommandConfiguration(
+        abstract: "Send a text message.",
+        discussion: """
+            The message goes through the outbox: when the server cannot be reached within --wait seconds it stays \
+            queued and is sent the next time parley runs (see `parley outbox`).
+            """
+    )
     @OptionGroup var options: ClientOptions
     @OptionGroup var receiver: ReceiverOptions
+    @Option(help: "Seconds to wait for the server before leaving the message queued.") var wait = 10
     @Argument(help: "The text.") var text: [String]
 
     func run() async throws {
         try await reportingFailures {
             let (client, _) = try await options.loggedInClient()
-            let message = try await client.sendTextMessage(text.joined(separator: " "), to: receiver.receiver)
-            say("Sent #\(message.seq) to \(message.conversationId).")
+            let updates = client.outboxUpdates()
+            let queued = try client.queueMessage(parts: [.text(text.joined(separator: " "))], to: receiver.receiver)
+            let outcome = await withTaskGroup(of: OutgoingMessage.State?.self) { group in
+                group.addTask {
+                    for await update in updates where update.clientMessageId == queued.clientMessageId {
+                        if update.state != .pending { return update.state }
+                    }
+                    return nil
+                }
+                group.addTask { [wait] in
+                    try? await Task.sleep(for: .seconds(wait))
+                    return nil
+                }
+                defer { group.cancelAll() }
+                return await group.next() ?? nil
+            }
+            switch outcome {
+            case .sent(let message):
+                say("Sent #\(message.seq) to \(message.conversationId).")
+            case .failed(let code, let message):
+                try? client.cancelMessage(clientMessageId: queued.clientMessageId)
+                throw ParleyError(code, message)
+            case .cancelled, .pending, nil:
+                say("Queued as \(queued.clientMessageId): the server did not answer in \(wait) s; it is sent next time.")
+            }
+            await client.shutdown()
+        }
+    }
+}
+
+struct Outbox: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "List the messages not sent yet; retry or cancel one."
+    )
+    @OptionGroup var options: ClientOptions
+    @Option(help: "Send this failed message again (its client message id).") var retry: String?
+    @Option(help: "Remove this message from the outbox (its client message id).") var cancel: String?
+    @Option(help: "Seconds to let pending messages go out before listing.") var wait = 5
+
+    func run() async throws {
+        try await reportingFailures {
+            let (client, _) = try await options.loggedInClient()
+            if let retry { try client.retryMessage(clientMessageId: retry) }
+            if let cancel { try client.cancelMessage(clientMessageId: cancel) }
+            // Give pending messages up to --wait seconds to go out, as they do whenever parley runs.
+            let updates = client.outboxUpdates()
+            func pending() -> Bool { client.outgoingMessages().contains { $0.state == .pending } }
+            if pending() {
+                await withTaskGroup(of: Void.self) { group in
+                    group.addTask { for await _ in updates where !pending() { return } }
+                    group.addTask { [wait] in try? await Task.sleep(for: .seconds(wait)) }
+                    await group.next()
+                    group.cancelAll()
+                }
+            }
+            let messages = client.outgoingMessages()
+            for message in messages {
+                let state =
+                    switch message.state {
+                    case .pending: "pending"
+                    case .failed(let code, _): "failed \(code.rawValue)"
+                    case .sent: "sent"
+                    case .cancelled: "cancelled"
+                    }
+                let text = message.parts.compactMap(\.text).joined(separator: " ")
+                say("\(message.clientMessageId)  \(state)  attempts \(message.attempts)  \(text)")
+            }
+            if messages.isEmpty { say("The outbox is empty.") }
             await client.shutdown()
         }
     }

@@ -16,7 +16,7 @@ struct ParleyCommand: AsyncParsableCommand {
             4 unknown app, user or conversation, 5 server unreachable, 6 refused (not allowed, invalid message).
             """,
         subcommands: [
-            Login.self, Logout.self, WhoAmI.self, Profile.self, Conversations.self, Send.self, History.self,
+            Login.self, Logout.self, WhoAmI.self, Profile.self, Conversations.self, Send.self, Outbox.self, History.self,
             Chat.self, Listen.self, Group.self, Admin.self,
         ]
     )

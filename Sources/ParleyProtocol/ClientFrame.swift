@@ -48,10 +48,17 @@ public struct ConnectFrame: Codable, Sendable, Hashable {
     public var protocolVersion: Int
     /// Receive `presence.update` for every user of the app, not only for users who share a conversation.
     public var subscribePresenceForAllUsers: Bool?
+    /// What a reconnecting client already has; the server replays what it missed, then sends `caughtUp`.
+    /// Without it, nothing is replayed and `caughtUp` gives the current positions.
+    public var resume: ResumeRequest?
 
-    public init(protocolVersion: Int = ParleyProtocolVersion.current, subscribePresenceForAllUsers: Bool? = nil) {
+    public init(
+        protocolVersion: Int = ParleyProtocolVersion.current, subscribePresenceForAllUsers: Bool? = nil,
+        resume: ResumeRequest? = nil
+    ) {
         self.protocolVersion = protocolVersion
         self.subscribePresenceForAllUsers = subscribePresenceForAllUsers
+        self.resume = resume
     }
 }
 

@@ -93,6 +93,10 @@ public enum EventPayload: Sendable, Hashable {
     case presenceUpdated(Presence)
     /// `unread.update`
     case unreadUpdated(UnreadSummary)
+    /// `parley.caughtUp` (made by the SDK): the replay after a (re)connect is over; what follows is live.
+    case caughtUp(CaughtUpFrame)
+    /// `parley.resyncRequired` (made by the SDK): missed events of a conversation cannot be replayed; reload it.
+    case resyncRequired(ResyncFrame)
     /// An event this version does not know, kept as raw JSON.
     case unknown(JSONValue)
 
@@ -114,6 +118,8 @@ public enum EventPayload: Sendable, Hashable {
         case .messageSent: return .messageSent
         case .presenceUpdated: return .presenceUpdate
         case .unreadUpdated: return .unreadUpdate
+        case .caughtUp: return .caughtUp
+        case .resyncRequired: return .resyncRequired
         case .unknown: return nil
         }
     }
@@ -139,6 +145,8 @@ public enum EventPayload: Sendable, Hashable {
         case .messageSent: return .messageSent(try value(Message.self))
         case .presenceUpdate: return .presenceUpdated(try value(Presence.self))
         case .unreadUpdate: return .unreadUpdated(try value(UnreadSummary.self))
+        case .caughtUp: return .caughtUp(try value(CaughtUpFrame.self))
+        case .resyncRequired: return .resyncRequired(try value(ResyncFrame.self))
         default: return .unknown(try container.decodeIfPresent(JSONValue.self, forKey: .payload) ?? .null)
         }
     }
@@ -158,6 +166,8 @@ public enum EventPayload: Sendable, Hashable {
         case .messageSent(let message): try container.encode(message, forKey: .payload)
         case .presenceUpdated(let presence): try container.encode(presence, forKey: .payload)
         case .unreadUpdated(let unread): try container.encode(unread, forKey: .payload)
+        case .caughtUp(let caughtUp): try container.encode(caughtUp, forKey: .payload)
+        case .resyncRequired(let resync): try container.encode(resync, forKey: .payload)
         case .unknown(let value): try container.encode(value, forKey: .payload)
         }
     }

@@ -10,6 +10,10 @@ public enum ServerFrame: Sendable, Hashable, Codable {
     case error(ErrorFrame)
     /// The answer to a client `ping`.
     case pong(PongFrame)
+    /// The replay of missed events is over: what follows is live.
+    case caughtUp(CaughtUpFrame)
+    /// Missed events of a conversation cannot be replayed.
+    case resync(ResyncFrame)
 
     public init(from decoder: any Decoder) throws {
         switch try decoder.frameType() {
@@ -18,6 +22,8 @@ public enum ServerFrame: Sendable, Hashable, Codable {
         case "ack": self = .ack(try AckFrame(from: decoder))
         case "error": self = .error(try ErrorFrame(from: decoder))
         case "pong": self = .pong(try PongFrame(from: decoder))
+        case "caughtUp": self = .caughtUp(try CaughtUpFrame(from: decoder))
+        case "resync": self = .resync(try ResyncFrame(from: decoder))
         case let other: throw UnknownFrameType(type: other)
         }
     }
@@ -29,6 +35,8 @@ public enum ServerFrame: Sendable, Hashable, Codable {
         case .ack(let frame): try encoder.encodeTagged("ack", frame)
         case .error(let frame): try encoder.encodeTagged("error", frame)
         case .pong(let frame): try encoder.encodeTagged("pong", frame)
+        case .caughtUp(let frame): try encoder.encodeTagged("caughtUp", frame)
+        case .resync(let frame): try encoder.encodeTagged("resync", frame)
         }
     }
 }

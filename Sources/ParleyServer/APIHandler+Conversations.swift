@@ -102,6 +102,19 @@ extension APIHandler {
         return .ok(.init(body: .json(MessagePage(messages: newestFirst.reversed(), nextCursor: next))))
     }
 
+    func listEvents(_ input: Operations.ListEvents.Input) async throws -> Operations.ListEvents.Output {
+        let principal = try await currentUser()
+        let limit = try Self.pageSize(input.query.limit)
+        guard input.query.after >= 0 else { throw DomainError(.badRequest, "`after` must be 0 or more.") }
+        _ = try await requireParticipant(principal, conversationId: input.path.conversationId)
+        let events = try await store.events(
+            appId: principal.appId, conversationId: input.path.conversationId, afterSeq: input.query.after,
+            limit: limit
+        )
+        let next = events.count == limit ? events.last?.event.seq.map(String.init) : nil
+        return .ok(.init(body: .json(EventPage(events: events.map(\.event), nextCursor: next))))
+    }
+
     // MARK: Helpers
 
     /// The conversation, when the caller participates in it. A private conversation the caller is not in is

@@ -34,6 +34,12 @@ public struct ServerConfiguration: Sendable {
     public var backlog: Int = 4096
     /// Most commands committed in one database transaction.
     public var maxCommandBatch: Int = 512
+    /// How old the oldest missed event may be for a reconnecting client to get it replayed; past it, `resync`.
+    public var resumeWindow: Duration = .seconds(30 * 24 * 3600)
+    /// Most missed events replayed for one conversation on reconnect; past it, `resync`.
+    public var maxReplayedEventsPerConversation: Int = 1000
+    /// Most changes of a user's own stream (joins, departures) looked at on reconnect.
+    public var maxReplayedMembershipChanges: Int = 10_000
 
     public init() {}
 

@@ -117,6 +117,7 @@ struct WebSocketGateway: Sendable {
         var logger = self.logger
         logger[metadataKey: "connection"] = "\(connection.id)"
         logger[metadataKey: "uid"] = "\(principal.uid)"
+        let baseline = try await store.streamPositions(appId: principal.appId, uid: principal.uid)
         hub.register(connection)
         presence.connected(connection)
         defer {
@@ -133,6 +134,8 @@ struct WebSocketGateway: Sendable {
             serverTime: time.epochMilliseconds()
         )
         try await outbound.write(.custom(Self.textFrame(FrameEncoding.frame(.hello(hello)))))
+        // Live events queue up meanwhile; they are written after `caughtUp`.
+        try await replay(to: principal, resume: connect.resume, baseline: baseline, outbound: outbound)
 
         await withTaskGroup(of: Void.self) { group in
             group.addTask {

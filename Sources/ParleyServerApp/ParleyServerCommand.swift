@@ -2,21 +2,53 @@ import ArgumentParser
 import Foundation
 import Logging
 import ParleyServer
+import ParleyStore
+import ParleyStorePostgres
 
 @main
 struct ParleyServerCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "parley-server",
-        abstract: "The Parley chat server: REST and WebSocket on embedded SQLite.",
+        abstract: "The Parley chat server: REST and WebSocket on embedded SQLite or on PostgreSQL.",
         subcommands: [Serve.self, Apps.self],
         defaultSubcommand: Serve.self
     )
 }
 
-/// Options shared by every subcommand that opens the data directory.
+/// Options shared by every subcommand that opens the database.
 struct DataOptions: ParsableArguments {
     @Option(name: .customLong("data-dir"), help: "Folder of the SQLite database (env PARLEY_DATA_DIR).")
     var dataDirectory: String = ProcessInfo.processInfo.environment["PARLEY_DATA_DIR"] ?? "parley-data"
+
+    @Option(
+        name: .customLong("database-url"),
+        help: ArgumentHelp(
+            "Store data in PostgreSQL instead of SQLite (env PARLEY_DATABASE_URL).",
+            valueName: "postgres://user:password@host:port/database"
+        )
+    )
+    var databaseURLOption: String?
+
+    /// The PostgreSQL URL from the option, else from the environment; nil for SQLite.
+    var databaseURL: String? {
+        databaseURLOption ?? ProcessInfo.processInfo.environment["PARLEY_DATABASE_URL"].flatMap { $0.isEmpty ? nil : $0 }
+    }
+
+    /// Seconds PostgreSQL has to answer at start-up.
+    static let connectTimeout: Duration = .seconds(10)
+
+    /// Where the data is, for messages.
+    var location: String {
+        if let databaseURL { return (try? PostgresDatabaseURL(databaseURL).description) ?? "PostgreSQL" }
+        return dataDirectory
+    }
+
+    /// Opens the store these options name: PostgreSQL with `--database-url`, else SQLite in the data directory.
+    /// A database that cannot be reached fails within ``connectTimeout`` with a one-line reason.
+    func openStore(logger: Logger) async throws -> any ParleyStore {
+        guard let databaseURL else { return try openSQLiteStore(in: dataDirectory) }
+        return try await PostgresStore.connect(url: databaseURL, logger: logger, timeout: Self.connectTimeout)
+    }
 }
 
 struct Serve: AsyncParsableCommand {
@@ -52,8 +84,12 @@ struct Serve: AsyncParsableCommand {
         configuration.dataDirectory = data.dataDirectory
         configuration.heartbeatInterval = .seconds(heartbeatSeconds)
 
-        let store = try openSQLiteStore(in: data.dataDirectory)
-        logger.info("Data directory: \(data.dataDirectory) (SQLite, WAL)")
+        let store = try await data.openStore(logger: logger)
+        if data.databaseURL != nil {
+            logger.info("Database: \(data.location) (PostgreSQL)")
+        } else {
+            logger.info("Data directory: \(data.dataDirectory) (SQLite, WAL)")
+        }
         if let app = try await AppProvisioning.ensureDefaultApp(in: store) {
             printKeys(of: app, heading: "Created the default app. Keep these; the keys are not shown again:")
         }
@@ -65,7 +101,7 @@ struct Serve: AsyncParsableCommand {
 
 struct Apps: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Manage the apps of a data directory (run while the server is stopped or running).",
+        abstract: "Manage the apps of a data directory or database (run while the server is stopped or running).",
         subcommands: [List.self, Create.self, RotateKeys.self]
     )
 
@@ -74,7 +110,7 @@ struct Apps: AsyncParsableCommand {
         @OptionGroup var data: DataOptions
 
         func run() async throws {
-            let store = try openSQLiteStore(in: data.dataDirectory)
+            let store = try await data.openStore(logger: toolLogger())
             for app in try await store.apps() { print("\(app.id)\t\(app.name)") }
             try await store.close()
         }
@@ -86,7 +122,7 @@ struct Apps: AsyncParsableCommand {
         @Argument(help: "The app's name.") var name: String
 
         func run() async throws {
-            let store = try openSQLiteStore(in: data.dataDirectory)
+            let store = try await data.openStore(logger: toolLogger())
             let app = try await AppProvisioning.createApp(in: store, name: name)
             printKeys(of: app, heading: "Created app \(name). Keep these; the keys are not shown again:")
             try await store.close()
@@ -101,10 +137,10 @@ struct Apps: AsyncParsableCommand {
         @Argument(help: "The App ID.") var appId: String
 
         func run() async throws {
-            let store = try openSQLiteStore(in: data.dataDirectory)
+            let store = try await data.openStore(logger: toolLogger())
             let app = try await AppProvisioning.rotateKeys(in: store, appId: appId)
             try await store.close()
-            guard let app else { throw ValidationError("No app \(appId) in \(data.dataDirectory).") }
+            guard let app else { throw ValidationError("No app \(appId) in \(data.location).") }
             printKeys(of: app, heading: "New keys of app \(app.name):")
         }
     }
@@ -124,4 +160,11 @@ func printKeys(of app: ProvisionedApp, heading: String) {
         """.utf8
         )
     )
+}
+
+/// The logger of the `apps` subcommands: warnings and errors only, on standard error.
+func toolLogger() -> Logger {
+    var logger = Logger(label: "parley") { StreamLogHandler.standardError(label: $0) }
+    logger.logLevel = .warning
+    return logger
 }

@@ -92,6 +92,8 @@ extension SQLiteStore {
         conversation.participantCount = members.count
         conversation.lastSeq = Int64(1 + members.count)
         try writer.append(.conversationCreate, .conversationCreated(conversation))
+        // Its first members' streams start at the creation, so that a replay includes it.
+        writer.joinSeq = writer.lastSeq
         for participant in participants { try writer.append(.participantAdded, .participantAdded(participant)) }
         try writer.finish(participantCount: members.count)
         return CommandResult(
@@ -434,6 +436,8 @@ struct EventWriter {
     var messageCount: Int64?
     let now: Int64
     let actor: String?
+    /// The sequence number recorded for joins in the members' streams; nil for the participantAdded event itself.
+    var joinSeq: Int64?
     private(set) var events: [StoredEvent] = []
 
     init(db: Database, encoder: JSONEncoder, row: ConversationRow, now: Int64, actor: String?) {
@@ -503,7 +507,7 @@ struct EventWriter {
         else { throw DomainError.uidNotFound(uid) }
         try db.cachedStatement(
             sql: "INSERT INTO memberships (app_id, uid, user_seq, conversation_pk, joined, seq) VALUES (?, ?, ?, ?, ?, ?)"
-        ).execute(arguments: [appId, uid, userSeq, conversationPK, joined, lastSeq])
+        ).execute(arguments: [appId, uid, userSeq, conversationPK, joined, joined ? (joinSeq ?? lastSeq) : lastSeq])
     }
 
     /// Records the new last sequence number (and participant count, when it changed) on the conversation.

@@ -3,10 +3,11 @@ import Logging
 import NIOConcurrencyHelpers
 import ParleyServer
 import ParleyStore
+import ParleyStorePostgres
 import ServiceLifecycle
 
-/// A real Parley server for tests: port 0 on 127.0.0.1, a SQLite file in a temporary directory, and a provisioned
-/// app whose keys the test can use.
+/// A real Parley server for tests: port 0 on 127.0.0.1, a SQLite file in a temporary directory (or a PostgreSQL
+/// database), and a provisioned app whose keys the test can use.
 ///
 /// ```swift
 /// let server = try await TestServer.start()
@@ -41,9 +42,19 @@ public final class TestServer: Sendable {
 
     /// Starts a server. With `dataDirectory` of a stopped server, it restarts over the same data (and app);
     /// `port` can ask for the same port again.
+    ///
+    /// With `databaseURL`, the server stores its data in that PostgreSQL database instead of SQLite (the data
+    /// directory then only remembers the test app's keys); pass the same URL and data directory to restart over the
+    /// same data. `PostgresTestDatabase.create()` makes a fresh database for a test:
+    ///
+    /// ```swift
+    /// let database = try await PostgresTestDatabase.create()
+    /// let server = try await TestServer.start(databaseURL: database.url)
+    /// ```
     public static func start(
-        dataDirectory: String? = nil, port: Int = 0, clock: any Clock<Duration> = ContinuousClock(),
-        logLevel: Logger.Level = .warning, configure: (inout ServerConfiguration) -> Void = { _ in }
+        dataDirectory: String? = nil, databaseURL: String? = nil, port: Int = 0,
+        clock: any Clock<Duration> = ContinuousClock(), logLevel: Logger.Level = .warning,
+        configure: (inout ServerConfiguration) -> Void = { _ in }
     ) async throws -> TestServer {
         let directory = try dataDirectory ?? TemporaryDirectory(prefix: "parley-server").path
         var configuration = ServerConfiguration()
@@ -54,8 +65,19 @@ public final class TestServer: Sendable {
         var logger = Logger(label: "parley.test-server")
         logger.logLevel = logLevel
 
-        let store = try openSQLiteStore(in: directory)
-        let app = try await provisionedApp(in: store, directory: directory)
+        let store: any ParleyStore
+        if let databaseURL {
+            store = try await PostgresStore.connect(url: databaseURL, logger: logger, timeout: .seconds(60), maximumConnections: 10)
+        } else {
+            store = try openSQLiteStore(in: directory)
+        }
+        let app: ProvisionedApp
+        do {
+            app = try await provisionedApp(in: store, directory: directory)
+        } catch {
+            try? await store.close()
+            throw error
+        }
         let bound = PortPromise()
         let application = try await buildApplication(configuration, store: store, clock: clock, logger: logger) { port in
             bound.fulfill(port)

@@ -11,13 +11,20 @@ public actor WebSocketProbe {
 
     /// Whether the probe sends the `connect` frame by itself as soon as the socket opens.
     private let handshake: Bool
+    /// The `resume` of that `connect` frame.
+    private let resume: ResumeRequest?
+    /// Whether the first `caughtUp` frame is read past (tests of live traffic do not care for it).
+    private var skipsCaughtUp: Bool
 
     /// Opens a connection to `url` with `Authorization: Bearer <token>`; with `handshake`, sends `connect` first,
-    /// as every client must.
-    public init(url: String, token: String, handshake: Bool = true) {
+    /// as every client must, with `resume` in it. Unless `skipCaughtUp` is false, the `caughtUp` frame that ends
+    /// the replay is not returned.
+    public init(url: String, token: String, handshake: Bool = true, resume: ResumeRequest? = nil, skipCaughtUp: Bool = true) {
         connection = WSClientTransport(logger: Logger(label: "parley.probe")).open(url: url, authToken: token)
         iterator = connection.events.makeAsyncIterator()
         self.handshake = handshake
+        self.resume = resume
+        self.skipsCaughtUp = skipCaughtUp
     }
 
     public func send(_ text: String) {
@@ -36,9 +43,14 @@ public actor WebSocketProbe {
         iterator = events
         switch event {
         case .opened:
-            if handshake { try? send(.connect(ConnectFrame())) }
+            if handshake { try? send(.connect(ConnectFrame(resume: resume))) }
             return await nextText()
-        case .text(let text): return text
+        case .text(let text):
+            if skipsCaughtUp, case .caughtUp = try? WireCoding.decode(ServerFrame.self, from: Array(text.utf8)) {
+                skipsCaughtUp = false
+                return await nextText()
+            }
+            return text
         case .closed(let code, let reason):
             ending = (code, reason)
             return nil

@@ -78,6 +78,15 @@ import FoundationNetworking
                 SendMessageRequest(parts: [.text("hi")])
             ),
             ("MessagePage", MessagePage(messages: [message], nextCursor: "4"), MessagePage(messages: [])),
+            (
+                "Event",
+                Event(
+                    id: "c_1:4", appId: "a", name: .messageSent, conversationId: "c_1", seq: 4, timestamp: 5,
+                    context: EventContext(createdBy: "alice"), payload: .messageSent(message)
+                ),
+                Event(id: "e", appId: "a", name: .presenceUpdate, timestamp: 5, context: EventContext(), payload: .presenceUpdated(Presence(uid: "a", online: true)))
+            ),
+            ("EventPage", EventPage(events: [], nextCursor: "4"), EventPage(events: [])),
             ("JSONValue", JSONValue.object(["any": [1, "two", nil]]), JSONValue.null),
             (
                 "UpdateConversationRequest", UpdateConversationRequest(name: "n", description: "d", isPublic: true, metadata: ["a": 1]),
@@ -147,7 +156,7 @@ import FoundationNetworking
                 checked += 1
             }
         }
-        #expect(checked == 28)
+        #expect(checked == 29)
         try await server.stop()
     }
 

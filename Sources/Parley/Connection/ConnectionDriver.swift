@@ -17,8 +17,8 @@ actor ConnectionDriver {
     private let onStatus: @Sendable (ConnectionStatus) -> Void
     private let onFrame: @Sendable (ServerFrame) -> Void
     private let logger: Logger
-    /// The first frame of every connection.
-    private let connectFrame: ConnectFrame
+    /// The first frame of every connection, made when the connection opens (it carries the resume positions).
+    private let connectFrame: @Sendable () -> ConnectFrame
 
     private var connection: (generation: Int, transport: any TransportConnection)?
     private var timer: (deadline: Duration, task: Task<Void, Never>)?
@@ -28,7 +28,7 @@ actor ConnectionDriver {
     init(
         configuration: ConnectionStateMachine.Configuration, seed: UInt64, clock: Timeline,
         transport: any WebSocketTransport, endpoint: @escaping @Sendable () -> SocketEndpoint?,
-        connectFrame: ConnectFrame = ConnectFrame(), logger: Logger,
+        connectFrame: @escaping @Sendable () -> ConnectFrame = { ConnectFrame() }, logger: Logger,
         onStatus: @escaping @Sendable (ConnectionStatus) -> Void, onFrame: @escaping @Sendable (ServerFrame) -> Void
     ) {
         self.connectFrame = connectFrame
@@ -106,7 +106,7 @@ actor ConnectionDriver {
         let now = clock.now()
         switch event {
         case .opened:
-            if let text = try? Self.encode(.connect(connectFrame)) { connection?.transport.send(text) }
+            if let text = try? Self.encode(.connect(connectFrame())) { connection?.transport.send(text) }
         case .text(let text):
             let frame: ServerFrame
             do {
@@ -119,11 +119,14 @@ actor ConnectionDriver {
             switch frame {
             case .hello:
                 onFrame(frame)
+            case .caughtUp:
+                // Connected means live: what was missed has been replayed.
+                onFrame(frame)
                 perform(machine.transportOpened(generation: generation, now: now))
             case .pong:
                 perform(machine.frameReceived(generation: generation, now: now))
                 resumePingWaiters(with: .success(()))
-            case .event, .ack, .error:
+            case .event, .ack, .error, .resync:
                 perform(machine.frameReceived(generation: generation, now: now))
                 onFrame(frame)
             }
@@ -244,6 +247,17 @@ actor ConnectionDriver {
 
     private static func encode(_ frame: ClientFrame) throws -> String {
         String(decoding: try WireCoding.encode(frame), as: UTF8.self)
+    }
+
+    /// Drops the current connection as if it had been lost; the rules reconnect it (and the server replays
+    /// from the client's positions).
+    func dropConnection(because error: ParleyError) {
+        guard let connection else { return }
+        connection.transport.close(code: WebSocketCloseCode.normal)
+        self.connection = nil
+        perform(
+            machine.transportEnded(generation: connection.generation, closeCode: nil, error: error, now: clock.now())
+        )
     }
 
     /// Stops timers and closes the connection (the client is going away).

@@ -1,0 +1,252 @@
+import Foundation
+import NIOConcurrencyHelpers
+
+/// The durable outbox: messages the app sent that the server has not confirmed yet, kept in a JSON file next to the
+/// saved session, sent one at a time in the order they were written (so one sender's messages keep their order).
+///
+/// The sender loop (``ParleyClient`` runs it) takes the oldest pending message with ``takeNext()``, tries it, and
+/// reports with ``finish(_:with:)`` or ``release(_:)``. A message being tried cannot be cancelled: the server may
+/// already have it.
+final class Outbox: Sendable {
+    private struct Saved: Codable {
+        var uid: String
+        var messages: [OutgoingMessage]
+    }
+
+    private struct State {
+        var uid: String?
+        /// Pending and failed messages, oldest first.
+        var messages: [OutgoingMessage] = []
+        var inFlight: String?
+        /// Callers of `sendMessage` waiting for their message's outcome.
+        var waiters: [String: [UUID: CheckedContinuation<Message, any Error>]] = [:]
+        /// Messages whose failure is reported to a waiting caller: dropped from the outbox once it knows.
+        var dropOnFailure: Set<String> = []
+        var wake: CheckedContinuation<Void, Never>?
+        var woken = false
+    }
+
+    private let fileURL: URL
+    private let state = NIOLockedValueBox(State())
+    private let notify: @Sendable (OutgoingMessage) -> Void
+
+    init(directory: URL, appId: String, notify: @escaping @Sendable (OutgoingMessage) -> Void) {
+        self.fileURL = directory.appendingPathComponent("outbox-\(SessionStore.safeName(appId)).json")
+        self.notify = notify
+    }
+
+    // MARK: The user
+
+    /// Loads `uid`'s saved outbox (a message that was being sent when the app stopped is pending again).
+    func begin(uid: String) {
+        var messages: [OutgoingMessage] = []
+        if let data = try? Data(contentsOf: fileURL), let saved = try? JSONDecoder().decode(Saved.self, from: data),
+            saved.uid == uid
+        {
+            messages = saved.messages
+        }
+        state.withLockedValue { state in
+            state.uid = uid
+            state.messages = messages
+            state.inFlight = nil
+        }
+        signal()
+    }
+
+    /// Forgets the user's outbox (logout): waiting callers fail with `ERR_NOT_LOGGED_IN`.
+    func end() {
+        let waiters = state.withLockedValue { state -> [CheckedContinuation<Message, any Error>] in
+            defer {
+                state = State(wake: state.wake, woken: state.woken)
+            }
+            return state.waiters.values.flatMap(\.values)
+        }
+        try? FileManager.default.removeItem(at: fileURL)
+        for waiter in waiters { waiter.resume(throwing: ParleyError(.notLoggedIn, "Logged out before the message was sent.")) }
+    }
+
+    // MARK: The app
+
+    /// Queues a message (saved before this returns).
+    func add(_ message: OutgoingMessage) throws {
+        let saved = try state.withLockedValue { state -> Saved in
+            guard let uid = state.uid else { throw ParleyError(.notLoggedIn, "Log in first.") }
+            state.messages.append(message)
+            return Saved(uid: uid, messages: state.messages)
+        }
+        try save(saved)
+        notify(message)
+        signal()
+    }
+
+    /// Queues a message and waits for its outcome: the stored message, or the server's refusal (the message then
+    /// leaves the outbox: the caller knows). Cancelling the waiting task stops the wait, not the message.
+    func send(_ message: OutgoingMessage) async throws -> Message {
+        let id = message.clientMessageId
+        let key = UUID()
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                // Queued and awaited under one lock: the sender cannot finish it before the waiter is in place.
+                let saved = state.withLockedValue { state -> Saved? in
+                    guard let uid = state.uid else { return nil }
+                    state.messages.append(message)
+                    state.dropOnFailure.insert(id)
+                    state.waiters[id, default: [:]][key] = continuation
+                    return Saved(uid: uid, messages: state.messages)
+                }
+                guard let saved else {
+                    continuation.resume(throwing: ParleyError(.notLoggedIn, "Log in first."))
+                    return
+                }
+                do {
+                    try save(saved)
+                } catch {
+                    let waiter = state.withLockedValue { state in
+                        state.messages.removeAll { $0.clientMessageId == id }
+                        return state.waiters.removeValue(forKey: id)?[key]
+                    }
+                    waiter?.resume(throwing: error)
+                    return
+                }
+                notify(message)
+                signal()
+            }
+        } onCancel: {
+            let waiter = state.withLockedValue { $0.waiters[id]?.removeValue(forKey: key) }
+            waiter?.resume(throwing: CancellationError())
+        }
+    }
+
+    /// The messages not yet sent: pending and failed, oldest first.
+    var messages: [OutgoingMessage] { state.withLockedValue { $0.messages } }
+
+    /// Removes a pending or failed message that is not being sent.
+    func cancel(_ clientMessageId: String) throws {
+        let (saved, cancelled, waiters) = try state.withLockedValue { state in
+            guard let index = state.messages.firstIndex(where: { $0.clientMessageId == clientMessageId }) else {
+                throw ParleyError(.outboxMessageNotFound, "No queued message \(clientMessageId).")
+            }
+            guard state.inFlight != clientMessageId else {
+                throw ParleyError(.outboxMessageSending, "Message \(clientMessageId) is being sent.")
+            }
+            var cancelled = state.messages.remove(at: index)
+            cancelled.state = .cancelled
+            let waiters = state.waiters.removeValue(forKey: clientMessageId).map { Array($0.values) } ?? []
+            return (Saved(uid: state.uid ?? "", messages: state.messages), cancelled, waiters)
+        }
+        try save(saved)
+        notify(cancelled)
+        for waiter in waiters { waiter.resume(throwing: ParleyError(.messageCancelled, "The message was cancelled.")) }
+    }
+
+    /// Sends a failed message again, after the messages queued so far.
+    func retry(_ clientMessageId: String) throws {
+        let (saved, message) = try state.withLockedValue { state in
+            guard let index = state.messages.firstIndex(where: { $0.clientMessageId == clientMessageId }) else {
+                throw ParleyError(.outboxMessageNotFound, "No queued message \(clientMessageId).")
+            }
+            guard case .failed = state.messages[index].state else {
+                throw ParleyError(.outboxMessageNotFailed, "Message \(clientMessageId) has not failed.")
+            }
+            var message = state.messages.remove(at: index)
+            message.state = .pending
+            state.messages.append(message)
+            return (Saved(uid: state.uid ?? "", messages: state.messages), message)
+        }
+        try save(saved)
+        notify(message)
+        signal()
+    }
+
+    // MARK: The sender loop
+
+    /// The oldest pending message, now in flight; nil when there is none (or one is already in flight).
+    func takeNext() -> OutgoingMessage? {
+        state.withLockedValue { state in
+            guard state.inFlight == nil, let index = state.messages.firstIndex(where: { $0.state == .pending })
+            else { return nil }
+            state.messages[index].attempts += 1
+            state.inFlight = state.messages[index].clientMessageId
+            return state.messages[index]
+        }
+    }
+
+    /// The in-flight message stays pending (a transient failure): it is taken again next time.
+    func release(_ clientMessageId: String) {
+        state.withLockedValue { state in
+            if state.inFlight == clientMessageId { state.inFlight = nil }
+        }
+    }
+
+    /// The server stored the message, or refused it for good.
+    func finish(_ clientMessageId: String, with result: Result<Message, ParleyError>) {
+        let (saved, changed, waiters) = state.withLockedValue { state in
+            if state.inFlight == clientMessageId { state.inFlight = nil }
+            guard let index = state.messages.firstIndex(where: { $0.clientMessageId == clientMessageId }) else {
+                return (Saved?.none, OutgoingMessage?.none, [CheckedContinuation<Message, any Error>]())
+            }
+            var changed = state.messages[index]
+            let waiters = state.waiters.removeValue(forKey: clientMessageId).map { Array($0.values) } ?? []
+            switch result {
+            case .success(let message):
+                changed.state = .sent(message)
+                state.messages.remove(at: index)
+            case .failure(let error):
+                changed.state = .failed(code: error.code, message: error.message)
+                if state.dropOnFailure.contains(clientMessageId) && !waiters.isEmpty {
+                    state.messages.remove(at: index)
+                } else {
+                    state.messages[index] = changed
+                }
+            }
+            state.dropOnFailure.remove(clientMessageId)
+            return (Saved(uid: state.uid ?? "", messages: state.messages), changed, waiters)
+        }
+        if let saved { try? save(saved) }
+        if let changed { notify(changed) }
+        for waiter in waiters { waiter.resume(with: result.mapError { $0 }) }
+    }
+
+    /// Wakes the sender loop (a new message, a retry, the socket connected).
+    func signal() {
+        let waiter = state.withLockedValue { state -> CheckedContinuation<Void, Never>? in
+            guard let waiter = state.wake else {
+                state.woken = true
+                return nil
+            }
+            state.wake = nil
+            return waiter
+        }
+        waiter?.resume()
+    }
+
+    /// Waits for ``signal()`` (at once if one came since the last wait), or until the task is cancelled.
+    func waitForSignal() async {
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                let now = state.withLockedValue { state -> Bool in
+                    if state.woken || Task.isCancelled {
+                        state.woken = false
+                        return true
+                    }
+                    state.wake = continuation
+                    return false
+                }
+                if now { continuation.resume() }
+            }
+        } onCancel: {
+            signal()
+        }
+    }
+
+    private func save(_ saved: Saved) throws {
+        do {
+            try FileManager.default.createDirectory(
+                at: fileURL.deletingLastPathComponent(), withIntermediateDirectories: true
+            )
+            try JSONEncoder().encode(saved).write(to: fileURL, options: .atomic)
+        } catch {
+            throw ParleyError(.storageError, "The outbox could not be saved.", underlying: "\(error)")
+        }
+    }
+}

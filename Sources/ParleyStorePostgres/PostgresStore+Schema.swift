@@ -1,0 +1,172 @@
+import Logging
+import PostgresNIO
+
+/// One step of the PostgreSQL schema. A migration once shipped is never edited, only followed by new ones.
+struct PostgresMigration: Sendable {
+    var version: Int64
+    var name: String
+    /// Statements run in order, in the migration's transaction.
+    var statements: [String]
+}
+
+extension PostgresStore {
+    /// Every schema step, in order. The same tables as the SQLite store, with PostgreSQL types.
+    static let migrations: [PostgresMigration] = [
+        PostgresMigration(
+            version: 1, name: "tables",
+            statements: [
+                """
+                CREATE TABLE apps (
+                    id TEXT PRIMARY KEY,
+                    name TEXT NOT NULL,
+                    auth_key_hash BYTEA NOT NULL,
+                    rest_api_key_hash BYTEA NOT NULL UNIQUE,
+                    created_at BIGINT NOT NULL
+                )
+                """,
+                """
+                CREATE TABLE users (
+                    app_id TEXT NOT NULL REFERENCES apps(id),
+                    uid TEXT NOT NULL,
+                    name TEXT NOT NULL,
+                    avatar_url TEXT,
+                    metadata JSONB,
+                    created_at BIGINT NOT NULL,
+                    updated_at BIGINT NOT NULL,
+                    -- The last position of the user's own stream of joins and departures (memberships).
+                    last_user_seq BIGINT NOT NULL DEFAULT 0,
+                    PRIMARY KEY (app_id, uid)
+                )
+                """,
+                """
+                CREATE TABLE auth_tokens (
+                    hash BYTEA PRIMARY KEY,
+                    id TEXT NOT NULL UNIQUE,
+                    app_id TEXT NOT NULL,
+                    uid TEXT NOT NULL,
+                    created_at BIGINT NOT NULL,
+                    expires_at BIGINT,
+                    revoked_at BIGINT,
+                    FOREIGN KEY (app_id, uid) REFERENCES users(app_id, uid)
+                )
+                """,
+                "CREATE INDEX auth_tokens_by_user ON auth_tokens(app_id, uid)",
+                """
+                CREATE TABLE conversations (
+                    pk BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+                    id TEXT NOT NULL UNIQUE,
+                    app_id TEXT NOT NULL REFERENCES apps(id),
+                    type TEXT NOT NULL,
+                    -- The pair of a direct conversation ("uid1\\nuid2", sorted): one conversation per pair.
+                    direct_key TEXT,
+                    name TEXT,
+                    description TEXT,
+                    is_public BOOLEAN NOT NULL,
+                    metadata JSONB,
+                    created_by TEXT NOT NULL,
+                    created_at BIGINT NOT NULL,
+                    updated_at BIGINT NOT NULL,
+                    -- Assigned under this row's lock: see PostgresStore+Commands.swift.
+                    last_seq BIGINT NOT NULL DEFAULT 0,
+                    last_activity_at BIGINT NOT NULL,
+                    participant_count BIGINT NOT NULL DEFAULT 0,
+                    message_count BIGINT NOT NULL DEFAULT 0,
+                    deleted_at BIGINT,
+                    UNIQUE (app_id, direct_key)
+                )
+                """,
+                """
+                CREATE TABLE participants (
+                    conversation_pk BIGINT NOT NULL REFERENCES conversations(pk),
+                    uid TEXT NOT NULL,
+                    role TEXT NOT NULL,
+                    joined_at BIGINT NOT NULL,
+                    delivered_seq BIGINT NOT NULL DEFAULT 0,
+                    read_seq BIGINT NOT NULL DEFAULT 0,
+                    -- How many of the conversation's messages read_seq covers (unread = message_count - this).
+                    read_message_count BIGINT NOT NULL DEFAULT 0,
+                    PRIMARY KEY (conversation_pk, uid)
+                )
+                """,
+                "CREATE INDEX participants_by_user ON participants(uid, conversation_pk)",
+                """
+                CREATE TABLE events (
+                    conversation_pk BIGINT NOT NULL REFERENCES conversations(pk),
+                    seq BIGINT NOT NULL,
+                    name TEXT NOT NULL,
+                    actor TEXT,
+                    created_at BIGINT NOT NULL,
+                    client_message_id TEXT,
+                    -- A message's index among the conversation's messages (1 for the first); NULL for other events.
+                    message_index BIGINT,
+                    -- The event's JSON exactly as published (encoded once).
+                    body BYTEA NOT NULL,
+                    PRIMARY KEY (conversation_pk, seq)
+                )
+                """,
+                """
+                CREATE UNIQUE INDEX events_by_client_message
+                    ON events(conversation_pk, actor, client_message_id) WHERE client_message_id IS NOT NULL
+                """,
+                """
+                CREATE TABLE memberships (
+                    app_id TEXT NOT NULL,
+                    uid TEXT NOT NULL,
+                    user_seq BIGINT NOT NULL,
+                    conversation_pk BIGINT NOT NULL REFERENCES conversations(pk),
+                    joined BOOLEAN NOT NULL,
+                    seq BIGINT NOT NULL,
+                    PRIMARY KEY (app_id, uid, user_seq)
+                )
+                """,
+            ]
+        )
+    ]
+
+    /// The key of the advisory lock that serializes migrations of one database ("parley.schema").
+    static let migrationLockKey: Int64 = 0x7061_726C_6579_5331
+
+    /// Brings the schema up to date, on one connection, in one transaction.
+    ///
+    /// The transaction first takes a transaction-level advisory lock, so that nodes starting together migrate one
+    /// after the other: the second waits, then finds every step recorded in `schema_migrations` and does nothing.
+    /// PostgreSQL's DDL is transactional: a step that fails leaves no trace.
+    ///
+    /// - Returns: The versions applied by this call (empty when the schema was current).
+    @discardableResult
+    static func migrate(_ connection: PostgresConnection, logger: Logger) async throws -> [Int64] {
+        let session = PostgresSession(connection: connection, logger: logger)
+        return try await session.transaction {
+            // A node stuck while holding the lock must not stop the others forever.
+            try await session.execute("SET LOCAL lock_timeout = '60s'")
+            try await session.execute("SELECT pg_advisory_xact_lock(\(migrationLockKey))")
+            try await session.execute(
+                """
+                CREATE TABLE IF NOT EXISTS schema_migrations (
+                    version BIGINT PRIMARY KEY,
+                    name TEXT NOT NULL,
+                    applied_at TIMESTAMPTZ NOT NULL DEFAULT now()
+                )
+                """
+            )
+            let applied = Set(try await session.rows("SELECT version FROM schema_migrations").map { try $0.decode(Int64.self) })
+            if let newest = applied.max(), newest > migrations.last!.version {
+                logger.warning(
+                    "The database schema is newer (version \(newest)) than this server knows (\(migrations.last!.version))"
+                )
+            }
+            var done: [Int64] = []
+            for migration in migrations where !applied.contains(migration.version) {
+                logger.info("Migrating the PostgreSQL schema to version \(migration.version) (\(migration.name))")
+                for statement in migration.statements {
+                    try await session.execute(PostgresQuery(unsafeSQL: statement))
+                }
+                try await session.execute(
+                    "INSERT INTO schema_migrations (version, name) VALUES (\(migration.version), \(migration.name))"
+                )
+                done.append(migration.version)
+            }
+            return done
+        }
+    }
+}
