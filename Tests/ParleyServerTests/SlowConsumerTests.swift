@@ -138,7 +138,7 @@ final class RawWebSocket: Sendable {
                 }
             }
             guard connected == 0 else {
-                systemClose(descriptor)
+                _ = systemClose(descriptor)
                 throw Failure(description: "connect() failed")
             }
             let socket = RawWebSocket(descriptor: descriptor)
