@@ -95,6 +95,8 @@ struct PersistScenario: AsyncParsableCommand {
                 let callbacks = SocketCallbacks(text: { socket, buffer, receivedAt in
                     guard !FrameKind.isEvent(buffer) else { return }
                     let acked = FrameKind.isAck(buffer)
+                    // `caughtUp` follows `hello` on every connection: not an answer to a send.
+                    guard acked || FrameKind.isError(buffer) else { return }
                     if acked, let found = marker.find(in: buffer) {
                         latency.record(from: found.sentAt, to: receivedAt)
                     }

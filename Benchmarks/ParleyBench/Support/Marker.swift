@@ -46,6 +46,7 @@ struct Marker: Sendable {
 enum FrameKind {
     private static let eventPrefix = Array(#"{"type":"event""#.utf8)
     private static let ackTag = Array(#""type":"ack""#.utf8)
+    private static let errorTag = Array(#""type":"error""#.utf8)
 
     /// Event frames start with `{"type":"event"` (the server wraps the stored event JSON without re-encoding).
     static func isEvent(_ frame: ByteBuffer) -> Bool {
@@ -54,6 +55,12 @@ enum FrameKind {
 
     static func isAck(_ frame: ByteBuffer) -> Bool {
         !isEvent(frame) && contains(frame, ackTag)
+    }
+
+    /// An `error` frame (a refused command). Other frames that are neither events nor acks (`caughtUp` after
+    /// `hello`, `pong`, `resync`) are not answers to a send.
+    static func isError(_ frame: ByteBuffer) -> Bool {
+        !isEvent(frame) && contains(frame, errorTag)
     }
 
     static func contains(_ frame: ByteBuffer, _ needle: [UInt8]) -> Bool {
