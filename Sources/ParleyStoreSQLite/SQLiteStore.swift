@@ -348,12 +348,13 @@ public final class SQLiteStore: ParleyStore {
     {
         try await pool.read { db in
             try Row.fetchAll(
-                db,
-                sql: """
-                    SELECT m.user_seq, c.id, m.joined, m.seq FROM memberships m
-                    JOIN conversations c ON c.pk = m.conversation_pk
-                    WHERE m.app_id = ? AND m.uid = ? AND m.user_seq > ? ORDER BY m.user_seq LIMIT ?
-                    """,
+                db.cachedStatement(
+                    sql: """
+                        SELECT m.user_seq, c.id, m.joined, m.seq FROM memberships m
+                        JOIN conversations c ON c.pk = m.conversation_pk
+                        WHERE m.app_id = ? AND m.uid = ? AND m.user_seq > ? ORDER BY m.user_seq LIMIT ?
+                        """
+                ),
                 arguments: [appId, uid, afterUserSeq, limit]
             ).map { row in MembershipChange(userSeq: row[0], conversationId: row[1], joined: row[2], seq: row[3]) }
         }
