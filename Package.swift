@@ -8,6 +8,8 @@ let package = Package(
         .library(name: "Parley", targets: ["Parley"]),
         .executable(name: "parley-server", targets: ["ParleyServerApp"]),
         .executable(name: "parley", targets: ["ParleyCLI"]),
+        // The load tool (docs/BENCHMARKS.md). Not a dependency of any library product.
+        .executable(name: "parley-bench", targets: ["ParleyBench"]),
     ],
     dependencies: [
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
@@ -27,6 +29,7 @@ let package = Package(
         .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
         .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.25.0"),
         .package(url: "https://github.com/jpsim/Yams.git", "5.0.1"..<"7.0.0"),
+        .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift.git", from: "0.2.0"),
     ],
     targets: [
         // Wire types shared by the server and the SDK: REST bodies, WebSocket frames, events, error codes.
@@ -121,6 +124,21 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
+        // `parley-bench`: drives a real parley-server over real WebSockets on loopback (docs/BENCHMARKS.md). Speaks
+        // the protocol with its own small NIO clients: the SDK is too heavy for tens of thousands of sockets.
+        .executableTarget(
+            name: "ParleyBench",
+            dependencies: [
+                "ParleyProtocol",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Histogram", package: "hdrhistogram-swift"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            ],
+            path: "Benchmarks/ParleyBench"
+        ),
         .testTarget(name: "ParleyProtocolTests", dependencies: ["ParleyProtocol"]),
         .testTarget(
             name: "ParleyStoreTests",
@@ -136,6 +154,7 @@ let package = Package(
                 "ParleyServer", "ParleyTesting", "ParleyProtocol",
                 .product(name: "Yams", package: "Yams"),
                 .product(name: "WSClient", package: "swift-websocket"),
+                .product(name: "NIOCore", package: "swift-nio"),
             ],
             resources: []
         ),

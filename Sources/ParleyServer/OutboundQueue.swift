@@ -46,6 +46,9 @@ final class OutboundQueue: Sendable {
         self.limitBytes = limitBytes
     }
 
+    /// Bytes of frames waiting now (never more than `limitBytes`).
+    var queuedBytes: Int { state.withLockedValue { $0.bytes } }
+
     /// Queues a frame. Returns false when the connection is closing (or now overflowed and will close).
     @discardableResult
     func push(_ frame: ByteBuffer) -> Bool {

@@ -140,7 +140,7 @@ public final class SQLiteStore: ParleyStore {
     static func fetchUser(_ db: Database, appId: String, uid: String) throws -> User? {
         guard
             let row = try Row.fetchOne(
-                db, sql: "SELECT * FROM users WHERE app_id = ? AND uid = ?", arguments: [appId, uid]
+                db.cachedStatement(sql: "SELECT * FROM users WHERE app_id = ? AND uid = ?"), arguments: [appId, uid]
             )
         else { return nil }
         return User(
@@ -168,8 +168,9 @@ public final class SQLiteStore: ParleyStore {
 
     public func token(hash: [UInt8]) async throws -> TokenRecord? {
         try await pool.read { db in
-            try Row.fetchOne(db, sql: "SELECT * FROM auth_tokens WHERE hash = ?", arguments: [Data(hash)])
-                .map(Self.tokenRecord)
+            try Row.fetchOne(
+                db.cachedStatement(sql: "SELECT * FROM auth_tokens WHERE hash = ?"), arguments: [Data(hash)]
+            ).map(Self.tokenRecord)
         }
     }
 
@@ -284,13 +285,17 @@ public final class SQLiteStore: ParleyStore {
 
     public func unread(appId: String, uid: String, conversationIds: [String]?) async throws -> UnreadSummary {
         try await pool.read { db in
+            // CROSS JOIN keeps the user's participations as the outer loop: with a plain JOIN, SQLite's planner
+            // walks every conversation of the app (its (app_id, direct_key) index) and probes each for the user,
+            // which made every unread push cost O(conversations in the app).
             let rows = try Row.fetchAll(
-                db,
-                sql: """
-                    SELECT c.id, c.last_seq, c.message_count, p.read_seq, p.read_message_count
-                    FROM participants p JOIN conversations c ON c.pk = p.conversation_pk
-                    WHERE p.uid = ? AND c.app_id = ? AND c.deleted_at IS NULL
-                    """,
+                db.cachedStatement(
+                    sql: """
+                        SELECT c.id, c.last_seq, c.message_count, p.read_seq, p.read_message_count
+                        FROM participants p CROSS JOIN conversations c ON c.pk = p.conversation_pk
+                        WHERE p.uid = ? AND c.app_id = ? AND c.deleted_at IS NULL
+                        """
+                ),
                 arguments: [uid, appId]
             )
             let wanted = conversationIds.map(Set.init)
@@ -355,12 +360,13 @@ public final class SQLiteStore: ParleyStore {
     {
         try await pool.read { db in
             try Row.fetchAll(
-                db,
-                sql: """
-                    SELECT m.user_seq, c.id, m.joined, m.seq FROM memberships m
-                    JOIN conversations c ON c.pk = m.conversation_pk
-                    WHERE m.app_id = ? AND m.uid = ? AND m.user_seq > ? ORDER BY m.user_seq LIMIT ?
-                    """,
+                db.cachedStatement(
+                    sql: """
+                        SELECT m.user_seq, c.id, m.joined, m.seq FROM memberships m
+                        JOIN conversations c ON c.pk = m.conversation_pk
+                        WHERE m.app_id = ? AND m.uid = ? AND m.user_seq > ? ORDER BY m.user_seq LIMIT ?
+                        """
+                ),
                 arguments: [appId, uid, afterUserSeq, limit]
             ).map { row in MembershipChange(userSeq: row[0], conversationId: row[1], joined: row[2], seq: row[3]) }
         }
@@ -369,14 +375,16 @@ public final class SQLiteStore: ParleyStore {
     public func streamPositions(appId: String, uid: String) async throws -> StreamPositions {
         try await pool.read { db in
             let userSeq = try Int64.fetchOne(
-                db, sql: "SELECT last_user_seq FROM users WHERE app_id = ? AND uid = ?", arguments: [appId, uid]
+                db.cachedStatement(sql: "SELECT last_user_seq FROM users WHERE app_id = ? AND uid = ?"),
+                arguments: [appId, uid]
             ) ?? 0
             let rows = try Row.fetchAll(
-                db,
-                sql: """
-                    SELECT c.id, c.last_seq FROM participants p JOIN conversations c ON c.pk = p.conversation_pk
-                    WHERE p.uid = ? AND c.app_id = ?
-                    """,
+                db.cachedStatement(
+                    sql: """
+                        SELECT c.id, c.last_seq FROM participants p CROSS JOIN conversations c
+                        ON c.pk = p.conversation_pk WHERE p.uid = ? AND c.app_id = ?
+                        """
+                ),
                 arguments: [uid, appId]
             )
             var conversations: [String: Int64] = [:]
@@ -387,13 +395,13 @@ public final class SQLiteStore: ParleyStore {
 
     static func fetchConversation(_ db: Database, appId: String, id: String) throws -> ConversationRow? {
         try Row.fetchOne(
-            db, sql: "SELECT * FROM conversations WHERE id = ? AND app_id = ?", arguments: [id, appId]
+            db.cachedStatement(sql: "SELECT * FROM conversations WHERE id = ? AND app_id = ?"), arguments: [id, appId]
         ).map(conversationRow)
     }
 
     static func role(_ db: Database, conversationPK: Int64, uid: String) throws -> ParticipantRole? {
         try String.fetchOne(
-            db, sql: "SELECT role FROM participants WHERE conversation_pk = ? AND uid = ?",
+            db.cachedStatement(sql: "SELECT role FROM participants WHERE conversation_pk = ? AND uid = ?"),
             arguments: [conversationPK, uid]
         ).flatMap(ParticipantRole.init(rawValue:))
     }

@@ -1,0 +1,165 @@
+import ArgumentParser
+import Foundation
+import NIOCore
+
+/// `rooms`: many small groups all talking at once.
+struct RoomsScenario: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "rooms",
+        abstract: "Many small groups talking at once (e.g. 2,000 x 5 at 2,000 msg/s in all): latency, lost, duplicated."
+    )
+
+    @Option(help: "Groups.")
+    var rooms: Int = 2000
+
+    @Option(help: "Members per group (each one socket).")
+    var size: Int = 5
+
+    @Option(name: [.short, .customLong("rate")], help: "Messages per second, all groups together.")
+    var rate: Double = 2000
+
+    @Option(help: "Seconds of sending.")
+    var duration: Double = 10
+
+    @Option(help: "Seconds at the start whose messages do not count in the latency (they do count as deliveries).")
+    var warmup: Double = 2
+
+    @Option(help: "Extra bytes of text per message.")
+    var padding: Int = 64
+
+    @Option(help: "Seconds to wait for the last deliveries after the last send.")
+    var drainTimeout: Double = 30
+
+    @OptionGroup var server: ServerOptions
+    @OptionGroup var client: ClientOptions
+
+    struct Parameters: Codable, Sendable {
+        var rooms: Int
+        var size: Int
+        var rate: Double
+        var duration: Double
+        var warmup: Double
+        var padding: Int
+    }
+
+    struct Figures: Codable, Sendable {
+        var messages: Int
+        var sentPerSecond: Double
+        var expected: Int
+        var delivered: Int
+        var lost: Int
+        var duplicated: Int
+        var acked: Int
+        var deliveriesPerSecond: Double
+        var latency: LatencySummary
+        var connectFailures: Int
+        var setupSeconds: Double
+        /// Server CPU (user + system) while sending and draining, per message.
+        var serverCPUMicrosPerMessage: Double?
+    }
+
+    func run() async throws {
+        try await BenchRun.run(scenario: "rooms", server: server, options: client) { run in
+            let setupStart = Monotonic.nanoseconds()
+            let prefix = "r\(run.runID)-"
+            let people = rooms * size
+            run.note("creating \(people) users and \(rooms) groups")
+            let tokens = try await run.provisioner.users(prefix: prefix, count: people)
+            let conversations = try await run.provisioner.groups(
+                (0..<rooms).map { room in
+                    (tokens[room * size], (1..<max(size, 1)).map { "\(prefix)\(room * size + $0)" })
+                }
+            )
+
+            // The whole schedule is drawn before the start: who sends message n.
+            let count = Int(rate * duration)
+            let warmupCount = Int(rate * warmup)
+            var generator = SystemRandomNumberGenerator()
+            let senders = (0..<count).map { _ in Int32(Int.random(in: 0..<people, using: &generator)) }
+            let marker = Marker(runID: run.runID)
+            let ledger = DeliveryLedger(sockets: people)
+            let acks = Counter()
+            let callbacks = SocketCallbacks(text: { socket, frame, receivedAt in
+                guard FrameKind.isEvent(frame) else {
+                    if FrameKind.isAck(frame) { acks.add() } else { ledger.frame() }
+                    return
+                }
+                guard let found = marker.find(in: frame), found.number < senders.count else {
+                    ledger.frame()
+                    return
+                }
+                // A sender's own connection gets its message too; only the other members count.
+                guard senders[found.number] != Int32(socket.index) else { return }
+                ledger.delivered(
+                    socket: socket.index, message: found.number, sentAt: found.sentAt, receivedAt: receivedAt,
+                    measure: found.number >= warmupCount
+                )
+            })
+            run.note("connecting \(people) sockets")
+            // Members of one group connecting make presence events for each other: an attempt that times out in that
+            // flood is tried again once the server is quiet.
+            let connected = await run.fleet.connect(tokens: tokens, retries: 2, callbacks: callbacks) {
+                _ = await waitUntilQuiet(quietFor: 1, deadlineSeconds: 120) { ledger.frames }
+            }
+            _ = await waitUntilQuiet(quietFor: 1, deadlineSeconds: 120) { ledger.frames }
+            let setupSeconds = Monotonic.seconds(since: setupStart)
+            run.note(
+                "\(connected.connected) connected (\(connected.failed) failed); sending \(count) messages at \(rate)/s")
+
+            let cpuBefore = run.server.cpuSeconds()
+            var expected = 0
+            var sent = 0
+            let start = Monotonic.nanoseconds()
+            let interval = 1e9 / rate
+            while sent < count {
+                let now = Monotonic.nanoseconds()
+                let due = min(count, Int(Double(now - start) / interval) + 1)
+                while sent < due {
+                    let from = Int(senders[sent])
+                    let room = from / size
+                    if let socket = connected.sockets[from] {
+                        let text = marker.text(number: sent, sentAt: Monotonic.nanoseconds(), padding: padding)
+                        socket.send(
+                            text:
+                                #"{"type":"send","ref":"\#(sent)","conversationId":"\#(conversations[room])","clientMessageId":"m\#(run.runID)-\#(sent)","parts":[{"type":"text","text":"\#(text)"}]}"#
+                        )
+                        for member in room * size..<(room + 1) * size
+                        where member != from && connected.sockets[member] != nil {
+                            expected += 1
+                        }
+                    }
+                    sent += 1
+                }
+                try await Task.sleep(for: .microseconds(500))
+            }
+            let sendSeconds = Monotonic.seconds(since: start)
+            let drainDeadline = Monotonic.nanoseconds() + UInt64(drainTimeout * 1e9)
+            while ledger.unique < expected && Monotonic.nanoseconds() < drainDeadline {
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            _ = await waitUntilQuiet(quietFor: 0.5, deadlineSeconds: 5) { acks.count }
+            let delivered = ledger.unique
+            let cpu = cpuBefore.flatMap { b in run.server.cpuSeconds().map { ($0 - b) * 1e6 / Double(max(count, 1)) } }
+            let span = Double(ledger.lastDelivery &- start) / 1e9
+            let latency = ledger.latency
+            let figures = Figures(
+                messages: count, sentPerSecond: Double(count) / sendSeconds, expected: expected, delivered: delivered,
+                lost: expected - delivered, duplicated: ledger.duplicates, acked: acks.count,
+                deliveriesPerSecond: Double(delivered) / max(span, 1e-9), latency: latency,
+                connectFailures: connected.failed, setupSeconds: setupSeconds, serverCPUMicrosPerMessage: cpu
+            )
+            try run.report(
+                line:
+                    "rooms=\(rooms)x\(size) messages=\(count) rate=\(Int(figures.sentPerSecond))/s delivered=\(delivered)/\(expected) "
+                    + "lost=\(figures.lost) dup=\(figures.duplicated) acked=\(figures.acked) "
+                    + latency.line([("p50", \.p50), ("p90", \.p90), ("p99", \.p99), ("max", \.max)])
+                    + (cpu.map { " server_cpu/msg=\(Format.fixed($0, 0))us" } ?? ""),
+                parameters: Parameters(
+                    rooms: rooms, size: size, rate: rate, duration: duration, warmup: warmup, padding: padding
+                ),
+                figures: figures
+            )
+            for socket in connected.sockets { socket?.close(abort: true) }
+        }
+    }
+}

@@ -1,0 +1,308 @@
+import Foundation
+import NIOConcurrencyHelpers
+
+/// The parley-server a scenario drives: a child process the bench started (temporary data directory, free port,
+/// an app created for the run), or one it attaches to with `--server-url` and `--server-pid`.
+final class ServerUnderTest: Sendable {
+    let host: String
+    let port: Int
+    let appId: String
+    let restAPIKey: String
+    /// The server's pid, for its resident memory and CPU (it changes when the bench restarts its server). Nil when
+    /// attached without `--server-pid`.
+    var pid: Int32? { child?.pid ?? attachedPID }
+    private let attachedPID: Int32?
+    /// The bench's own child, nil when attached.
+    private let child: ManagedServer?
+
+    var baseURL: String { "http://\(host):\(port)" }
+
+    private init(host: String, port: Int, appId: String, restAPIKey: String, pid: Int32?, child: ManagedServer?) {
+        self.host = host
+        self.port = port
+        self.appId = appId
+        self.restAPIKey = restAPIKey
+        self.attachedPID = pid
+        self.child = child
+    }
+
+    static func start(_ options: ServerOptions) async throws -> ServerUnderTest {
+        if let url = options.serverURL {
+            guard let parsed = URL(string: url), let host = parsed.host else {
+                throw BenchError("--server-url must look like http://127.0.0.1:8080")
+            }
+            guard let appId = options.appId, let key = options.restAPIKey else {
+                throw BenchError(
+                    "Attaching to a server needs --app-id and --rest-api-key (or PARLEY_APP_ID, PARLEY_REST_API_KEY).")
+            }
+            return ServerUnderTest(
+                host: host, port: parsed.port ?? 80, appId: appId, restAPIKey: key, pid: options.serverPID, child: nil
+            )
+        }
+        let child = try await ManagedServer.launch(options)
+        return ServerUnderTest(
+            host: "127.0.0.1", port: child.port, appId: child.appId, restAPIKey: child.restAPIKey, pid: child.pid,
+            child: child
+        )
+    }
+
+    /// Resident memory of the server process, in bytes (VmRSS of /proc/<pid>/status).
+    func residentBytes() -> Int? {
+        guard let pid else { return nil }
+        return ProcFS.residentBytes(pid: pid)
+    }
+
+    /// Stops the bench's own server (SIGTERM, then SIGKILL after `grace`); nothing for an attached one.
+    func stop() async {
+        await child?.stop()
+    }
+
+    /// Deletes the temporary data directory of the bench's own server (after a successful run; a failed one keeps
+    /// it, with the server's log).
+    func removeData() {
+        guard let child else { return }
+        try? FileManager.default.removeItem(atPath: child.dataDirectory)
+    }
+
+    /// Restarts the bench's own server on the same port and data (the storm's `--drop restart`).
+    func restart() async throws {
+        guard let child else { throw BenchError("--drop restart needs a server the bench started itself.") }
+        try await child.restart()
+    }
+
+    var logPath: String? { child?.logPath }
+
+    /// User + system CPU seconds the server has used so far.
+    func cpuSeconds() -> Double? {
+        pid.flatMap(ProcFS.cpuSeconds)
+    }
+}
+
+/// Reads /proc.
+enum ProcFS {
+    /// The 1-minute load average: the CPU is shared with other work, and figures taken under load say so.
+    static func loadAverage() -> Double? {
+        guard let text = try? String(contentsOfFile: "/proc/loadavg", encoding: .utf8) else { return nil }
+        return text.split(separator: " ").first.flatMap { Double($0) }
+    }
+
+    static func residentBytes(pid: Int32) -> Int? {
+        guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return nil }
+        for line in status.split(separator: "\n") where line.hasPrefix("VmRSS:") {
+            let fields = line.split(separator: " ", omittingEmptySubsequences: true)
+            if fields.count >= 2, let kib = Int(fields[1]) { return kib * 1024 }
+        }
+        return nil
+    }
+
+    /// User + system CPU seconds of a process (/proc/<pid>/stat).
+    static func cpuSeconds(pid: Int32) -> Double? {
+        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+            let close = stat.lastIndex(of: ")")
+        else { return nil }
+        let fields = stat[stat.index(after: close)...].split(separator: " ")
+        // After the command: state is field 3; utime and stime are fields 14 and 15 (1-based, whole line).
+        guard fields.count > 13, let user = Double(fields[11]), let system = Double(fields[12]) else { return nil }
+        return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
+    }
+}
+
+/// A parley-server child process of the bench.
+final class ManagedServer: Sendable {
+    private struct State {
+        var process: Process
+        var port: Int
+    }
+
+    let binary: String
+    let dataDirectory: String
+    let logPath: String
+    let appId: String
+    let restAPIKey: String
+    let extraArguments: [String]
+    private let state: NIOLockedValueBox<State>
+
+    var pid: Int32 { state.withLockedValue { $0.process.processIdentifier } }
+    var port: Int { state.withLockedValue { $0.port } }
+
+    private init(
+        binary: String, dataDirectory: String, logPath: String, appId: String, restAPIKey: String,
+        extraArguments: [String], process: Process, port: Int
+    ) {
+        self.binary = binary
+        self.dataDirectory = dataDirectory
+        self.logPath = logPath
+        self.appId = appId
+        self.restAPIKey = restAPIKey
+        self.extraArguments = extraArguments
+        self.state = NIOLockedValueBox(State(process: process, port: port))
+    }
+
+    static func launch(_ options: ServerOptions) async throws -> ManagedServer {
+        let binary = options.serverBinary ?? Self.siblingBinary()
+        guard FileManager.default.isExecutableFile(atPath: binary) else {
+            throw BenchError(
+                "No parley-server at \(binary): build it (swift build -c release --product parley-server) or pass --server-binary."
+            )
+        }
+        let directory = FileManager.default.temporaryDirectory
+            .appendingPathComponent("parley-bench-\(getpid())-\(UInt32.random(in: 0...UInt32.max))").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        var extra = options.serverArguments
+        if let url = options.databaseURL { extra += ["--database-url", url] }
+
+        // An app for the run, created before the server starts (so the server creates no default app).
+        let create = try runToCompletion(
+            binary,
+            ["apps", "create", "parley-bench", "--data-dir", directory]
+                + (options.databaseURL.map { ["--database-url", $0] } ?? [])
+        )
+        guard let appId = Self.value(after: "App ID:", in: create),
+            let key = Self.value(after: "REST API Key:", in: create)
+        else { throw BenchError("Could not read the app's keys from `parley-server apps create`:\n\(create)") }
+
+        let logPath = directory + "/server.log"
+        let (process, port) = try await spawn(
+            binary: binary, directory: directory, logPath: logPath, port: 0, extra: extra
+        )
+        return ManagedServer(
+            binary: binary, dataDirectory: directory, logPath: logPath, appId: appId, restAPIKey: key,
+            extraArguments: extra, process: process, port: port
+        )
+    }
+
+    /// Whether this parley-server's `serve` takes `option` (a later server may, an older one not).
+    static func supports(option: String, binary: String?) -> Bool {
+        let binary = binary ?? siblingBinary()
+        guard let help = try? runToCompletion(binary, ["serve", "--help"]) else { return false }
+        return help.contains(option)
+    }
+
+    private static func spawn(binary: String, directory: String, logPath: String, port: Int, extra: [String])
+        async throws
+        -> (Process, Int)
+    {
+        if !FileManager.default.fileExists(atPath: logPath) {
+            _ = FileManager.default.createFile(atPath: logPath, contents: nil)
+        }
+        let log = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
+        log.seekToEndOfFile()
+        let start = (try? Data(contentsOf: URL(fileURLWithPath: logPath)).count) ?? 0
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: binary)
+        process.arguments =
+            [
+                "serve", "--hostname", "127.0.0.1", "--port", String(port), "--data-dir", directory, "--log-level",
+                "info",
+            ]
+            + extra
+        process.standardOutput = log
+        process.standardError = log
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        ChildProcesses.shared.add(process.processIdentifier)
+        // The server logs "Parley listening on http://127.0.0.1:<port>" once it accepts connections.
+        let deadline = Monotonic.nanoseconds() + 60_000_000_000
+        while Monotonic.nanoseconds() < deadline {
+            if let text = try? String(contentsOfFile: logPath, encoding: .utf8) {
+                let fresh = String(decoding: text.utf8.dropFirst(start), as: UTF8.self)
+                if let range = fresh.range(of: "Parley listening on http://") {
+                    let rest = fresh[range.upperBound...]
+                    if let colon = rest.firstIndex(of: ":") {
+                        let digits = rest[rest.index(after: colon)...].prefix(while: \.isNumber)
+                        if let bound = Int(digits) { return (process, bound) }
+                    }
+                }
+            }
+            guard process.isRunning else {
+                throw BenchError("parley-server exited (\(process.terminationStatus)); see \(logPath)")
+            }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        process.terminate()
+        throw BenchError("parley-server did not listen within 60 s; see \(logPath)")
+    }
+
+    func stop() async {
+        let process = state.withLockedValue { $0.process }
+        await Self.terminate(process)
+        ChildProcesses.shared.remove(process.processIdentifier)
+    }
+
+    /// SIGTERM (graceful: the server closes its sockets with 1001), SIGKILL if it is still there after 10 s.
+    private static func terminate(_ process: Process) async {
+        guard process.isRunning else { return }
+        process.terminate()
+        let deadline = Monotonic.nanoseconds() + 10_000_000_000
+        while process.isRunning && Monotonic.nanoseconds() < deadline {
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+        if process.isRunning {
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+        }
+    }
+
+    func restart() async throws {
+        let (old, port) = state.withLockedValue { ($0.process, $0.port) }
+        await Self.terminate(old)
+        ChildProcesses.shared.remove(old.processIdentifier)
+        let (process, _) = try await Self.spawn(
+            binary: binary, directory: dataDirectory, logPath: logPath, port: port, extra: extraArguments
+        )
+        state.withLockedValue { $0.process = process }
+    }
+
+    /// The parley-server next to this executable (both come out of the same `swift build -c release`).
+    static func siblingBinary() -> String {
+        let me = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
+        let path = me.deletingLastPathComponent().appendingPathComponent("parley-server").path
+        if FileManager.default.isExecutableFile(atPath: path) { return path }
+        if let resolved = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe") {
+            return URL(fileURLWithPath: resolved).deletingLastPathComponent().appendingPathComponent("parley-server")
+                .path
+        }
+        return path
+    }
+
+    static func runToCompletion(_ binary: String, _ arguments: [String]) throws -> String {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: binary)
+        process.arguments = arguments
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        process.standardError = pipe
+        try process.run()
+        let data = pipe.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        let text = String(decoding: data, as: UTF8.self)
+        guard process.terminationStatus == 0 else {
+            throw BenchError("\(binary) \(arguments.joined(separator: " ")) failed:\n\(text)")
+        }
+        return text
+    }
+
+    private static func value(after label: String, in text: String) -> String? {
+        guard let range = text.range(of: label) else { return nil }
+        return text[range.upperBound...].split(whereSeparator: { $0 == " " || $0 == "\n" }).first.map(String.init)
+    }
+}
+
+/// Every child process the bench started, so that an interrupted or timed-out run leaves none behind.
+final class ChildProcesses: Sendable {
+    static let shared = ChildProcesses()
+    private let pids = NIOLockedValueBox(Set<Int32>())
+
+    func add(_ pid: Int32) { pids.withLockedValue { _ = $0.insert(pid) } }
+    func remove(_ pid: Int32) { pids.withLockedValue { _ = $0.remove(pid) } }
+
+    /// SIGKILL to every child still registered (on timeout, on SIGINT).
+    func killAll() {
+        for pid in pids.withLockedValue({ $0 }) { kill(pid, SIGKILL) }
+    }
+}
+
+struct BenchError: Error, CustomStringConvertible {
+    var description: String
+    init(_ description: String) { self.description = description }
+}
