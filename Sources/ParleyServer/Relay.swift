@@ -57,7 +57,7 @@ final class Relay: Sendable {
         case .close(let appId, let uid, let tokenIds, let code, let reason):
             hub.close(
                 appId: appId, uid: uid, tokenIds: tokenIds.map(Set.init), code: code,
-                reason: ErrorCode(rawValue: reason) ?? .authTokenInvalid
+                reason: ErrorCode(rawValue: reason)
             )
         }
     }
