@@ -228,4 +228,48 @@ import Testing
         await reopened.client.shutdown()
         try await restarted.stop()
     }
+
+    @Test func eventsOlderThanTheResumeWindowAreAnnouncedNotReplayed() async throws {
+        // The server's time is virtual: the 30-day window passes when the test says so.
+        let clock = ManualClock()
+        let server = try await TestServer.start(clock: clock)
+        let alice = try await server.login("alice")
+        let bob = try await server.login("bob")
+        let group = try await server.createConversation(token: alice, with: ["bob"])
+
+        // Bob's positions, from the caughtUp of a first connection.
+        let first = WebSocketProbe(url: server.webSocketURL, token: bob, skipCaughtUp: false)
+        guard case .caughtUp(let positions) = try await first.nextFrame(where: { if case .caughtUp = $0 { true } else { false } })
+        else { Issue.record("no caughtUp"); return }
+        await first.close()
+        let seen = positions.conversations[group.id] ?? 0
+
+        for text in ["one", "two", "three"] {
+            let answer = try await server.request(
+                "POST", "/v1/conversations/\(group.id)/messages", token: alice, body: SendMessageRequest(parts: [.text(text)])
+            )
+            #expect(answer.status == 201)
+        }
+        let last = seen + 3
+
+        // 31 days later bob comes back: the missed events are older than the window.
+        clock.advance(by: .seconds(31 * 24 * 3600))
+        let late = WebSocketProbe(
+            url: server.webSocketURL, token: bob,
+            resume: ResumeRequest(userSeq: positions.userSeq, conversations: [group.id: seen]), skipCaughtUp: false
+        )
+        var frames: [ServerFrame] = []
+        while true {
+            let frame = try await late.nextFrame()
+            if case .hello = frame { continue }
+            frames.append(frame)
+            if case .caughtUp = frame { break }
+        }
+        #expect(frames.first == .resync(ResyncFrame(conversationId: group.id, reason: .historyTrimmed, lastSeq: last)))
+        #expect(!frames.contains { if case .event = $0 { true } else { false } }, "nothing older than the window is replayed")
+        guard case .caughtUp(let caughtUp) = frames.last else { Issue.record("\(frames)"); return }
+        #expect(caughtUp.replayed == 0 && caughtUp.conversations[group.id] == last)
+        await late.close()
+        try await server.stop()
+    }
 }
