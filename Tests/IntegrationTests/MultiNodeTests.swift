@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import Parley
+import ParleyProtocol
 import ParleyServer
 import ParleyStorePostgres
 import ParleyTesting
@@ -203,6 +204,30 @@ struct MultiNodeTests {
         try await store.close()
         #expect(apps.count == 1, "one default app, not one per node: \(apps.map(\.id))")
         for node in nodes { await node.stop() }
+        try await database.drop()
+    }
+
+    @Test(.timeLimit(.minutes(3)))
+    func aTokenRevokedThroughOneNodeClosesItsSocketsOnEveryNode() async throws {
+        let (database, app) = try await Self.provisionedDatabase()
+        let dataA = try TemporaryDirectory(prefix: "parley-node-a")
+        let dataB = try TemporaryDirectory(prefix: "parley-node-b")
+        let nodeA = try await ServerProcess.start(label: "A", app: app, arguments: Self.nodeArguments(database, dataDirectory: dataA))
+        let nodeB = try await ServerProcess.start(label: "B", app: app, arguments: Self.nodeArguments(database, dataDirectory: dataB))
+        let token = try await nodeB.login("mallory")
+        let socket = WebSocketProbe(url: nodeB.webSocketURL, token: token)
+        guard case .hello = try await socket.nextFrame() else {
+            Issue.record("no hello from node B")
+            return
+        }
+        // The operator revokes every token of the user through node A.
+        let answer = try await nodeA.request("DELETE", "/v1/users/mallory/auth-tokens", apiKey: app.restAPIKey)
+        #expect(answer.status == 204)
+        let ending = await socket.closure()
+        #expect(ending.code == WebSocketCloseCode.authenticationFailed)
+        #expect(ending.reason == ErrorCode.authTokenInvalid.rawValue)
+        await nodeA.stop()
+        await nodeB.stop()
         try await database.drop()
     }
 }
