@@ -97,6 +97,31 @@ import Testing
         try await server.stop()
     }
 
+    @Test func thePrefillIsKeptUntilTheNextChatOpensAndAnEmptyStringClearsIt() async throws {
+        let server = try await TestServer.start()
+        let client = try await client(server)
+        client.prefill(message: "draft")  // before authorize: kept
+        try await client.authorize(uid: "alice", authKey: server.app.authKey)
+        let first = try client.openChat(conversationId: "c_1")
+        let second = try client.openChat(conversationId: "c_2")
+        #expect(!first.isOpen && second.isOpen && client.openedChat === second)
+        #expect(first.takePrefill() == "draft" && second.takePrefill() == nil)
+        client.prefill(message: "again")
+        client.prefill(message: "")
+        #expect(try client.openChat(conversationId: "c_3").takePrefill() == nil)
+        await client.shutdown()
+        try await server.stop()
+    }
+
+    @Test func theParleyPayloadIsReadFromEveryShapeOfUserInfo() {
+        let numbers: [AnyHashable: Any] = ["parley": ["conversationId": "c", "messageId": "m", "seq": NSNumber(value: 7)] as [String: Any]]
+        #expect(ParleyClient.pushPayload(from: numbers) == PushPayload(conversationId: "c", messageId: "m", seq: 7))
+        let strings: [AnyHashable: Any] = ["parley": ["conversationId": "c", "seq": "8"] as [AnyHashable: Any]]
+        #expect(ParleyClient.pushPayload(from: strings) == PushPayload(conversationId: "c", seq: 8))
+        #expect(ParleyClient.pushPayload(from: ["parley": ["seq": 1] as [String: Any]]) == nil)
+        #expect(ParleyClient.pushPayload(from: ["aps": ["alert": "x"] as [String: Any]]) == nil)
+    }
+
     @Test func aTokenGivenBeforeLoginIsRegisteredAtLoginAndAChangedTokenReplacesIt() async throws {
         let server = try await TestServer.start()
         let client = try await client(server)
