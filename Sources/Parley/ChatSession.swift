@@ -17,7 +17,7 @@ public final class ChatSession: Sendable {
     /// The conversation of this chat.
     public let conversationId: String
     /// Push notifications of this conversation that the app passed to
-    /// ``ParleyClient/handleNotification(userInfo:)-swift.method`` while this chat was open.
+    /// `ParleyClient.handleNotification(userInfo:)` while this chat was open.
     public let notifications: AsyncStream<PushPayload>
 
     let client: ParleyClient

@@ -206,13 +206,14 @@ extension ParleyClient {
         return try handleNotification(payload)
     }
 
-    /// ``handleNotification(userInfo:)-swift.method`` with `[String: Any]`.
+    /// `handleNotification(userInfo:)` with `[String: Any]`.
     @discardableResult
     public func handleNotification(userInfo: [String: Any]) throws -> Bool {
-        try handleNotification(userInfo: Dictionary(uniqueKeysWithValues: userInfo.map { (AnyHashable($0.key), $0.value) }))
+        let converted = Dictionary(uniqueKeysWithValues: userInfo.map { (AnyHashable($0.key), $0.value) })
+        return try handleNotification(userInfo: converted)
     }
 
-    /// ``handleNotification(userInfo:)-swift.method`` with a parsed payload.
+    /// `handleNotification(userInfo:)` with a parsed payload.
     @discardableResult
     public func handleNotification(_ payload: PushPayload) throws -> Bool {
         guard let chat = openedChat, chat.isOpen else {
