@@ -31,19 +31,20 @@ final class PushRegistrationStore: Sendable {
 
     var current: Saved { state.withLockedValue { $0 } }
 
-    /// Changes the saved state and writes it.
+    /// Changes the saved state and writes it. The file is written under the lock (it is small), so that two
+    /// changes at once never leave the older one on disk.
     func update(_ change: (inout Saved) -> Void) throws {
-        let saved = state.withLockedValue { state -> Saved in
+        let fileURL = self.fileURL
+        try state.withLockedValue { state in
             change(&state)
-            return state
-        }
-        do {
-            try FileManager.default.createDirectory(
-                at: fileURL.deletingLastPathComponent(), withIntermediateDirectories: true
-            )
-            try JSONEncoder().encode(saved).write(to: fileURL, options: .atomic)
-        } catch {
-            throw ParleyError(.storageError, "The push token could not be saved.", underlying: "\(error)")
+            do {
+                try FileManager.default.createDirectory(
+                    at: fileURL.deletingLastPathComponent(), withIntermediateDirectories: true
+                )
+                try JSONEncoder().encode(state).write(to: fileURL, options: .atomic)
+            } catch {
+                throw ParleyError(.storageError, "The push token could not be saved.", underlying: "\(error)")
+            }
         }
     }
 
