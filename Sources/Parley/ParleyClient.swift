@@ -31,6 +31,8 @@ public final class ParleyClient: Sendable {
     let pipeline: EventPipeline
     let outbox: Outbox
     let outboxBroadcaster: Broadcaster<any OutboxListener, OutgoingMessage>
+    let push: PushRegistrationStore
+    let delegates: DelegateHub
 
     struct ClientState: Sendable {
         var session: StoredSession?
@@ -43,6 +45,10 @@ public final class ParleyClient: Sendable {
         var typingSentAt: [String: Duration] = [:]
         /// Delivers events in order and sends the outbox; runs from ``start()`` to ``shutdown()``.
         var workers: Task<Void, Never>?
+        /// The open chat (at most one).
+        var chat: ChatSession?
+        /// The text for the next chat opened.
+        var prefill: String?
     }
 
     /// Creates a client without contacting the server and without connecting: call ``start()`` next. Most apps
@@ -68,7 +74,14 @@ public final class ParleyClient: Sendable {
         guard let webSocketURL = Self.webSocketURL(for: settings.serverURL) else {
             throw ParleyError(.invalidArgument, "The server URL must be http:// or https://.")
         }
-        let logger = Logger(label: "parley.sdk")
+        let delegates = DelegateHub(queue: settings.callbackQueue)
+        // The SDK's log goes where the app's logging system sends it, and to the delegate at the level it chose.
+        let baseHandler = Logger(label: "parley.sdk").handler
+        let logger = Logger(label: "parley.sdk") { _ in
+            MultiplexLogHandler([baseHandler, DelegateLogHandler(hub: delegates)])
+        }
+        self.delegates = delegates
+        self.push = PushRegistrationStore(directory: settings.storageDirectory, appId: appId)
         let state = NIOLockedValueBox(ClientState())
         let events = Broadcaster<any ParleyEventListener, Event>(queue: settings.callbackQueue) { $0.dispatch($1) }
         let statuses = Broadcaster<any ConnectionListener, ConnectionStatus>(queue: settings.callbackQueue) {
@@ -101,7 +114,10 @@ public final class ParleyClient: Sendable {
             backfill: { conversationId, after, through in
                 try await Self.fetchEvents(rest: rest, conversationId: conversationId, after: after, through: through)
             },
-            publish: { events.publish($0) },
+            publish: { event in
+                events.publish(event)
+                delegates.observe(event)
+            },
             reconnect: {
                 await driverBox.withLockedValue { $0 }?.dropConnection(
                     because: ParleyError(.webSocketError, "Reconnecting to replay missed events.")
@@ -137,6 +153,8 @@ public final class ParleyClient: Sendable {
                 } else {
                     outbox.signal()
                 }
+                // The delegate's call is queued before the stream subscribers see the status.
+                delegates.notify { $0.networkStatusChanged(status) }
                 statuses.publish(status)
             },
             onFrame: { frame in
@@ -207,7 +225,10 @@ public final class ParleyClient: Sendable {
         }
         followEnvironment()
         startWorkers()
-        if getLoggedInUser() != nil { await driver.loggedIn() }
+        if let session = state.withLockedValue({ $0.session }) {
+            await driver.loggedIn()
+            await registerPushTokenQuietly(for: session)
+        }
     }
 
     /// Starts the event pipeline and the outbox sender (once).
@@ -315,15 +336,27 @@ public final class ParleyClient: Sendable {
         }
         if replaced { await driver.loggedOut() }
         await driver.loggedIn()
+        await registerPushTokenQuietly(for: session)
         return user
     }
 
-    /// Logs out: revokes the token on the server (when reachable), forgets the saved user, closes the socket.
-    /// Fails with `ERR_NOT_LOGGED_IN` when nobody is logged in.
+    /// Signs out fully: removes this device's push registration and revokes the token on the server (when
+    /// reachable), forgets the saved user, closes the open chat and the socket. After ``deauthorizeUser()`` it signs
+    /// out the user whose session is kept on disk.
+    ///
+    /// - Throws: `ERR_NOT_LOGGED_IN` when nobody is signed in (so a second `logout()` fails).
     public func logout() async throws {
-        guard state.withLockedValue({ $0.session }) != nil else {
+        var current = state.withLockedValue { $0.session }
+        if current == nil, let saved = try sessionStore.load(), saved.appId == appId,
+            saved.serverURL == settings.serverURL.absoluteString
+        {
+            current = saved
+        }
+        guard let session = current else {
             throw ParleyError(.notLoggedIn, "Nobody is logged in.")
         }
+        try await unregisterPushToken(for: session)
+        let rest = RESTClient(serverURL: settings.serverURL) { (session.authToken, nil) }
         do {
             _ = try await rest.call { try await $0.logout().noContent }
         } catch let error as ParleyError where error.code == .serverUnreachable || error.code == .authTokenInvalid {
@@ -332,10 +365,15 @@ public final class ParleyClient: Sendable {
         try sessionStore.clear()
         pipeline.end()
         outbox.end()
-        state.withLockedValue { state in
-            state.session = nil
-            state.directConversations = [:]
+        let chat = state.withLockedValue { state -> ChatSession? in
+            defer {
+                state.session = nil
+                state.directConversations = [:]
+                state.chat = nil
+            }
+            return state.chat
         }
+        chat?.markClosed()
         await driver.loggedOut()
     }
 

@@ -64,4 +64,9 @@ extension ErrorCode {
     public static let storageError: ErrorCode = "ERR_STORAGE"
     /// A setting or argument is invalid (for example the server URL).
     public static let invalidArgument: ErrorCode = "ERR_INVALID_ARGUMENT"
+    /// `handleNotification` while no chat is open, or a call on a closed ``ChatSession``. Open the chat with
+    /// `openChat(conversationId:)`, or show the notification yourself.
+    public static let chatNotOpened: ErrorCode = "ERR_CHAT_NOT_OPENED"
+    /// The notification is not one of Parley's (no `parley` dictionary with a `conversationId`).
+    public static let notAParleyNotification: ErrorCode = "ERR_NOT_A_PARLEY_NOTIFICATION"
 }

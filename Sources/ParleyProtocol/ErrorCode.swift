@@ -71,6 +71,12 @@ extension ErrorCode {
     /// The node lost its notification channel to the other nodes for a moment; it closes its sockets (1012) so that
     /// clients resume and miss nothing. Reconnect.
     public static let nodeResync: ErrorCode = "ERR_NODE_RESYNC"
+    /// The device id of `PUT /v1/me/devices/{deviceId}` is not 1-100 letters, digits, `_`, `-`, `.` or `:`.
+    public static let invalidDeviceId: ErrorCode = "ERR_INVALID_DEVICE_ID"
+    /// A push token is not an even number of 16 to 400 hexadecimal digits.
+    public static let invalidDeviceToken: ErrorCode = "ERR_INVALID_DEVICE_TOKEN"
+    /// The caller has no device registered with this id.
+    public static let deviceNotFound: ErrorCode = "ERR_DEVICE_NOT_FOUND"
     /// No such route.
     public static let notFound: ErrorCode = "ERR_NOT_FOUND"
     /// An unexpected server failure. Retry later.

@@ -12,7 +12,7 @@ extension ErrorCode {
         switch self {
         case .authRequired, .authTokenInvalid, .authKeyInvalid, .apiKeyInvalid: return .unauthorized
         case .forbidden, .notAParticipant: return .forbidden
-        case .invalidAppID, .uidNotFound, .tokenNotFound, .conversationNotFound, .notFound: return .notFound
+        case .invalidAppID, .uidNotFound, .tokenNotFound, .deviceNotFound, .conversationNotFound, .notFound: return .notFound
         case .uidAlreadyExists: return .conflict
         case .messageTooLarge: return .contentTooLarge
         case .rateLimited: return .tooManyRequests

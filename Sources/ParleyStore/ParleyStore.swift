@@ -41,6 +41,18 @@ public protocol ParleyStore: Sendable {
     /// Revokes every live token of the user; returns the ids.
     func revokeTokens(appId: String, uid: String, now: Int64) async throws -> [String]
 
+    // MARK: Push devices
+    /// Registers the user's device, or replaces its token. A token is held by one device of one user per app: the
+    /// same platform token registered before by any other device (of this user or another) moves here, and that
+    /// registration is removed. Keeps `createdAt` of a device already registered by this user.
+    ///
+    /// - Returns: The stored device.
+    func putDevice(appId: String, uid: String, _ device: Device) async throws -> Device
+    /// The user's registered devices, by device id.
+    func devices(appId: String, uid: String) async throws -> [Device]
+    /// Removes the user's device; returns false when the user has no device with this id.
+    func deleteDevice(appId: String, uid: String, deviceId: String) async throws -> Bool
+
     // MARK: Conversations
     /// Applies commands in one transaction, in order. A command refused by a rule gets its ``DomainError`` and
     /// does not affect the others.

@@ -152,6 +152,27 @@ extension PostgresStore {
                 """,
             ]
         ),
+        PostgresMigration(
+            version: 3, name: "push devices",
+            statements: [
+                // One row per device of a user; a platform token belongs to at most one device of an app.
+                """
+                CREATE TABLE devices (
+                    app_id TEXT NOT NULL,
+                    uid TEXT NOT NULL,
+                    device_id TEXT NOT NULL,
+                    platform TEXT NOT NULL,
+                    token TEXT NOT NULL,
+                    environment TEXT NOT NULL,
+                    created_at BIGINT NOT NULL,
+                    updated_at BIGINT NOT NULL,
+                    PRIMARY KEY (app_id, uid, device_id),
+                    UNIQUE (app_id, platform, token),
+                    FOREIGN KEY (app_id, uid) REFERENCES users(app_id, uid)
+                )
+                """
+            ]
+        ),
     ]
 
     /// The key of the advisory lock that serializes migrations of one database ("parley.schema").

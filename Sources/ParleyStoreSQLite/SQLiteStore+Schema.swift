@@ -125,6 +125,26 @@ extension SQLiteStore {
                     """
             )
         }
+        migrator.registerMigration("v4: push devices") { db in
+            // One row per device of a user; a platform token belongs to at most one device of an app.
+            try db.execute(
+                sql: """
+                    CREATE TABLE devices (
+                        app_id TEXT NOT NULL,
+                        uid TEXT NOT NULL,
+                        device_id TEXT NOT NULL,
+                        platform TEXT NOT NULL,
+                        token TEXT NOT NULL,
+                        environment TEXT NOT NULL,
+                        created_at INTEGER NOT NULL,
+                        updated_at INTEGER NOT NULL,
+                        PRIMARY KEY (app_id, uid, device_id),
+                        UNIQUE (app_id, platform, token),
+                        FOREIGN KEY (app_id, uid) REFERENCES users(app_id, uid)
+                    ) WITHOUT ROWID;
+                    """
+            )
+        }
         return migrator
     }
 }

@@ -43,6 +43,7 @@ import FoundationNetworking
         )
         let bareMessage = Message(id: "m_2", conversationId: "c_1", seq: 5, sender: "bob", parts: [.text("hi")], sentAt: 6)
         let token = AuthTokenInfo(id: "tok_1", uid: "alice", createdAt: 1, expiresAt: 2)
+        let device = Device(deviceId: "phone", platform: .apns, token: "ab12", environment: .production, createdAt: 1, updatedAt: 2)
         return [
             ("ErrorResponse", ErrorResponse(code: .forbidden, message: "no"), ErrorResponse(code: .forbidden, message: "no")),
             ("HealthStatus", HealthStatus(status: "ok"), HealthStatus(status: "ok")),
@@ -101,6 +102,14 @@ import FoundationNetworking
             ),
             ("Presence", Presence(uid: "a", online: false, lastSeenAt: 9), Presence(uid: "a", online: true)),
             ("ErrorCode", ErrorCode.badRequest, ErrorCode.internalError),
+            ("PushPlatform", PushPlatform.apns, PushPlatform.apns),
+            ("PushEnvironment", PushEnvironment.production, PushEnvironment.sandbox),
+            (
+                "RegisterDeviceRequest", RegisterDeviceRequest(platform: .apns, token: "ab12", environment: .sandbox),
+                RegisterDeviceRequest(token: "ab12", environment: .production)
+            ),
+            ("Device", device, device),
+            ("DeviceList", DeviceList(devices: [device]), DeviceList(devices: [])),
         ]
     }()
 
@@ -156,7 +165,7 @@ import FoundationNetworking
                 checked += 1
             }
         }
-        #expect(checked == 29)
+        #expect(checked == 32)
         try await server.stop()
     }
 

@@ -111,4 +111,40 @@ import Testing
         #expect(try await server.request("GET", path + "?cursor=abc", token: alice).errorCode == .badRequest)
         try await server.stop()
     }
+
+    @Test func devicesAreRegisteredReplacedMovedAndRemoved() async throws {
+        let server = try await TestServer.start()
+        let alice = try await server.login("alice")
+        let bob = try await server.login("bob")
+        let token = String(repeating: "AB", count: 32)
+        let put = try await server.request(
+            "PUT", "/v1/me/devices/phone-1", token: alice, body: RegisterDeviceRequest(token: token, environment: .sandbox)
+        )
+        #expect(put.status == 200)
+        let device = try put.decode(Device.self)
+        #expect(device.deviceId == "phone-1" && device.token == token.lowercased() && device.environment == .sandbox)
+        #expect(try await server.request("GET", "/v1/me/devices", token: alice).decode(DeviceList.self).devices == [device])
+
+        // The same token from Bob moves to Bob.
+        _ = try await server.request("PUT", "/v1/me/devices/bobs-phone", token: bob, body: RegisterDeviceRequest(token: token, environment: .production))
+        #expect(try await server.request("GET", "/v1/me/devices", token: alice).decode(DeviceList.self).devices.isEmpty)
+        #expect(try await server.request("GET", "/v1/me/devices", token: bob).decode(DeviceList.self).devices.map(\.deviceId) == ["bobs-phone"])
+
+        let badId = try await server.request("PUT", "/v1/me/devices/has%20space", token: bob, body: RegisterDeviceRequest(token: token, environment: .production))
+        #expect(badId.status == 400 && badId.errorCode == .invalidDeviceId)
+        let badToken = try await server.request("PUT", "/v1/me/devices/phone", token: bob, body: RegisterDeviceRequest(token: "xyz", environment: .production))
+        #expect(badToken.status == 400 && badToken.errorCode == .invalidDeviceToken)
+        let badPlatform = try await server.request(
+            "PUT", "/v1/me/devices/phone", token: bob, body: ["platform": "fcm", "token": .string(token), "environment": "production"] as JSONValue
+        )
+        #expect(badPlatform.status == 400 && badPlatform.errorCode == .badRequest)
+        let anonymous = try await server.request("PUT", "/v1/me/devices/phone", body: RegisterDeviceRequest(token: token, environment: .production))
+        #expect(anonymous.status == 401)
+
+        #expect(try await server.request("DELETE", "/v1/me/devices/bobs-phone", token: alice).errorCode == .deviceNotFound)
+        #expect(try await server.request("DELETE", "/v1/me/devices/bobs-phone", token: bob).status == 204)
+        let gone = try await server.request("DELETE", "/v1/me/devices/bobs-phone", token: bob)
+        #expect(gone.status == 404 && gone.errorCode == .deviceNotFound)
+        try await server.stop()
+    }
 }

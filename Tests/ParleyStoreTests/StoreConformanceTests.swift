@@ -143,6 +143,48 @@ enum Backend: String, CaseIterable, CustomTestStringConvertible {
         #expect(try await store.tokens(appId: Self.appId, uid: "bob", now: 8).isEmpty)
     }
 
+    // MARK: Push devices
+
+    func device(_ id: String, token: String, environment: PushEnvironment = .production, at time: Int64) -> Device {
+        Device(deviceId: id, platform: .apns, token: token, environment: environment, createdAt: time, updatedAt: time)
+    }
+
+    @Test(arguments: Backend.allCases) func aDeviceIsRegisteredPerUserAndItsTokenReplaced(_ backend: Backend) async throws {
+        let store = try await prepared(backend)
+        let first = try await store.putDevice(appId: Self.appId, uid: "alice", device("phone", token: "aa11", at: 1))
+        #expect(first == device("phone", token: "aa11", at: 1))
+        _ = try await store.putDevice(appId: Self.appId, uid: "alice", device("tablet", token: "bb22", at: 2))
+        let replaced = try await store.putDevice(
+            appId: Self.appId, uid: "alice", device("phone", token: "cc33", environment: .sandbox, at: 3)
+        )
+        #expect(replaced == Device(deviceId: "phone", platform: .apns, token: "cc33", environment: .sandbox, createdAt: 1, updatedAt: 3))
+        #expect(try await store.devices(appId: Self.appId, uid: "alice").map(\.token) == ["cc33", "bb22"])
+        #expect(try await store.devices(appId: Self.appId, uid: "bob").isEmpty)
+    }
+
+    @Test(arguments: Backend.allCases) func aTokenRegisteredByAnotherUserMovesToThem(_ backend: Backend) async throws {
+        let store = try await prepared(backend)
+        _ = try await store.putDevice(appId: Self.appId, uid: "alice", device("phone", token: "aa11", at: 1))
+        _ = try await store.putDevice(appId: Self.otherApp, uid: "mallory", device("phone", token: "aa11", at: 1))
+        _ = try await store.putDevice(appId: Self.appId, uid: "bob", device("phone", token: "aa11", at: 2))
+        #expect(try await store.devices(appId: Self.appId, uid: "alice").isEmpty)
+        #expect(try await store.devices(appId: Self.appId, uid: "bob").map(\.deviceId) == ["phone"])
+        // Tokens are unique per app: the other app's registration stays.
+        #expect(try await store.devices(appId: Self.otherApp, uid: "mallory").map(\.token) == ["aa11"])
+        // Another device id of the same user taking the token also removes the old one.
+        _ = try await store.putDevice(appId: Self.appId, uid: "bob", device("phone-2", token: "aa11", at: 3))
+        #expect(try await store.devices(appId: Self.appId, uid: "bob").map(\.deviceId) == ["phone-2"])
+    }
+
+    @Test(arguments: Backend.allCases) func aDeviceIsDeletedOnlyByItsUser(_ backend: Backend) async throws {
+        let store = try await prepared(backend)
+        _ = try await store.putDevice(appId: Self.appId, uid: "alice", device("phone", token: "aa11", at: 1))
+        #expect(try await store.deleteDevice(appId: Self.appId, uid: "bob", deviceId: "phone") == false)
+        #expect(try await store.deleteDevice(appId: Self.appId, uid: "alice", deviceId: "phone") == true)
+        #expect(try await store.deleteDevice(appId: Self.appId, uid: "alice", deviceId: "phone") == false)
+        #expect(try await store.devices(appId: Self.appId, uid: "alice").isEmpty)
+    }
+
     // MARK: Conversations and sequence numbers
 
     @Test(arguments: Backend.allCases) func creatingAGroupEmitsCreateAndOneParticipantAddedPerMember(_ backend: Backend) async throws {
