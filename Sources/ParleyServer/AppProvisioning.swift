@@ -31,7 +31,6 @@ public enum AppProvisioning {
     /// Creates the default app when the store has no app yet; returns it, or nil when apps exist. Nodes starting
     /// together on one empty database create one default app between them.
     public static func ensureDefaultApp(in store: any ParleyStore) async throws -> ProvisionedApp? {
-        guard try await store.apps().isEmpty else { return nil }
         let app = newApp(name: "Default app", appId: nil)
         return try await store.insertFirstApp(record(of: app)) ? app : nil
     }

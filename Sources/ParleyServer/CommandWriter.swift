@@ -46,28 +46,26 @@ final class CommandWriter: Service {
 
     /// Queues a command; `completion` runs once it is committed and its events are published.
     func enqueue(_ command: Command, completion: @escaping Completion) {
-        let (accepted, waiter) = state.withLockedValue { state -> (Bool, CheckedContinuation<Void, Never>?) in
-            guard !state.stopping else { return (false, nil) }
-            state.queue.append(Pending(command: command, completion: completion))
-            defer { state.waiter = nil }
-            return (true, state.waiter)
-        }
-        guard accepted else {
-            completion(.failure(DomainError(.serverShuttingDown, "The server is shutting down.")))
-            return
-        }
-        waiter?.resume()
+        let accepted = addWork { $0.queue.append(Pending(command: command, completion: completion)) }
+        if !accepted { completion(.failure(DomainError(.serverShuttingDown, "The server is shutting down."))) }
     }
 
     /// Queues the publication of events another node committed.
     func committedElsewhere(_ ranges: [CommittedRange]) {
-        let waiter = state.withLockedValue { state -> CheckedContinuation<Void, Never>? in
-            guard !state.stopping else { return nil }
-            state.committedElsewhere += ranges
+        addWork { $0.committedElsewhere += ranges }
+    }
+
+    /// Adds work unless the writer is stopping, and wakes the loop; returns whether the work was taken.
+    @discardableResult
+    private func addWork(_ add: (inout State) -> Void) -> Bool {
+        let (accepted, waiter) = state.withLockedValue { state -> (Bool, CheckedContinuation<Void, Never>?) in
+            guard !state.stopping else { return (false, nil) }
+            add(&state)
             defer { state.waiter = nil }
-            return state.waiter
+            return (true, state.waiter)
         }
         waiter?.resume()
+        return accepted
     }
 
     /// Applies a command and returns its result, or throws its ``DomainError``.

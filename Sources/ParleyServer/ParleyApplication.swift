@@ -97,7 +97,7 @@ public func buildApplication(
     let store = try store ?? openSQLiteStore(in: configuration.dataDirectory)
     let time = ServerClock(timeline: Timeline(clock))
     let hub = Hub()
-    let relay = Relay(hub: hub, link: link, logger: logger)
+    let relay = Relay(hub: hub, link: link)
     let typing = TypingTracker(
         store: store, relay: relay, timeout: configuration.typingTimeout, time: time, logger: logger
     )

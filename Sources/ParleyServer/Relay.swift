@@ -1,4 +1,3 @@
-import Logging
 import NIOCore
 import ParleyProtocol
 import ParleyStore
@@ -11,13 +10,11 @@ import ParleyStore
 final class Relay: Sendable {
     private let hub: Hub
     private let link: (any ClusterLink)?
-    private let logger: Logger
     private let outgoing: AsyncStream<ClusterSignal>
     private let sink: AsyncStream<ClusterSignal>.Continuation
-    init(hub: Hub, link: (any ClusterLink)?, logger: Logger) {
+    init(hub: Hub, link: (any ClusterLink)?) {
         self.hub = hub
         self.link = link
-        self.logger = logger
         (outgoing, sink) = AsyncStream.makeStream(of: ClusterSignal.self)
     }
 

@@ -302,7 +302,9 @@ public final class PostgresCluster: ClusterLink {
                 next += 1
             }
             var recipients = members
-            for change in undo[next...] where change.seq == seq && !change.joined { recipients.insert(change.uid) }
+            for change in undo[next...].prefix(while: { $0.seq == seq }) where !change.joined {
+                recipients.insert(change.uid)
+            }
             routed.append(RoutedEvent(stored: stored, recipients: recipients.sorted()))
         }
         return routed.reversed()

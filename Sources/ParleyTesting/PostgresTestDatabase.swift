@@ -59,6 +59,15 @@ public struct PostgresTestDatabase: Sendable {
     }
 
     /// Runs one statement on the server's administration database.
+    /// Ends the server-side connections that `LISTEN` on this database: a fault in the nodes' notification channel.
+    public func terminateListeners() async throws {
+        guard let adminURL = Self.adminURL else { return }
+        try await Self.administer(
+            adminURL,
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '\(name)' AND query ILIKE 'LISTEN%'"
+        )
+    }
+
     private static func administer(_ url: String, _ sql: String) async throws {
         let configuration = try PostgresDatabaseURL(url).connectionConfiguration(connectTimeout: .seconds(10))
         var logger = Logger(label: "parley.test-database")

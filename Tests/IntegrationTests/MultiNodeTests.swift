@@ -37,6 +37,30 @@ struct MultiNodeTests {
         return (database, app)
     }
 
+    /// Two nodes on a provisioned database.
+    struct TwoNodes {
+        let database: PostgresTestDatabase
+        let app: ProvisionedApp
+        let a: ServerProcess
+        let b: ServerProcess
+        /// The nodes' data folders, kept as long as the nodes run.
+        let directories: [TemporaryDirectory]
+
+        func stop() async throws {
+            await a.stop()
+            await b.stop()
+            try await database.drop()
+        }
+    }
+
+    static func twoNodes() async throws -> TwoNodes {
+        let (database, app) = try await provisionedDatabase()
+        let directories = try ["a", "b"].map { try TemporaryDirectory(prefix: "parley-node-\($0)") }
+        let a = try await ServerProcess.start(label: "A", app: app, arguments: nodeArguments(database, dataDirectory: directories[0]))
+        let b = try await ServerProcess.start(label: "B", app: app, arguments: nodeArguments(database, dataDirectory: directories[1]))
+        return TwoNodes(database: database, app: app, a: a, b: b, directories: directories)
+    }
+
     static var tuning: ConnectionTuning {
         var tuning = ConnectionTuning()
         tuning.initialBackoff = .milliseconds(50)
@@ -88,11 +112,8 @@ struct MultiNodeTests {
 
     @Test(.timeLimit(.minutes(3)))
     func twoNodesChatAsOneAndADeadNodesClientsResumeOnTheOther() async throws {
-        let (database, app) = try await Self.provisionedDatabase()
-        let dataA = try TemporaryDirectory(prefix: "parley-node-a")
-        let dataB = try TemporaryDirectory(prefix: "parley-node-b")
-        let nodeA = try await ServerProcess.start(label: "A", app: app, arguments: Self.nodeArguments(database, dataDirectory: dataA))
-        let nodeB = try await ServerProcess.start(label: "B", app: app, arguments: Self.nodeArguments(database, dataDirectory: dataB))
+        let nodes = try await Self.twoNodes()
+        let (app, nodeA, nodeB) = (nodes.app, nodes.a, nodes.b)
         // Bob reaches the deployment through a load balancer: node B now, node A once B is gone.
         let balancer = try await TCPProxy.start(targetPort: nodeB.port)
         let aliceEvents = RecordingListener()
@@ -179,9 +200,7 @@ struct MultiNodeTests {
         }
         for client in clients { await client.shutdown() }
         try await balancer.stop()
-        await nodeA.stop()
-        nodeB.kill()
-        try await database.drop()
+        try await nodes.stop()
     }
 
     @Test(.timeLimit(.minutes(3)))
@@ -209,11 +228,8 @@ struct MultiNodeTests {
 
     @Test(.timeLimit(.minutes(3)))
     func aTokenRevokedThroughOneNodeClosesItsSocketsOnEveryNode() async throws {
-        let (database, app) = try await Self.provisionedDatabase()
-        let dataA = try TemporaryDirectory(prefix: "parley-node-a")
-        let dataB = try TemporaryDirectory(prefix: "parley-node-b")
-        let nodeA = try await ServerProcess.start(label: "A", app: app, arguments: Self.nodeArguments(database, dataDirectory: dataA))
-        let nodeB = try await ServerProcess.start(label: "B", app: app, arguments: Self.nodeArguments(database, dataDirectory: dataB))
+        let nodes = try await Self.twoNodes()
+        let (app, nodeA, nodeB) = (nodes.app, nodes.a, nodes.b)
         let token = try await nodeB.login("mallory")
         let socket = WebSocketProbe(url: nodeB.webSocketURL, token: token)
         guard case .hello = try await socket.nextFrame() else {
@@ -226,8 +242,50 @@ struct MultiNodeTests {
         let ending = await socket.closure()
         #expect(ending.code == WebSocketCloseCode.authenticationFailed)
         #expect(ending.reason == ErrorCode.authTokenInvalid.rawValue)
-        await nodeA.stop()
-        await nodeB.stop()
-        try await database.drop()
+        try await nodes.stop()
+    }
+
+    @Test(.timeLimit(.minutes(3)))
+    func aSignalTooLargeForANotificationStillCrosses() async throws {
+        let nodes = try await Self.twoNodes()
+        let alice = try await nodes.a.login("alice")
+        let bob = try await nodes.b.login("bob")
+        _ = try await nodes.a.createConversation(token: alice, with: ["bob"])
+        let socket = WebSocketProbe(url: nodes.a.webSocketURL, token: alice)
+        guard case .hello = try await socket.nextFrame() else {
+            Issue.record("no hello from node A")
+            return
+        }
+        // Bob's new profile is larger than a NOTIFY payload may be: it travels through cluster_signals.
+        let bio = String(repeating: "long profile ", count: 800)
+        let answer = try await nodes.b.request(
+            "PATCH", "/v1/users/bob", token: bob, body: UpdateUserRequest(metadata: .object(["bio": .string(bio)]))
+        )
+        #expect(answer.status == 200)
+        let frame = try await socket.nextFrame { frame in
+            if case .event(let event) = frame, case .profileUpdated = event.event.payload { return true }
+            return false
+        }
+        guard case .event(let event) = frame, case .profileUpdated(let user) = event.event.payload else { return }
+        #expect(user.uid == "bob" && user.metadata == .object(["bio": .string(bio)]))
+        await socket.close()
+        try await nodes.stop()
+    }
+
+    @Test(.timeLimit(.minutes(3)))
+    func aNodeThatLostItsNotificationChannelMakesItsClientsResume() async throws {
+        let nodes = try await Self.twoNodes()
+        let token = try await nodes.a.login("alice")
+        let socket = WebSocketProbe(url: nodes.a.webSocketURL, token: token)
+        guard case .hello = try await socket.nextFrame() else {
+            Issue.record("no hello from node A")
+            return
+        }
+        // Commits announced while a node does not listen would never reach its sockets: it closes them with 1012.
+        try await nodes.database.terminateListeners()
+        let ending = await socket.closure()
+        #expect(ending.code == WebSocketCloseCode.serviceRestart)
+        #expect(ending.reason == ErrorCode.nodeResync.rawValue)
+        try await nodes.stop()
     }
 }
