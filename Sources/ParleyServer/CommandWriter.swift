@@ -36,11 +36,17 @@ final class CommandWriter: Service {
     private let maxBatch: Int
     private let logger: Logger
     private let state = NIOLockedValueBox(State())
+    /// With push on: called after a batch that stored new messages (they are in the push outbox).
+    private let pushQueued: (@Sendable () -> Void)?
 
-    init(store: any ParleyStore, publisher: EventPublisher, maxBatch: Int, logger: Logger) {
+    init(
+        store: any ParleyStore, publisher: EventPublisher, maxBatch: Int, pushQueued: (@Sendable () -> Void)? = nil,
+        logger: Logger
+    ) {
         self.store = store
         self.publisher = publisher
         self.maxBatch = maxBatch
+        self.pushQueued = pushQueued
         self.logger = logger
     }
 
@@ -127,14 +133,24 @@ final class CommandWriter: Service {
     }
 
     private func process(_ batch: [Pending]) async {
+        var commands = batch.map(\.command)
+        if pushQueued != nil {
+            for index in commands.indices {
+                if case .sendMessage(var send) = commands[index] {
+                    send.queuesPush = true
+                    commands[index] = .sendMessage(send)
+                }
+            }
+        }
         let results: [Result<CommandResult, DomainError>]
         do {
-            results = try await store.apply(batch.map(\.command))
+            results = try await store.apply(commands)
         } catch {
             logger.error("Storing a batch of \(batch.count) commands failed", metadata: ["error": "\(error)"])
             for pending in batch { pending.completion(.failure(error)) }
             return
         }
+        if let pushQueued, results.contains(where: Self.storedNewMessage) { pushQueued() }
         for (pending, result) in zip(batch, results) {
             switch result {
             case .success(let outcome):
@@ -144,5 +160,10 @@ final class CommandWriter: Service {
                 pending.completion(.failure(refusal))
             }
         }
+    }
+
+    private static func storedNewMessage(_ result: Result<CommandResult, DomainError>) -> Bool {
+        guard case .success(let outcome) = result, case .message(_, duplicate: false) = outcome.outcome else { return false }
+        return true
     }
 }

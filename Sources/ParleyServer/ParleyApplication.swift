@@ -26,11 +26,14 @@ public struct ParleyApplication: Service {
     let presence: PresenceTracker
     let unread: UnreadNotifier
     let cluster: ClusterNode?
+    let push: PushDispatcher?
     let logger: Logger
 
     public func run() async throws {
-        // Shut down in reverse order: sockets close first, the cluster link last but for the writer's final commits.
+        // Shut down in reverse order: sockets close first, the cluster link last but for the push dispatcher and
+        // the writer's final commits.
         var services: [any Service] = [writer]
+        if let push { services.append(push) }
         if let cluster { services.append(cluster) }
         services += [typing, presence, http, SocketCloser(hub: hub, logger: logger)]
         let group = ServiceGroup(configuration: .init(services: services.map { .init(service: $0) }, logger: logger))
@@ -108,7 +111,11 @@ public func buildApplication(
         store: store, hub: hub, interval: configuration.unreadPushInterval, time: time, logger: logger
     )
     let publisher = EventPublisher(hub: hub, typing: typing, unread: unread, relay: relay, link: link, logger: logger)
-    let writer = CommandWriter(store: store, publisher: publisher, maxBatch: configuration.maxCommandBatch, logger: logger)
+    let push = try makePushDispatcher(configuration, store: store, presence: presence, time: time, logger: logger)
+    let writer = CommandWriter(
+        store: store, publisher: publisher, maxBatch: configuration.maxCommandBatch, pushQueued: push.map { $0.wake },
+        logger: logger
+    )
     let authenticator = Authenticator(store: store, time: time)
     let api = APIHandler(
         store: store, authenticator: authenticator, writer: writer, relay: relay, presence: presence, time: time,
@@ -154,7 +161,29 @@ public func buildApplication(
         cluster: link.map {
             ClusterNode(link: $0, writer: writer, publisher: publisher, relay: relay, presence: presence, hub: hub, logger: logger)
         },
-        logger: logger
+        push: push, logger: logger
+    )
+}
+
+/// The push dispatcher when APNs is configured (the key is loaded and checked now: a bad one throws
+/// ``PushConfigurationError``); nil, with one log line, when it is not.
+func makePushDispatcher(
+    _ configuration: ServerConfiguration, store: any ParleyStore, presence: PresenceTracker, time: ServerClock,
+    logger: Logger
+) throws -> PushDispatcher? {
+    guard let apns = configuration.apns else {
+        logger.info("Push notifications are off: no APNs key configured (parley-server --apns-key-file)")
+        return nil
+    }
+    let sender = try APNsClient(configuration: apns, expiry: configuration.pushRetry.expiry, time: time, logger: logger)
+    logger.info(
+        "Push notifications on: APNs \(apns.endpoint?.absoluteString ?? "api.push.apple.com / api.sandbox.push.apple.com"), topic \(apns.topic), key \(apns.keyId)"
+    )
+    return PushDispatcher(
+        store: store, sender: sender, presence: presence, retry: configuration.pushRetry,
+        pollInterval: configuration.pushPollInterval, requestTimeout: apns.requestTimeout,
+        concurrency: apns.maxConcurrentRequests, owner: Secrets.randomID(prefix: "push_", length: 12),
+        ownsEveryLease: store is SQLiteStore, time: time, logger: logger
     )
 }
 

@@ -112,6 +112,16 @@ final class PresenceTracker: Service {
         return Presence(uid: uid, online: online, lastSeenAt: online ? nil : lastSeen)
     }
 
+    /// Whether the user has a live socket: here, or (with several nodes) on a node that counts them online.
+    /// Unlike ``presence(appId:uid:)``, the presence grace of this node does not count: a user whose last socket
+    /// here just closed has none.
+    func hasLiveSocket(appId: String, uid: String) async throws -> Bool {
+        let here = state.withLockedValue { $0.connections[UserKey(appId: appId, uid: uid)] != nil }
+        if here { return true }
+        guard let link else { return false }
+        return try await link.isOnlineElsewhere(appId: appId, uid: uid)
+    }
+
     func run() async throws {
         await withGracefulShutdownHandler {
             for await change in changes {

@@ -40,6 +40,13 @@ public struct ServerConfiguration: Sendable {
     public var maxReplayedEventsPerConversation: Int = 1000
     /// Most changes of a user's own stream (joins, departures) looked at on reconnect.
     public var maxReplayedMembershipChanges: Int = 10_000
+    /// Push notifications to users without a live socket; nil turns push off.
+    public var apns: APNsConfiguration?
+    /// How failed pushes are tried again.
+    public var pushRetry: PushRetryPolicy = PushRetryPolicy()
+    /// How often the push dispatcher looks for work it was not told about (messages another node stored, retries
+    /// that came due).
+    public var pushPollInterval: Duration = .seconds(5)
 
     public init() {}
 

@@ -76,6 +76,8 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Log level: trace, debug, info, notice, warning, error, critical (env PARLEY_LOG_LEVEL).")
     var logLevel: String = ProcessInfo.processInfo.environment["PARLEY_LOG_LEVEL"] ?? "info"
 
+    @OptionGroup(title: "Push notifications (APNs); off unless --apns-key-file is given") var apns: APNsOptions
+
     func run() async throws {
         guard let level = Logger.Level(rawValue: logLevel) else {
             throw ValidationError("Unknown log level \(logLevel).")
@@ -91,6 +93,7 @@ struct Serve: AsyncParsableCommand {
         configuration.port = port
         configuration.dataDirectory = data.dataDirectory
         configuration.heartbeatInterval = .seconds(heartbeatSeconds)
+        configuration.apns = try apns.configuration()
 
         let store = try await data.openStore(logger: logger)
         if data.databaseURL != nil {
@@ -114,6 +117,51 @@ struct Serve: AsyncParsableCommand {
         let application = try await buildApplication(configuration, store: store, cluster: cluster, logger: logger)
         try await application.runService()
         logger.info("Stopped")
+    }
+}
+
+/// The APNs options of `serve`, each also read from the environment.
+struct APNsOptions: ParsableArguments {
+    private static let environment = ProcessInfo.processInfo.environment
+
+    @Option(help: "The .p8 signing key from the Apple Developer account (env PARLEY_APNS_KEY_FILE).")
+    var apnsKeyFile: String? = environment["PARLEY_APNS_KEY_FILE"]
+
+    @Option(help: "The key's 10-character id (env PARLEY_APNS_KEY_ID).")
+    var apnsKeyId: String? = environment["PARLEY_APNS_KEY_ID"]
+
+    @Option(help: "The 10-character Team ID (env PARLEY_APNS_TEAM_ID).")
+    var apnsTeamId: String? = environment["PARLEY_APNS_TEAM_ID"]
+
+    @Option(help: "The app's bundle id, the apns-topic (env PARLEY_APNS_TOPIC).")
+    var apnsTopic: String? = environment["PARLEY_APNS_TOPIC"]
+
+    @Option(
+        help: "Send to this https:// URL instead of Apple's production and sandbox hosts (env PARLEY_APNS_ENDPOINT)."
+    )
+    var apnsEndpoint: String? = environment["PARLEY_APNS_ENDPOINT"]
+
+    @Option(help: "PEM file of CA certificates to trust for the APNs connection (env PARLEY_APNS_CA_FILE).")
+    var apnsCaFile: String? = environment["PARLEY_APNS_CA_FILE"]
+
+    /// The configuration, or nil when no key file is given.
+    func configuration() throws -> APNsConfiguration? {
+        guard let keyFile = apnsKeyFile, !keyFile.isEmpty else {
+            if apnsKeyId != nil || apnsTeamId != nil || apnsTopic != nil || apnsEndpoint != nil {
+                throw ValidationError("The APNs options need --apns-key-file.")
+            }
+            return nil
+        }
+        guard let keyId = apnsKeyId, let teamId = apnsTeamId, let topic = apnsTopic else {
+            throw ValidationError("--apns-key-file needs --apns-key-id, --apns-team-id and --apns-topic.")
+        }
+        var configuration = APNsConfiguration(keyFile: keyFile, keyId: keyId, teamId: teamId, topic: topic)
+        if let endpoint = apnsEndpoint {
+            guard let url = URL(string: endpoint) else { throw ValidationError("--apns-endpoint is not a URL.") }
+            configuration.endpoint = url
+        }
+        configuration.trustRootsFile = apnsCaFile
+        return configuration
     }
 }
 

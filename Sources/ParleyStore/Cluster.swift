@@ -28,6 +28,8 @@ public protocol ClusterLink: Sendable {
     func userOffline(appId: String, uid: String) async throws -> Bool
     /// Whether the user is online on any live node.
     func isOnline(appId: String, uid: String) async throws -> Bool
+    /// Whether the user is online on another live node (a node counts them online until its presence grace ends).
+    func isOnlineElsewhere(appId: String, uid: String) async throws -> Bool
 }
 
 /// A conversation's events committed together by one node: `fromSeq...throughSeq`.

@@ -189,11 +189,14 @@ public enum Command: Sendable {
         public var metadata: JSONValue?
         public var alert: String?
         public var now: Int64
+        /// Records a new message in the push outbox, in the same transaction (set by the server when push is on).
+        public var queuesPush: Bool = false
 
         public init(
             appId: String, conversationId: String, sender: String, messageId: String, clientMessageId: String?,
-            parts: [MessagePart], metadata: JSONValue?, alert: String?, now: Int64
+            parts: [MessagePart], metadata: JSONValue?, alert: String?, now: Int64, queuesPush: Bool = false
         ) {
+            self.queuesPush = queuesPush
             self.appId = appId
             self.conversationId = conversationId
             self.sender = sender

@@ -52,6 +52,31 @@ public protocol ParleyStore: Sendable {
     func devices(appId: String, uid: String) async throws -> [Device]
     /// Removes the user's device; returns false when the user has no device with this id.
     func deleteDevice(appId: String, uid: String, deviceId: String) async throws -> Bool
+    /// Removes a device whose token the push service reported invalid, unless the device registered another token,
+    /// or registered this one again after `invalidSince` (epoch milliseconds, nil: whenever); its waiting jobs go
+    /// with it. Returns whether the device was removed.
+    func removeInvalidToken(appId: String, uid: String, deviceId: String, token: String, invalidSince: Int64?)
+        async throws -> Bool
+
+    // MARK: Push queue
+    /// The oldest outbox entries, at most `limit`.
+    func pushOutbox(limit: Int) async throws -> [PushOutboxEntry]
+    /// In one transaction: deletes each entry and inserts its jobs. An entry that is already gone (taken by another
+    /// node) inserts nothing, so an entry yields its jobs once. Returns the number of jobs inserted.
+    @discardableResult
+    func expandPushOutbox(_ expansions: [PushExpansion]) async throws -> Int
+    /// Leases due jobs (`notBefore <= now`, not leased by anyone until after `now`) to `owner` until `leaseUntil`,
+    /// oldest first, at most `limit`. A job leased by a node that died becomes due again when its lease ends.
+    func claimPushJobs(owner: String, now: Int64, leaseUntil: Int64, limit: Int) async throws -> [PushJob]
+    /// Removes a job that was sent (or can never be).
+    func completePushJob(id: Int64) async throws
+    /// Gives a job back with its attempts counted, due again at `notBefore`.
+    func retryPushJob(id: Int64, attempts: Int, notBefore: Int64) async throws
+    /// Ends the leases of `owner` (every lease when nil): its jobs are due again at once.
+    func releasePushJobs(owner: String?) async throws
+    /// When the next job becomes due (its `notBefore`, or the end of its lease); nil when there is none.
+    func nextPushJobDue() async throws -> Int64?
+    func pushQueueDepth() async throws -> PushQueueDepth
 
     // MARK: Conversations
     /// Applies commands in one transaction, in order. A command refused by a rule gets its ``DomainError`` and

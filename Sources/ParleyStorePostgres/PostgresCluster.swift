@@ -356,13 +356,20 @@ public final class PostgresCluster: ClusterLink {
     }
 
     public func isOnline(appId: String, uid: String) async throws -> Bool {
-        let count = try await store.rows(
+        try await onlineCount(appId: appId, uid: uid, excluding: nil) > 0
+    }
+
+    public func isOnlineElsewhere(appId: String, uid: String) async throws -> Bool {
+        try await onlineCount(appId: appId, uid: uid, excluding: nodeId) > 0
+    }
+
+    private func onlineCount(appId: String, uid: String, excluding node: String?) async throws -> Int64 {
+        try await store.rows(
             """
             SELECT count(*) FROM presence_sessions s JOIN cluster_nodes n ON n.node_id = s.node_id
-            WHERE s.app_id = \(appId) AND s.uid = \(uid)
+            WHERE s.app_id = \(appId) AND s.uid = \(uid) AND (\(node)::text IS NULL OR s.node_id <> \(node))
             """
-        ).first?.decode(Int64.self)
-        return (count ?? 0) > 0
+        ).first?.decode(Int64.self) ?? 0
     }
 
     // MARK: Helpers

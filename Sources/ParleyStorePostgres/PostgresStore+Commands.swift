@@ -536,6 +536,7 @@ struct BatchTransaction {
         var inserts = EventColumns()
         var positions: [Int64: (lastSeq: Int64, messageCount: Int64, lastActivityAt: Int64)] = [:]
         var readers: [ReaderKey: (seq: Int64, index: Int64)] = [:]
+        var outbox: [(appId: String, pk: Int64, seq: Int64, now: Int64)] = []
         var results: [Result<CommandResult, DomainError>] = []
         results.reserveCapacity(sends.count)
         for send in sends {
@@ -586,6 +587,7 @@ struct BatchTransaction {
             )
             // Writing a message implies having read the conversation up to it.
             readers[ReaderKey(conversationPK: row.pk, uid: send.sender)] = (message.seq, position.messageCount)
+            if send.queuesPush { outbox.append((row.appId, row.pk, message.seq, send.now)) }
             if let key { sent[key] = message }
             results.append(
                 .success(
@@ -631,6 +633,14 @@ struct BatchTransaction {
                 binds.append(readerRows.map(\.value.index))
             }
         )
+        if !outbox.isEmpty {
+            try await execute(
+                """
+                INSERT INTO push_outbox (app_id, conversation_pk, seq, created_at)
+                SELECT * FROM unnest(\(outbox.map(\.appId)), \(outbox.map(\.pk)), \(outbox.map(\.seq)), \(outbox.map(\.now)))
+                """
+            )
+        }
         return results
     }
 

@@ -173,6 +173,41 @@ extension PostgresStore {
                 """
             ]
         ),
+        PostgresMigration(
+            version: 4, name: "push queue",
+            statements: [
+                // Messages written with push on, in the message's transaction.
+                """
+                CREATE TABLE push_outbox (
+                    id BIGSERIAL PRIMARY KEY,
+                    app_id TEXT NOT NULL,
+                    conversation_pk BIGINT NOT NULL REFERENCES conversations(pk),
+                    seq BIGINT NOT NULL,
+                    created_at BIGINT NOT NULL
+                )
+                """,
+                // One notification per device; a node leases the jobs it sends (FOR UPDATE SKIP LOCKED).
+                """
+                CREATE TABLE push_jobs (
+                    id BIGSERIAL PRIMARY KEY,
+                    app_id TEXT NOT NULL,
+                    uid TEXT NOT NULL,
+                    device_id TEXT NOT NULL,
+                    platform TEXT NOT NULL,
+                    token TEXT NOT NULL,
+                    environment TEXT NOT NULL,
+                    collapse_id TEXT NOT NULL,
+                    payload BYTEA NOT NULL,
+                    created_at BIGINT NOT NULL,
+                    attempts INTEGER NOT NULL,
+                    not_before BIGINT NOT NULL,
+                    lease_owner TEXT,
+                    lease_until BIGINT NOT NULL DEFAULT 0
+                )
+                """,
+                "CREATE INDEX push_jobs_by_token ON push_jobs(app_id, token)",
+            ]
+        ),
     ]
 
     /// The key of the advisory lock that serializes migrations of one database ("parley.schema").

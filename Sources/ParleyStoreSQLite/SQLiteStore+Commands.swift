@@ -346,6 +346,11 @@ extension SQLiteStore {
         )
         let index = try writer.appendMessage(message)
         try writer.finish(participantCount: nil)
+        if send.queuesPush {
+            try db.cachedStatement(
+                sql: "INSERT INTO push_outbox (app_id, conversation_pk, seq, created_at) VALUES (?, ?, ?, ?)"
+            ).execute(arguments: [send.appId, row.pk, message.seq, send.now])
+        }
         // Writing a message implies having read the conversation up to it.
         try db.cachedStatement(
             sql: """

@@ -145,6 +145,38 @@ extension SQLiteStore {
                     """
             )
         }
+        migrator.registerMigration("v5: push queue") { db in
+            // push_outbox: messages written with push on, in the message's transaction; push_jobs: one notification
+            // per device, leased while being sent.
+            try db.execute(
+                sql: """
+                    CREATE TABLE push_outbox (
+                        id INTEGER PRIMARY KEY AUTOINCREMENT,
+                        app_id TEXT NOT NULL,
+                        conversation_pk INTEGER NOT NULL REFERENCES conversations(pk),
+                        seq INTEGER NOT NULL,
+                        created_at INTEGER NOT NULL
+                    );
+                    CREATE TABLE push_jobs (
+                        id INTEGER PRIMARY KEY AUTOINCREMENT,
+                        app_id TEXT NOT NULL,
+                        uid TEXT NOT NULL,
+                        device_id TEXT NOT NULL,
+                        platform TEXT NOT NULL,
+                        token TEXT NOT NULL,
+                        environment TEXT NOT NULL,
+                        collapse_id TEXT NOT NULL,
+                        payload BLOB NOT NULL,
+                        created_at INTEGER NOT NULL,
+                        attempts INTEGER NOT NULL,
+                        not_before INTEGER NOT NULL,
+                        lease_owner TEXT,
+                        lease_until INTEGER NOT NULL DEFAULT 0
+                    );
+                    CREATE INDEX push_jobs_by_token ON push_jobs(app_id, token);
+                    """
+            )
+        }
         return migrator
     }
 }

@@ -78,8 +78,14 @@ public final class TestServer: Sendable {
             throw error
         }
         let bound = PortPromise()
-        let application = try await buildApplication(configuration, store: store, clock: clock, logger: logger) { port in
-            bound.fulfill(port)
+        let application: ParleyApplication
+        do {
+            application = try await buildApplication(configuration, store: store, clock: clock, logger: logger) { port in
+                bound.fulfill(port)
+            }
+        } catch {
+            try? await store.close()
+            throw error
         }
         let group = ServiceGroup(configuration: .init(services: [application], logger: logger))
         let running = Task { try await group.run() }
