@@ -175,7 +175,7 @@ func makePushDispatcher(
         logger.info("Push notifications are off: no APNs key configured (parley-server --apns-key-file)")
         return nil
     }
-    let sender = try APNsClient(configuration: apns, expiry: configuration.pushRetry.expiry, time: time, logger: logger)
+    let sender = try APNsClient(configuration: apns, expiry: configuration.pushRetry.expiry, time: time)
     logger.info(
         "Push notifications on: APNs \(apns.endpoint?.absoluteString ?? "api.push.apple.com / api.sandbox.push.apple.com"), topic \(apns.topic), key \(apns.keyId)"
     )

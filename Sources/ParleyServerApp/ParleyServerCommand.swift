@@ -93,7 +93,9 @@ struct Serve: AsyncParsableCommand {
         configuration.port = port
         configuration.dataDirectory = data.dataDirectory
         configuration.heartbeatInterval = .seconds(heartbeatSeconds)
+        // A push configuration that cannot work stops the start before anything is written.
         configuration.apns = try apns.configuration()
+        try configuration.apns?.validate()
 
         let store = try await data.openStore(logger: logger)
         if data.databaseURL != nil {

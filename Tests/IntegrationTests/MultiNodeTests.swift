@@ -3,6 +3,7 @@ import Logging
 import Parley
 import ParleyProtocol
 import ParleyServer
+import ParleyStore
 import ParleyStorePostgres
 import ParleyTesting
 import Testing
@@ -53,11 +54,15 @@ struct MultiNodeTests {
         }
     }
 
-    static func twoNodes() async throws -> TwoNodes {
+    static func twoNodes(extraArguments: [String] = []) async throws -> TwoNodes {
         let (database, app) = try await provisionedDatabase()
         let directories = try ["a", "b"].map { try TemporaryDirectory(prefix: "parley-node-\($0)") }
-        let a = try await ServerProcess.start(label: "A", app: app, arguments: nodeArguments(database, dataDirectory: directories[0]))
-        let b = try await ServerProcess.start(label: "B", app: app, arguments: nodeArguments(database, dataDirectory: directories[1]))
+        let a = try await ServerProcess.start(
+            label: "A", app: app, arguments: nodeArguments(database, dataDirectory: directories[0]) + extraArguments
+        )
+        let b = try await ServerProcess.start(
+            label: "B", app: app, arguments: nodeArguments(database, dataDirectory: directories[1]) + extraArguments
+        )
         return TwoNodes(database: database, app: app, a: a, b: b, directories: directories)
     }
 
@@ -287,5 +292,66 @@ struct MultiNodeTests {
         #expect(ending.code == WebSocketCloseCode.serviceRestart)
         #expect(ending.reason == ErrorCode.nodeResync.rawValue)
         try await nodes.stop()
+    }
+
+    @Test(.timeLimit(.minutes(3)))
+    func aPushGoesOutOnceWhenTheRecipientHasNoSocketOnAnyNode() async throws {
+        let standIn = try await APNsStandIn.start()
+        let nodes = try await Self.twoNodes(extraArguments: [
+            "--apns-key-file", standIn.keyFile, "--apns-key-id", standIn.keyId, "--apns-team-id", standIn.teamId,
+            "--apns-topic", standIn.topic, "--apns-endpoint", standIn.endpoint.absoluteString,
+            "--apns-ca-file", standIn.trustRootsFile,
+        ])
+        let (nodeA, nodeB) = (nodes.a, nodes.b)
+        let alice = try await nodeA.login("alice")
+        let bob = try await nodeB.login("bob")
+        let device = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
+        let registered = try await nodeA.request(
+            "PUT", "/v1/me/devices/phone", token: bob, body: RegisterDeviceRequest(token: device, environment: .sandbox)
+        )
+        #expect(registered.status == 200 || registered.status == 201)
+        let group = try await nodeA.createConversation(token: alice, with: ["bob"])
+        let aliceSocket = WebSocketProbe(url: nodeA.webSocketURL, token: alice)
+        guard case .hello = try await aliceSocket.nextFrame() else {
+            Issue.record("no hello from node A")
+            return
+        }
+        let bobSocket = WebSocketProbe(url: nodeB.webSocketURL, token: bob)
+        guard case .hello = try await bobSocket.nextFrame() else {
+            Issue.record("no hello from node B")
+            return
+        }
+        func presence(of uid: String, online: Bool) async throws {
+            _ = try await aliceSocket.nextFrame { frame in
+                guard case .event(let event) = frame, case .presenceUpdated(let presence) = event.event.payload else {
+                    return false
+                }
+                return presence.uid == uid && presence.online == online
+            }
+        }
+        // Node B recorded bob online (alice on node A hears it): whichever node handles the push sees his socket.
+        try await presence(of: "bob", online: true)
+        func send(_ text: String) async throws -> Message {
+            try await nodeA.request(
+                "POST", "/v1/conversations/\(group.id)/messages", token: alice, body: SendMessageRequest(parts: [.text(text)])
+            ).decode()
+        }
+        _ = try await send("bob is online on node B")
+        await bobSocket.close()
+        try await presence(of: "bob", online: false)
+        let offline = try await send("bob has no socket anywhere")
+        let pushes = await standIn.waitForRequests(1)
+        #expect(pushes.map(\.headers["apns-collapse-id"]) == [offline.id])
+        #expect(pushes.map(\.status) == [200])
+
+        await nodeA.stop()
+        await nodeB.stop()
+        let store = try await PostgresStore.connect(url: nodes.database.url, logger: .init(label: "test"), timeout: .seconds(60))
+        // Both nodes looked at the outbox; the entry yielded one job, sent once.
+        #expect(try await store.pushQueueDepth() == PushQueueDepth(outbox: 0, jobs: 0))
+        try await store.close()
+        #expect(standIn.requests.count == 1)
+        try await nodes.database.drop()
+        try await standIn.stop()
     }
 }

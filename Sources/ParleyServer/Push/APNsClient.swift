@@ -42,22 +42,13 @@ final class APNsClient: PushSender {
     private let providerToken: APNsProviderToken
     private let expiry: Duration
     private let time: ServerClock
-    private let logger: Logger
 
     /// - Throws: ``PushConfigurationError`` when the key, the identifiers or the trust roots cannot be used.
-    init(configuration: APNsConfiguration, expiry: Duration, time: ServerClock, logger: Logger) throws {
+    init(configuration: APNsConfiguration, expiry: Duration, time: ServerClock) throws {
         providerToken = try APNsProviderToken.load(configuration)
         var tls = TLSConfiguration.makeClientConfiguration()
-        if let file = configuration.trustRootsFile {
-            let certificates = try? NIOSSLCertificate.fromPEMFile(file)
-            guard let certificates, !certificates.isEmpty else {
-                throw PushConfigurationError("Cannot read the APNs trust roots \(file): no PEM certificate in it.")
-            }
-            tls.trustRoots = .certificates(certificates)
-        }
-        if let endpoint = configuration.endpoint, endpoint.scheme != "https" || endpoint.host == nil {
-            throw PushConfigurationError("The APNs endpoint \(endpoint) is not an https:// URL (--apns-endpoint).")
-        }
+        if let roots = try Self.trustRoots(configuration) { tls.trustRoots = roots }
+        try Self.checkEndpoint(configuration)
         var httpConfiguration = HTTPClient.Configuration(tlsConfiguration: tls)
         httpConfiguration.httpVersion = .automatic
         httpConfiguration.timeout = .init(connect: .seconds(10))
@@ -65,7 +56,22 @@ final class APNsClient: PushSender {
         self.configuration = configuration
         self.expiry = expiry
         self.time = time
-        self.logger = logger
+    }
+
+    /// The configured trust roots; nil for the system's.
+    static func trustRoots(_ configuration: APNsConfiguration) throws -> NIOSSLTrustRoots? {
+        guard let file = configuration.trustRootsFile else { return nil }
+        let certificates = try? NIOSSLCertificate.fromPEMFile(file)
+        guard let certificates, !certificates.isEmpty else {
+            throw PushConfigurationError("Cannot read the APNs trust roots \(file): no PEM certificate in it.")
+        }
+        return .certificates(certificates)
+    }
+
+    static func checkEndpoint(_ configuration: APNsConfiguration) throws {
+        if let endpoint = configuration.endpoint, endpoint.scheme != "https" || endpoint.host == nil {
+            throw PushConfigurationError("The APNs endpoint \(endpoint) is not an https:// URL (--apns-endpoint).")
+        }
     }
 
     func shutdown() async {

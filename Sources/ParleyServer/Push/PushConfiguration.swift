@@ -31,6 +31,15 @@ public struct APNsConfiguration: Sendable, Hashable {
         self.teamId = teamId
         self.topic = topic
     }
+
+    /// Checks the identifiers, the key file, the endpoint and the trust roots, as the server does at start.
+    ///
+    /// - Throws: ``PushConfigurationError`` naming what is wrong.
+    public func validate() throws {
+        _ = try APNsProviderToken.load(self)
+        _ = try APNsClient.trustRoots(self)
+        try APNsClient.checkEndpoint(self)
+    }
 }
 
 /// How pushes that could not be sent are tried again.
