@@ -33,7 +33,12 @@ final class PresenceTracker: Service {
         var connections: [UserKey: Int] = [:]
         var online: Set<UserKey> = []
         var lastSeen: [UserKey: Int64] = [:]
+        /// When each user's last socket here closed (epoch ms), for ``hasLiveSocket(appId:uid:since:)``.
+        var socketClosedAt: [UserKey: Int64] = [:]
     }
+
+    /// Closing times older than this are forgotten once the map is large.
+    static let socketClosedMemory: Int64 = 10 * 60 * 1000
 
     private let store: any ParleyStore
     private let relay: Relay
@@ -68,9 +73,16 @@ final class PresenceTracker: Service {
 
     func disconnected(_ connection: ServerConnection) {
         let key = UserKey(appId: connection.principal.appId, uid: connection.principal.uid)
+        let now = time.epochMilliseconds()
         let last = state.withLockedValue { state -> Bool in
             let remaining = (state.connections[key] ?? 1) - 1
             state.connections[key] = remaining > 0 ? remaining : nil
+            if remaining <= 0 {
+                if state.socketClosedAt.count >= 100_000 {
+                    state.socketClosedAt = state.socketClosedAt.filter { now - $0.value < Self.socketClosedMemory }
+                }
+                state.socketClosedAt[key] = now
+            }
             return remaining <= 0
         }
         guard last else { return }
@@ -112,11 +124,14 @@ final class PresenceTracker: Service {
         return Presence(uid: uid, online: online, lastSeenAt: online ? nil : lastSeen)
     }
 
-    /// Whether the user has a live socket: here, or (with several nodes) on a node that counts them online.
-    /// Unlike ``presence(appId:uid:)``, the presence grace of this node does not count: a user whose last socket
-    /// here just closed has none.
-    func hasLiveSocket(appId: String, uid: String) async throws -> Bool {
-        let here = state.withLockedValue { $0.connections[UserKey(appId: appId, uid: uid)] != nil }
+    /// Whether the user had a live socket at `since` (epoch ms) or has one now: here, or (with several nodes) on a
+    /// node that counts them online. A socket here that closed after `since` counts (it carried what happened at
+    /// `since`); the presence grace of this node does not (a user whose last socket closed before has none).
+    func hasLiveSocket(appId: String, uid: String, since: Int64) async throws -> Bool {
+        let key = UserKey(appId: appId, uid: uid)
+        let here = state.withLockedValue { state in
+            state.connections[key] != nil || (state.socketClosedAt[key].map { $0 >= since } ?? false)
+        }
         if here { return true }
         guard let link else { return false }
         return try await link.isOnlineElsewhere(appId: appId, uid: uid)

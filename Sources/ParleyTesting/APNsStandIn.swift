@@ -73,6 +73,7 @@ public final class APNsStandIn: Sendable {
         var scripts: [String: [Answer]] = [:]
         var everyToken: Answer?
         var requests: [Request] = []
+        var connections = 0
         var waiters: [(count: Int, continuation: CheckedContinuation<[Request], Never>)] = []
     }
 
@@ -145,7 +146,8 @@ public final class APNsStandIn: Sendable {
         let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
+                state.withLockedValue { $0.connections += 1 }
+                return channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: context))
                     _ = try channel.pipeline.syncOperations.configureHTTP2Pipeline(
                         mode: .server, connectionConfiguration: .init(), streamConfiguration: .init()
@@ -182,6 +184,9 @@ public final class APNsStandIn: Sendable {
 
     /// Every request so far, in arrival order.
     public var requests: [Request] { state.withLockedValue { $0.requests } }
+
+    /// TCP connections accepted so far (APNs wants providers to keep one open and send many requests over it).
+    public var connectionCount: Int { state.withLockedValue { $0.connections } }
 
     /// Requests answered 200 so far.
     public var accepted: [Request] { requests.filter { $0.status == 200 } }

@@ -96,6 +96,8 @@ import Testing
         #expect(depth == PushQueueDepth(outbox: 0, jobs: 0))
         #expect(!standIn.requests.contains { $0.token == Self.alicePhone })
         #expect(standIn.requests.count == 4)
+        // One HTTP/2 connection carried every request.
+        #expect(standIn.connectionCount == 1)
         try await standIn.stop()
     }
 

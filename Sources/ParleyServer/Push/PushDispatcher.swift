@@ -8,8 +8,8 @@ import ServiceLifecycle
 ///
 /// The message path only adds an outbox row in the message's own transaction (``Command/SendMessage`` with
 /// `queuesPush`) and rings ``wake()``; it never waits for anything here. This service then, in a loop:
-/// 1. turns outbox entries into jobs: for each recipient but the sender who has no live socket (here or, with
-///    several nodes, on another node), one job per registered device, with the alert, the badge (their unread
+/// 1. turns outbox entries into jobs: for each recipient but the sender who had no live socket when the message was
+///    stored and has none now (here or, with several nodes, on another node), one job per registered device, with the alert, the badge (their unread
 ///    count) and the ids; deleting the entry and inserting its jobs is one transaction, so an entry yields its
 ///    jobs once, also when several nodes look at once;
 /// 2. leases the due jobs and sends them, up to ``APNsConfiguration/maxConcurrentRequests`` at a time: a sent job
@@ -146,7 +146,8 @@ final class PushDispatcher: Service {
         var jobs: [PushJob] = []
         var conversation: Conversation?
         for uid in participants where uid != message.sender {
-            guard try await !presence.hasLiveSocket(appId: entry.appId, uid: uid) else { continue }
+            // Connected when the message was stored (it went out on that socket), or now: no push.
+            guard try await !presence.hasLiveSocket(appId: entry.appId, uid: uid, since: entry.createdAt) else { continue }
             let devices = try await store.devices(appId: entry.appId, uid: uid).filter { $0.platform == .apns }
             guard !devices.isEmpty else { continue }
             let senderKey = UserRefKey(appId: entry.appId, uid: message.sender)
