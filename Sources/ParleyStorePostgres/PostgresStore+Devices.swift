@@ -15,6 +15,13 @@ extension PostgresStore {
                     AND token = \(device.token) AND NOT (uid = \(uid) AND device_id = \(device.deviceId))
                     """
                 )
+                // Pushes waiting for the token's earlier holder never reach its new one (another user, maybe).
+                try await session.execute(
+                    """
+                    DELETE FROM push_jobs WHERE app_id = \(appId) AND platform = \(device.platform.rawValue)
+                    AND token = \(device.token) AND NOT (uid = \(uid) AND device_id = \(device.deviceId))
+                    """
+                )
                 let rows = try await session.rows(
                     """
                     INSERT INTO devices (app_id, uid, device_id, platform, token, environment, created_at, updated_at)
@@ -41,12 +48,21 @@ extension PostgresStore {
     }
 
     public func deleteDevice(appId: String, uid: String, deviceId: String) async throws -> Bool {
-        try await !rows(
-            """
-            DELETE FROM devices WHERE app_id = \(appId) AND uid = \(uid) AND device_id = \(deviceId)
-            RETURNING device_id
-            """
-        ).isEmpty
+        try await withSession { session in
+            try await session.transaction {
+                let removed = try await !session.rows(
+                    """
+                    DELETE FROM devices WHERE app_id = \(appId) AND uid = \(uid) AND device_id = \(deviceId)
+                    RETURNING device_id
+                    """
+                ).isEmpty
+                // A signed-out device gets none of the pushes still waiting for it.
+                try await session.execute(
+                    "DELETE FROM push_jobs WHERE app_id = \(appId) AND uid = \(uid) AND device_id = \(deviceId)"
+                )
+                return removed
+            }
+        }
     }
 
     static func device(_ row: PostgresRow) throws -> Device {

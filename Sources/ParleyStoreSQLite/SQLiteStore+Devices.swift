@@ -15,6 +15,14 @@ extension SQLiteStore {
                     """,
                 arguments: [appId, device.platform.rawValue, device.token, uid, device.deviceId]
             )
+            // Pushes waiting for the token's earlier holder never reach its new one (another user, maybe).
+            try db.execute(
+                sql: """
+                    DELETE FROM push_jobs WHERE app_id = ? AND platform = ? AND token = ?
+                    AND NOT (uid = ? AND device_id = ?)
+                    """,
+                arguments: [appId, device.platform.rawValue, device.token, uid, device.deviceId]
+            )
             try db.execute(
                 sql: """
                     INSERT INTO devices (app_id, uid, device_id, platform, token, environment, created_at, updated_at)
@@ -53,7 +61,13 @@ extension SQLiteStore {
                 sql: "DELETE FROM devices WHERE app_id = ? AND uid = ? AND device_id = ?",
                 arguments: [appId, uid, deviceId]
             )
-            return db.changesCount > 0
+            let removed = db.changesCount > 0
+            // A signed-out device gets none of the pushes still waiting for it.
+            try db.execute(
+                sql: "DELETE FROM push_jobs WHERE app_id = ? AND uid = ? AND device_id = ?",
+                arguments: [appId, uid, deviceId]
+            )
+            return removed
         }
     }
 

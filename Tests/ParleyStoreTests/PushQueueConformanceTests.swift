@@ -119,4 +119,21 @@ extension StoreConformanceTests {
         #expect(try await store.devices(appId: Self.appId, uid: "bob").map(\.deviceId) == ["tablet"])
         #expect(try await store.claimPushJobs(owner: "a", now: 200, leaseUntil: 1_000, limit: 10).map(\.token) == ["bb22"])
     }
+
+    @Test(arguments: Backend.allCases) func waitingPushesLeaveWithTheirDeviceAndNeverFollowATokenToAnotherUser(_ backend: Backend) async throws {
+        let store = try await prepared(backend)
+        _ = try await group(store, members: ["bob", "carol"])
+        _ = try await store.putDevice(appId: Self.appId, uid: "bob", device("phone", token: "aa11", at: 100))
+        _ = try await store.putDevice(appId: Self.appId, uid: "bob", device("tablet", token: "bb22", at: 100))
+        _ = try await store.apply([pushedSend(store, "c_g", from: "alice", text: "for bob")])
+        let entry = try await store.pushOutbox(limit: 1)[0]
+        try await store.expandPushOutbox([
+            PushExpansion(entryId: entry.id, jobs: [job(1), job(1, device: "tablet", token: "bb22")])
+        ])
+        // Bob signs out on the tablet: its waiting push goes.
+        #expect(try await store.deleteDevice(appId: Self.appId, uid: "bob", deviceId: "tablet"))
+        // The phone changes hands: carol registers its token; bob's push must not reach her.
+        _ = try await store.putDevice(appId: Self.appId, uid: "carol", device("phone", token: "aa11", at: 200))
+        #expect(try await store.pushQueueDepth() == PushQueueDepth(outbox: 0, jobs: 0))
+    }
 }
