@@ -79,7 +79,9 @@ public enum WireJSON {
                     case 0x09: bytes.append(UInt8(ascii: "t"))
                     default:
                         let hex = Array("0123456789abcdef".utf8)
-                        bytes.append(contentsOf: [UInt8(ascii: "u"), 0x30, 0x30, hex[Int(byte >> 4)], hex[Int(byte & 0xF)]])
+                        bytes.append(contentsOf: [
+                            UInt8(ascii: "u"), 0x30, 0x30, hex[Int(byte >> 4)], hex[Int(byte & 0xF)],
+                        ])
                     }
                 }
                 if start < utf8.count { bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[start...])) }

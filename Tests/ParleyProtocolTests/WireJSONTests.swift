@@ -31,7 +31,8 @@ import Testing
         return try WireCoding.decode(Event.self, from: bytes)
     }
 
-    func event(_ name: EventName, _ payload: EventPayload, durable: Bool = true, createdBy: String? = "alice") -> Event {
+    func event(_ name: EventName, _ payload: EventPayload, durable: Bool = true, createdBy: String? = "alice") -> Event
+    {
         Event(
             id: durable ? Event.durableID(conversationId: "c_1", seq: 7) : "c_1:read:bob:7", appId: "app_1",
             name: name, conversationId: durable ? "c_1" : nil, seq: durable ? 7 : nil, timestamp: 1_700_000_000_123,
@@ -52,7 +53,8 @@ import Testing
         for (index, text) in awkwardStrings.enumerated() {
             messages.append(
                 Message(
-                    id: "m_\(text)", conversationId: "c_\(text)", seq: Int64(index), sender: text, clientMessageId: text,
+                    id: "m_\(text)", conversationId: "c_\(text)", seq: Int64(index), sender: text,
+                    clientMessageId: text,
                     parts: [.text(text), .data(.string(text), name: text)], metadata: .object([text: .string(text)]),
                     alert: text, sentAt: Int64(index)
                 )
@@ -70,7 +72,9 @@ import Testing
     }
 
     @Test func everyEventPayloadKindDecodesAsTheFoundationForm() throws {
-        let user = User(uid: "alice", name: "Alïce \"A\"", avatarURL: "https://x/y.png", metadata: ["a": 1], createdAt: 1, updatedAt: 2)
+        let user = User(
+            uid: "alice", name: "Alïce \"A\"", avatarURL: "https://x/y.png", metadata: ["a": 1], createdAt: 1,
+            updatedAt: 2)
         let conversation = Conversation(
             id: "c_1", type: .group, name: "Friends/Amis", description: "d\n", isPublic: true, metadata: ["m": [1, 2]],
             createdBy: "alice", createdAt: 1, updatedAt: 2, lastSeq: 3, participantCount: 4, deletedAt: 5
@@ -93,11 +97,16 @@ import Testing
             (
                 .unreadUpdate,
                 .unreadUpdated(
-                    UnreadSummary(total: 2, conversations: [ConversationUnread(conversationId: "c_1", unread: 2, readSeq: 1, lastSeq: 3)])
+                    UnreadSummary(
+                        total: 2,
+                        conversations: [ConversationUnread(conversationId: "c_1", unread: 2, readSeq: 1, lastSeq: 3)])
                 )
             ),
             (.caughtUp, .caughtUp(CaughtUpFrame(userSeq: 3, conversations: ["c_1": 4], replayed: 5))),
-            (.resyncRequired, .resyncRequired(ResyncFrame(conversationId: "c_1", reason: .conversationNotFound, lastSeq: 2))),
+            (
+                .resyncRequired,
+                .resyncRequired(ResyncFrame(conversationId: "c_1", reason: .conversationNotFound, lastSeq: 2))
+            ),
             ("some.futureEvent", .unknown(["x": [1, "y"]])),
         ]
         payloads += Self.messages().map { (.messageSent, .messageSent($0)) }
@@ -150,7 +159,8 @@ import Testing
     @Test func handWrittenKindsWriteTheDocumentFoundationWrites() throws {
         let message = Message(
             id: "m_2", conversationId: "c_1", seq: 12, sender: "bob", clientMessageId: "client-1",
-            parts: [.text("a \"b\" / \\ \n é 😀 \u{1}"), .data(.string("s"), name: "n")], metadata: [1.5, 2, "x", nil, true],
+            parts: [.text("a \"b\" / \\ \n é 😀 \u{1}"), .data(.string("s"), name: "n")],
+            metadata: [1.5, 2, "x", nil, true],
             alert: "Bob: a", sentAt: 1_700_000_000_000
         )
         let events = [
@@ -165,7 +175,8 @@ import Testing
     }
 
     @Test func aNonFiniteNumberIsRefusedLikeFoundationDoes() {
-        let message = Message(id: "m", conversationId: "c", seq: 1, sender: "a", parts: [], metadata: .number(.nan), sentAt: 1)
+        let message = Message(
+            id: "m", conversationId: "c", seq: 1, sender: "a", parts: [], metadata: .number(.nan), sentAt: 1)
         #expect(throws: (any Error).self) { try WireCoding.encode(message) }
         #expect(throws: (any Error).self) { try WireJSON.encode(event(.messageSent, .messageSent(message))) }
     }
