@@ -22,6 +22,6 @@ enum FrameEncoding {
     static func frame(_ frame: ServerFrame) -> ByteBuffer {
         // Only a non-finite number could fail to encode, and JSON input never decodes to one; should it happen,
         // the client still gets an answer rather than silence.
-        ByteBuffer(bytes: (try? WireCoding.encode(frame)) ?? encodingFailure)
+        ByteBuffer(bytes: (try? WireJSON.encode(frame)) ?? encodingFailure)
     }
 }

@@ -580,7 +580,7 @@ struct BatchTransaction {
                 name: .messageSent, conversationId: row.conversation.id, seq: message.seq, timestamp: send.now,
                 context: EventContext(createdBy: send.sender), payload: .messageSent(message)
             )
-            let json = try encoder.encode(event)
+            let json = Data(try WireJSON.encode(event))
             inserts.append(
                 conversationPK: row.pk, seq: message.seq, name: .messageSent, actor: send.sender, createdAt: send.now,
                 clientMessageId: send.clientMessageId, messageIndex: position.messageCount, body: json
@@ -662,7 +662,7 @@ struct BatchTransaction {
                 appId: mark.appId, name: name, conversationId: row.conversation.id, timestamp: mark.now,
                 context: EventContext(createdBy: mark.uid), payload: payload
             )
-            events.append(StoredEvent(event: event, json: Array(try encoder.encode(event))))
+            events.append(StoredEvent(event: event, json: try WireJSON.encode(event)))
         }
         if delivered > participant.deliveredSeq {
             try ephemeral(.messageDelivered, .messageDelivered(Receipt(uid: mark.uid, seq: delivered)), seq: delivered)
@@ -760,7 +760,7 @@ struct EventBuffer {
             conversationId: conversationId, seq: lastSeq, timestamp: now, context: EventContext(createdBy: actor),
             payload: payload
         )
-        let json = try encoder.encode(event)
+        let json = Data(try WireJSON.encode(event))
         columns.append(
             conversationPK: conversationPK, seq: lastSeq, name: name, actor: actor, createdAt: now, clientMessageId: nil,
             messageIndex: nil, body: json

@@ -374,7 +374,7 @@ extension SQLiteStore {
                 appId: mark.appId, name: name, conversationId: row.conversation.id, timestamp: mark.now,
                 context: EventContext(createdBy: mark.uid), payload: payload
             )
-            events.append(StoredEvent(event: event, json: Array(try encoder.encode(event))))
+            events.append(StoredEvent(event: event, json: try WireJSON.encode(event)))
         }
         if delivered > participant.deliveredSeq {
             try ephemeral(.messageDelivered, .messageDelivered(Receipt(uid: mark.uid, seq: delivered)), seq: delivered)
@@ -485,14 +485,14 @@ struct EventWriter {
             conversationId: conversationId, seq: lastSeq, timestamp: now, context: EventContext(createdBy: actor),
             payload: payload
         )
-        let json = try encoder.encode(event)
+        let json = try WireJSON.encode(event)
         try db.cachedStatement(
             sql: """
                 INSERT INTO events (conversation_pk, seq, name, actor, created_at, client_message_id, message_index, body)
                 VALUES (?, ?, ?, ?, ?, ?, ?, ?)
                 """
-        ).execute(arguments: [conversationPK, lastSeq, name.rawValue, actor, now, clientMessageId, messageIndex, json])
-        events.append(StoredEvent(event: event, json: [UInt8](json)))
+        ).execute(arguments: [conversationPK, lastSeq, name.rawValue, actor, now, clientMessageId, messageIndex, Data(json)])
+        events.append(StoredEvent(event: event, json: json))
         switch payload {
         case .participantAdded(let participant): try recordMembership(of: participant.uid, joined: true)
         case .participantRemoved(let participant): try recordMembership(of: participant.uid, joined: false)

@@ -15,7 +15,13 @@ import Testing
 @Suite(.timeLimit(.minutes(3))) struct SlowConsumerTests {
     @Test func aClientThatDoesNotReadIsClosedWith4008AndWhatTheServerHeldForItStayedBounded() async throws {
         let limit = 512 * 1024
-        let server = try await TestServer.start { $0.outboundQueueLimitBytes = limit }
+        // Bob's raw client stops reading, so it stops answering pings too: with the default heartbeat, a slow
+        // machine (the sends below take long under CPU load) can reach the ping timeout (1001) before the queue
+        // fills. An hour-long heartbeat leaves the slow-consumer rule as the only thing that can close him.
+        let server = try await TestServer.start {
+            $0.outboundQueueLimitBytes = limit
+            $0.heartbeatInterval = .seconds(3600)
+        }
         let alice = try await server.login("alice")
         let bob = try await server.login("bob")
         let conversation = try await server.createConversation(token: alice, type: .direct, with: ["bob"])

@@ -1,0 +1,220 @@
+/// A hand-written JSON encoder for the frames and events on the server's hot path.
+///
+/// Foundation's `JSONEncoder` builds a tree of boxed values before it writes a byte; it was 21% of the server's CPU
+/// when persisting messages (docs/BENCHMARKS.md). This writes the bytes directly for the shapes sent most often:
+/// `conversationMessage.sent`, `.delivered` and `.read` events and `ack` frames. Every other event or frame goes
+/// through ``WireCoding`` as before.
+///
+/// The output follows ``WireCoding``'s conventions (compact, slashes not escaped, `nil` optionals left out, numbers
+/// as Foundation writes them), so every decoder reads it exactly as it reads the Foundation-encoded form
+/// (`WireJSONTests` compares the two for every event payload kind). Key order may differ, which JSON ignores.
+public enum WireJSON {
+    /// The JSON of an event, as stored and sent inside `event` frames.
+    public static func encode(_ event: Event) throws -> [UInt8] {
+        var writer = Writer()
+        switch event.payload {
+        case .messageSent(let message):
+            writer.reserve(256 + message.parts.reduce(0) { $0 + ($1.text?.utf8.count ?? 64) })
+            try writer.eventHeader(event)
+            try writer.message(message)
+        case .messageDelivered(let receipt), .messageRead(let receipt):
+            try writer.eventHeader(event)
+            writer.receipt(receipt)
+        default:
+            return try WireCoding.encode(event)
+        }
+        writer.byte(UInt8(ascii: "}"))
+        return writer.bytes
+    }
+
+    /// The JSON of a server frame.
+    public static func encode(_ frame: ServerFrame) throws -> [UInt8] {
+        guard case .ack(let ack) = frame else { return try WireCoding.encode(frame) }
+        var writer = Writer()
+        writer.reserve(64 + (ack.message?.parts.reduce(256) { $0 + ($1.text?.utf8.count ?? 64) } ?? 0))
+        writer.raw(#"{"type":"ack","ref":"#)
+        writer.string(ack.ref)
+        if let message = ack.message {
+            writer.raw(#","message":"#)
+            try writer.message(message)
+        }
+        if let duplicate = ack.duplicate {
+            writer.raw(duplicate ? #","duplicate":true"# : #","duplicate":false"#)
+        }
+        writer.byte(UInt8(ascii: "}"))
+        return writer.bytes
+    }
+
+    /// Appends JSON to a byte array.
+    struct Writer {
+        var bytes: [UInt8] = []
+
+        mutating func reserve(_ count: Int) { bytes.reserveCapacity(count) }
+
+        mutating func byte(_ byte: UInt8) { bytes.append(byte) }
+
+        /// Bytes that are already JSON (keys and punctuation written as literals).
+        mutating func raw(_ text: StaticString) {
+            text.withUTF8Buffer { bytes.append(contentsOf: $0) }
+        }
+
+        /// A JSON string: `"`, `\` and control characters escaped as Foundation does, everything else as UTF-8.
+        mutating func string(_ value: String) {
+            bytes.append(UInt8(ascii: "\""))
+            var value = value
+            value.withUTF8 { utf8 in
+                var start = 0
+                for index in 0..<utf8.count {
+                    let byte = utf8[index]
+                    guard byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") else { continue }
+                    if start < index { bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[start..<index])) }
+                    start = index + 1
+                    bytes.append(UInt8(ascii: "\\"))
+                    switch byte {
+                    case UInt8(ascii: "\""), UInt8(ascii: "\\"): bytes.append(byte)
+                    case 0x08: bytes.append(UInt8(ascii: "b"))
+                    case 0x0C: bytes.append(UInt8(ascii: "f"))
+                    case 0x0A: bytes.append(UInt8(ascii: "n"))
+                    case 0x0D: bytes.append(UInt8(ascii: "r"))
+                    case 0x09: bytes.append(UInt8(ascii: "t"))
+                    default:
+                        let hex = Array("0123456789abcdef".utf8)
+                        bytes.append(contentsOf: [
+                            UInt8(ascii: "u"), 0x30, 0x30, hex[Int(byte >> 4)], hex[Int(byte & 0xF)],
+                        ])
+                    }
+                }
+                if start < utf8.count { bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[start...])) }
+            }
+            bytes.append(UInt8(ascii: "\""))
+        }
+
+        mutating func integer(_ value: Int64) {
+            if value >= 0 && value < 10 {
+                bytes.append(UInt8(ascii: "0") + UInt8(value))
+            } else {
+                bytes.append(contentsOf: String(value).utf8)
+            }
+        }
+
+        /// A number as Foundation's `JSONEncoder` writes a `Double`: shortest round-trip form, no trailing `.0`.
+        mutating func number(_ value: Double) throws {
+            guard value.isFinite else {
+                throw EncodingError.invalidValue(
+                    value, EncodingError.Context(codingPath: [], debugDescription: "\(value) is not a JSON number.")
+                )
+            }
+            var text = value.description
+            if text.hasSuffix(".0") { text.removeLast(2) }
+            bytes.append(contentsOf: text.utf8)
+        }
+
+        mutating func value(_ value: JSONValue) throws {
+            switch value {
+            case .null: raw("null")
+            case .bool(let bool): bool ? raw("true") : raw("false")
+            case .number(let number): try self.number(number)
+            case .string(let string): self.string(string)
+            case .array(let array):
+                byte(UInt8(ascii: "["))
+                for (index, element) in array.enumerated() {
+                    if index > 0 { byte(UInt8(ascii: ",")) }
+                    try self.value(element)
+                }
+                byte(UInt8(ascii: "]"))
+            case .object(let object):
+                byte(UInt8(ascii: "{"))
+                var first = true
+                for (key, element) in object {
+                    if !first { byte(UInt8(ascii: ",")) }
+                    first = false
+                    string(key)
+                    byte(UInt8(ascii: ":"))
+                    try self.value(element)
+                }
+                byte(UInt8(ascii: "}"))
+            }
+        }
+
+        /// `{"id":..,"appId":..,"name":..,["conversationId":..,]["seq":..,]"timestamp":..,"context":{..},"payload":`
+        mutating func eventHeader(_ event: Event) throws {
+            raw(#"{"id":"#)
+            string(event.id)
+            raw(#","appId":"#)
+            string(event.appId)
+            raw(#","name":"#)
+            string(event.name.rawValue)
+            if let conversationId = event.conversationId {
+                raw(#","conversationId":"#)
+                string(conversationId)
+            }
+            if let seq = event.seq {
+                raw(#","seq":"#)
+                integer(seq)
+            }
+            raw(#","timestamp":"#)
+            integer(event.timestamp)
+            if let createdBy = event.context.createdBy {
+                raw(#","context":{"createdBy":"#)
+                string(createdBy)
+                raw(#"},"payload":"#)
+            } else {
+                raw(#","context":{},"payload":"#)
+            }
+        }
+
+        mutating func message(_ message: Message) throws {
+            raw(#"{"id":"#)
+            string(message.id)
+            raw(#","conversationId":"#)
+            string(message.conversationId)
+            raw(#","seq":"#)
+            integer(message.seq)
+            raw(#","sender":"#)
+            string(message.sender)
+            if let clientMessageId = message.clientMessageId {
+                raw(#","clientMessageId":"#)
+                string(clientMessageId)
+            }
+            raw(#","parts":["#)
+            for (index, part) in message.parts.enumerated() {
+                if index > 0 { byte(UInt8(ascii: ",")) }
+                raw(#"{"type":"#)
+                string(part.type.rawValue)
+                if let text = part.text {
+                    raw(#","text":"#)
+                    string(text)
+                }
+                if let data = part.data {
+                    raw(#","data":"#)
+                    try value(data)
+                }
+                if let name = part.name {
+                    raw(#","name":"#)
+                    string(name)
+                }
+                byte(UInt8(ascii: "}"))
+            }
+            byte(UInt8(ascii: "]"))
+            if let metadata = message.metadata {
+                raw(#","metadata":"#)
+                try value(metadata)
+            }
+            if let alert = message.alert {
+                raw(#","alert":"#)
+                string(alert)
+            }
+            raw(#","sentAt":"#)
+            integer(message.sentAt)
+            byte(UInt8(ascii: "}"))
+        }
+
+        mutating func receipt(_ receipt: Receipt) {
+            raw(#"{"uid":"#)
+            string(receipt.uid)
+            raw(#","seq":"#)
+            integer(receipt.seq)
+            byte(UInt8(ascii: "}"))
+        }
+    }
+}

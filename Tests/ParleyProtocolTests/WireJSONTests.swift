@@ -1,0 +1,183 @@
+import Foundation
+import ParleyProtocol
+import Testing
+
+/// `WireJSON` replaces Foundation's encoder on the hot path: whatever it writes must decode exactly as the
+/// Foundation-encoded form does, for every event payload kind and for the frames it writes itself.
+@Suite struct WireJSONTests {
+    /// Text that needs escaping, or that an encoder could mangle: quotes, backslashes, every control character,
+    /// slashes (not escaped on the wire), non-ASCII letters, emoji and combining sequences, U+2028/2029, NUL.
+    static let awkwardStrings: [String] = [
+        "", "plain", #"quote " and backslash \ and \" both"#, "slash / and </script>",
+        String((0..<0x20).map { Character(Unicode.Scalar($0)) }), "\u{7F} DEL", "tab\tnew\nline\r\n",
+        "héllo wörld ñ 日本語 العربية", "👩‍👩‍👧‍👦 🇫🇷 e\u{301}", "\u{2028}\u{2029}", "nul\u{0}inside", "\u{FEFF}bom",
+        String(repeating: "long ", count: 2000),
+    ]
+
+    static let awkwardValues: [JSONValue] = [
+        .null, true, false, 0, 1, -1, 42, 0.1, -2.5, 1e20, 1.5e-7, 123_456_789_012, .number(Double(Int64(1) << 53)),
+        .string("é\"\\/\n"), [], [1, "two", nil, [3.5]], [:],
+        ["a": 1, "nested": ["b": [true, nil], "emoji 😀": "x"], "": "empty key", "quote\"key": 0.25],
+    ]
+
+    func foundation(_ event: Event) throws -> Event {
+        try WireCoding.decode(Event.self, from: WireCoding.encode(event))
+    }
+
+    func fast(_ event: Event) throws -> Event {
+        let bytes = try WireJSON.encode(event)
+        // Valid JSON on its own, not only for our decoder.
+        _ = try JSONSerialization.jsonObject(with: Data(bytes), options: [.fragmentsAllowed])
+        return try WireCoding.decode(Event.self, from: bytes)
+    }
+
+    func event(_ name: EventName, _ payload: EventPayload, durable: Bool = true, createdBy: String? = "alice") -> Event
+    {
+        Event(
+            id: durable ? Event.durableID(conversationId: "c_1", seq: 7) : "c_1:read:bob:7", appId: "app_1",
+            name: name, conversationId: durable ? "c_1" : nil, seq: durable ? 7 : nil, timestamp: 1_700_000_000_123,
+            context: EventContext(createdBy: createdBy), payload: payload
+        )
+    }
+
+    static func messages() -> [Message] {
+        var messages = [
+            Message(id: "m_1", conversationId: "c_1", seq: 1, sender: "alice", parts: [.text("hi")], sentAt: 1),
+            Message(
+                id: "m_2", conversationId: "c_1", seq: Int64.max, sender: "bob", clientMessageId: "client-1",
+                parts: [.text("a"), .data(["k": "v"], name: "card"), MessagePart(type: .data, data: .null)],
+                metadata: ["priority": 2, "tags": ["x", "y"]], alert: "Bob: a", sentAt: -1
+            ),
+            Message(id: "m_3", conversationId: "c_1", seq: 0, sender: "carol", parts: [], sentAt: 0),
+        ]
+        for (index, text) in awkwardStrings.enumerated() {
+            messages.append(
+                Message(
+                    id: "m_\(text)", conversationId: "c_\(text)", seq: Int64(index), sender: text,
+                    clientMessageId: text,
+                    parts: [.text(text), .data(.string(text), name: text)], metadata: .object([text: .string(text)]),
+                    alert: text, sentAt: Int64(index)
+                )
+            )
+        }
+        for value in awkwardValues {
+            messages.append(
+                Message(
+                    id: "m_v", conversationId: "c_1", seq: 9, sender: "dave", parts: [.data(value)], metadata: value,
+                    sentAt: 9
+                )
+            )
+        }
+        return messages
+    }
+
+    @Test func everyEventPayloadKindDecodesAsTheFoundationForm() throws {
+        let user = User(
+            uid: "alice", name: "Alïce \"A\"", avatarURL: "https://x/y.png", metadata: ["a": 1], createdAt: 1,
+            updatedAt: 2)
+        let conversation = Conversation(
+            id: "c_1", type: .group, name: "Friends/Amis", description: "d\n", isPublic: true, metadata: ["m": [1, 2]],
+            createdBy: "alice", createdAt: 1, updatedAt: 2, lastSeq: 3, participantCount: 4, deletedAt: 5
+        )
+        let participant = Participant(uid: "bob", role: .admin, joinedAt: 1, deliveredSeq: 2, readSeq: 3)
+        var payloads: [(EventName, EventPayload)] = [
+            (.profileUpdate, .profileUpdated(user)),
+            (.conversationCreate, .conversationCreated(conversation)),
+            (.conversationUpdate, .conversationUpdated(conversation)),
+            (.conversationDelete, .conversationDeleted(conversation)),
+            (.conversationUndelete, .conversationUndeleted(conversation)),
+            (.participantAdded, .participantAdded(participant)),
+            (.participantUpdated, .participantUpdated(participant)),
+            (.participantRemoved, .participantRemoved(participant)),
+            (.participantTyping, .participantTyping(TypingIndicator(uid: "bob"))),
+            (.participantTypingOff, .participantTypingOff(TypingIndicator(uid: "bob"))),
+            (.messageDelivered, .messageDelivered(Receipt(uid: "bob", seq: 6))),
+            (.messageRead, .messageRead(Receipt(uid: "bob\u{1}\"", seq: 0))),
+            (.presenceUpdate, .presenceUpdated(Presence(uid: "bob", online: false, lastSeenAt: 9))),
+            (
+                .unreadUpdate,
+                .unreadUpdated(
+                    UnreadSummary(
+                        total: 2,
+                        conversations: [ConversationUnread(conversationId: "c_1", unread: 2, readSeq: 1, lastSeq: 3)])
+                )
+            ),
+            (.caughtUp, .caughtUp(CaughtUpFrame(userSeq: 3, conversations: ["c_1": 4], replayed: 5))),
+            (
+                .resyncRequired,
+                .resyncRequired(ResyncFrame(conversationId: "c_1", reason: .conversationNotFound, lastSeq: 2))
+            ),
+            ("some.futureEvent", .unknown(["x": [1, "y"]])),
+        ]
+        payloads += Self.messages().map { (.messageSent, .messageSent($0)) }
+        // Every kind is covered (the unknown one included).
+        #expect(Set(payloads.compactMap { $0.1.eventName }).count == 17)
+        for (name, payload) in payloads {
+            for createdBy in ["alice", nil, "quote\"d"] as [String?] {
+                for durable in [true, false] {
+                    let event = event(name, payload, durable: durable, createdBy: createdBy)
+                    let expected = try foundation(event)
+                    #expect(try fast(event) == expected, "\(name)")
+                    #expect(try sameDocument(WireJSON.encode(event), WireCoding.encode(event)), "\(name)")
+                }
+            }
+        }
+    }
+
+    @Test func ackFramesDecodeAsTheFoundationForm() throws {
+        var frames: [ServerFrame] = [.ack(AckFrame(ref: "r")), .ack(AckFrame(ref: "r\"\\\n", duplicate: true))]
+        for message in Self.messages() {
+            frames.append(.ack(AckFrame(ref: message.sender, message: message, duplicate: false)))
+        }
+        for frame in frames {
+            let bytes = try WireJSON.encode(frame)
+            let expected = try WireCoding.decode(ServerFrame.self, from: WireCoding.encode(frame))
+            #expect(try WireCoding.decode(ServerFrame.self, from: bytes) == expected)
+            #expect(try sameDocument(bytes, WireCoding.encode(frame)))
+        }
+    }
+
+    @Test func otherFramesAreEncodedByFoundationAsBefore() throws {
+        let frames: [ServerFrame] = [
+            .error(ErrorFrame(ref: "r2", code: .conversationNotFound, message: "no")),
+            .pong(PongFrame(id: "1", serverTime: 6)),
+        ]
+        for frame in frames {
+            #expect(try sameDocument(WireJSON.encode(frame), WireCoding.encode(frame)))
+        }
+    }
+
+    /// The same JSON document: same keys (none added, none left out, `null` not confused with absent), same values.
+    /// Not the same bytes: Foundation's key order on Linux changes from one encoding to the next.
+    func sameDocument(_ left: [UInt8], _ right: [UInt8]) throws -> Bool {
+        let left = try JSONSerialization.jsonObject(with: Data(left)) as? NSDictionary
+        let right = try JSONSerialization.jsonObject(with: Data(right)) as? NSDictionary
+        return left != nil && left == right
+    }
+
+    /// For the kinds written by hand, the document is the one Foundation writes, so stored events keep their form.
+    @Test func handWrittenKindsWriteTheDocumentFoundationWrites() throws {
+        let message = Message(
+            id: "m_2", conversationId: "c_1", seq: 12, sender: "bob", clientMessageId: "client-1",
+            parts: [.text("a \"b\" / \\ \n é 😀 \u{1}"), .data(.string("s"), name: "n")],
+            metadata: [1.5, 2, "x", nil, true],
+            alert: "Bob: a", sentAt: 1_700_000_000_000
+        )
+        let events = [
+            event(.messageSent, .messageSent(message)),
+            event(.messageSent, .messageSent(message), durable: false, createdBy: nil),
+            event(.messageRead, .messageRead(Receipt(uid: "bob", seq: 12)), durable: false),
+            event(.messageDelivered, .messageDelivered(Receipt(uid: "bob", seq: 3))),
+        ]
+        for event in events {
+            #expect(try sameDocument(WireJSON.encode(event), WireCoding.encode(event)))
+        }
+    }
+
+    @Test func aNonFiniteNumberIsRefusedLikeFoundationDoes() {
+        let message = Message(
+            id: "m", conversationId: "c", seq: 1, sender: "a", parts: [], metadata: .number(.nan), sentAt: 1)
+        #expect(throws: (any Error).self) { try WireCoding.encode(message) }
+        #expect(throws: (any Error).self) { try WireJSON.encode(event(.messageSent, .messageSent(message))) }
+    }
+}
