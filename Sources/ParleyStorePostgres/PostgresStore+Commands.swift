@@ -32,7 +32,7 @@ extension PostgresStore {
             do {
                 return try await withSession { session in
                     try await session.transaction {
-                        let batch = BatchTransaction(session: session, encoder: WireCoding.makeEncoder())
+                        let batch = BatchTransaction(session: session)
                         let results = try await batch.apply(commands)
                         // The other nodes' wake-up, delivered when (and only if) this transaction commits.
                         let ranges = CommittedRange.of(results.lazy.compactMap { try? $0.get() }.flatMap(\.events))
@@ -68,7 +68,6 @@ extension PostgresStore {
 /// One batch of commands in one transaction.
 struct BatchTransaction {
     let session: PostgresSession
-    let encoder: JSONEncoder
 
     func rows(_ query: PostgresQuery) async throws -> [PostgresRow] { try await session.rows(query) }
     func execute(_ query: PostgresQuery) async throws { try await session.execute(query) }
@@ -204,7 +203,7 @@ struct BatchTransaction {
             return existing
         }
         let row = try PostgresStore.conversationRow(insertedRow)
-        var writer = EventBuffer(row: row, now: create.now, actor: create.creator, encoder: encoder)
+        var writer = EventBuffer(row: row, now: create.now, actor: create.creator)
         let creatorRole: ParticipantRole = create.type == .group ? .owner : .member
         let members = [(create.creator, creatorRole)] + others.map { ($0, ParticipantRole.member) }
         let participants = try await insertParticipants(members, row: row, now: create.now)
@@ -296,7 +295,7 @@ struct BatchTransaction {
     func publishConversation(
         _ conversation: Conversation, _ name: EventName, row: ConversationRow, actor: String, now: Int64
     ) async throws -> CommandResult {
-        var writer = EventBuffer(row: row, now: now, actor: actor, encoder: encoder)
+        var writer = EventBuffer(row: row, now: now, actor: actor)
         var published = conversation
         published.lastSeq = row.conversation.lastSeq + 1
         let payload: EventPayload
@@ -324,7 +323,7 @@ struct BatchTransaction {
             )
         }
         // Visible without being a participant means public: anyone in the app may join.
-        var writer = EventBuffer(row: row, now: action.now, actor: action.actor, encoder: encoder)
+        var writer = EventBuffer(row: row, now: action.now, actor: action.actor)
         let participant = try await insertParticipants([(action.actor, .member)], row: row, now: action.now)[0]
         try writer.append(.participantAdded, .participantAdded(participant))
         try await writer.finish(participantCount: row.conversation.participantCount + 1, in: self)
@@ -357,7 +356,7 @@ struct BatchTransaction {
             guard !present.contains(entry.uid) else { continue }
             newcomers.append((entry.uid, newRole))
         }
-        var writer = EventBuffer(row: row, now: add.now, actor: add.actor, encoder: encoder)
+        var writer = EventBuffer(row: row, now: add.now, actor: add.actor)
         for participant in try await insertParticipants(newcomers, row: row, now: add.now) {
             try writer.append(.participantAdded, .participantAdded(participant))
         }
@@ -386,7 +385,7 @@ struct BatchTransaction {
         try await execute(
             "UPDATE participants SET role = \(update.role.rawValue) WHERE conversation_pk = \(row.pk) AND uid = \(update.uid)"
         )
-        var writer = EventBuffer(row: row, now: update.now, actor: update.actor, encoder: encoder)
+        var writer = EventBuffer(row: row, now: update.now, actor: update.actor)
         try writer.append(.participantUpdated, .participantUpdated(participant))
         try await writer.finish(participantCount: nil, in: self)
         return CommandResult(outcome: .participant(participant), events: writer.events, recipients: recipients)
@@ -408,7 +407,7 @@ struct BatchTransaction {
             }
         }
         try await execute("DELETE FROM participants WHERE conversation_pk = \(row.pk) AND uid = \(remove.uid)")
-        var writer = EventBuffer(row: row, now: remove.now, actor: remove.actor, encoder: encoder)
+        var writer = EventBuffer(row: row, now: remove.now, actor: remove.actor)
         try writer.append(.participantRemoved, .participantRemoved(removed))
         try await writer.finish(participantCount: row.conversation.participantCount - 1, in: self)
         let remaining = try await participantUIDs(row.pk)
@@ -580,7 +579,7 @@ struct BatchTransaction {
                 name: .messageSent, conversationId: row.conversation.id, seq: message.seq, timestamp: send.now,
                 context: EventContext(createdBy: send.sender), payload: .messageSent(message)
             )
-            let json = Data(try WireJSON.encode(event))
+            let json = try WireJSON.encode(event)
             inserts.append(
                 conversationPK: row.pk, seq: message.seq, name: .messageSent, actor: send.sender, createdAt: send.now,
                 clientMessageId: send.clientMessageId, messageIndex: position.messageCount, body: json
@@ -593,7 +592,7 @@ struct BatchTransaction {
                 .success(
                     CommandResult(
                         outcome: .message(message, duplicate: false),
-                        events: [StoredEvent(event: event, json: [UInt8](json))], recipients: recipients
+                        events: [StoredEvent(event: event, json: json)], recipients: recipients
                     )
                 )
             )
@@ -735,7 +734,6 @@ struct EventBuffer {
     var lastSeq: Int64
     let now: Int64
     let actor: String
-    let encoder: JSONEncoder
     private(set) var events: [StoredEvent] = []
     private var columns = EventColumns()
     /// Joins and departures, for the users' own streams.
@@ -743,14 +741,13 @@ struct EventBuffer {
     /// The sequence number recorded for joins in the members' streams; nil for the participantAdded event itself.
     var joinSeq: Int64?
 
-    init(row: ConversationRow, now: Int64, actor: String, encoder: JSONEncoder) {
+    init(row: ConversationRow, now: Int64, actor: String) {
         self.appId = row.appId
         self.conversationId = row.conversation.id
         self.conversationPK = row.pk
         self.lastSeq = row.conversation.lastSeq
         self.now = now
         self.actor = actor
-        self.encoder = encoder
     }
 
     mutating func append(_ name: EventName, _ payload: EventPayload) throws {
@@ -760,12 +757,12 @@ struct EventBuffer {
             conversationId: conversationId, seq: lastSeq, timestamp: now, context: EventContext(createdBy: actor),
             payload: payload
         )
-        let json = Data(try WireJSON.encode(event))
+        let json = try WireJSON.encode(event)
         columns.append(
             conversationPK: conversationPK, seq: lastSeq, name: name, actor: actor, createdAt: now, clientMessageId: nil,
             messageIndex: nil, body: json
         )
-        events.append(StoredEvent(event: event, json: [UInt8](json)))
+        events.append(StoredEvent(event: event, json: json))
         switch payload {
         case .participantAdded(let participant): memberships.append((participant.uid, true, joinSeq ?? lastSeq))
         case .participantRemoved(let participant): memberships.append((participant.uid, false, lastSeq))
@@ -836,7 +833,7 @@ struct EventColumns {
 
     mutating func append(
         conversationPK: Int64, seq: Int64, name: EventName, actor: String, createdAt: Int64, clientMessageId: String?,
-        messageIndex: Int64?, body: Data
+        messageIndex: Int64?, body: [UInt8]
     ) {
         conversationPKs.append(conversationPK)
         seqs.append(seq)

@@ -6,7 +6,6 @@ import ParleyStore
 extension SQLiteStore {
     public func apply(_ commands: [Command]) async throws -> [Result<CommandResult, DomainError>] {
         try await pool.write { db in
-            let encoder = WireCoding.makeEncoder()
             var results: [Result<CommandResult, DomainError>] = []
             results.reserveCapacity(commands.count)
             for command in commands {
@@ -14,7 +13,7 @@ extension SQLiteStore {
                 var result: Result<CommandResult, DomainError>!
                 try db.inSavepoint {
                     do {
-                        result = .success(try Self.apply(command, in: db, encoder: encoder))
+                        result = .success(try Self.apply(command, in: db))
                         return .commit
                     } catch let error as DomainError {
                         result = .failure(error)
@@ -27,24 +26,24 @@ extension SQLiteStore {
         }
     }
 
-    static func apply(_ command: Command, in db: Database, encoder: JSONEncoder) throws -> CommandResult {
+    static func apply(_ command: Command, in db: Database) throws -> CommandResult {
         switch command {
-        case .createConversation(let create): return try createConversation(create, in: db, encoder: encoder)
-        case .updateConversation(let update): return try updateConversation(update, in: db, encoder: encoder)
-        case .deleteConversation(let action): return try setDeleted(true, action, in: db, encoder: encoder)
-        case .undeleteConversation(let action): return try setDeleted(false, action, in: db, encoder: encoder)
-        case .join(let action): return try join(action, in: db, encoder: encoder)
-        case .addParticipants(let add): return try addParticipants(add, in: db, encoder: encoder)
-        case .updateParticipant(let update): return try updateParticipant(update, in: db, encoder: encoder)
-        case .removeParticipant(let remove): return try removeParticipant(remove, in: db, encoder: encoder)
-        case .sendMessage(let send): return try sendMessage(send, in: db, encoder: encoder)
-        case .markReceipt(let mark): return try markReceipt(mark, in: db, encoder: encoder)
+        case .createConversation(let create): return try createConversation(create, in: db)
+        case .updateConversation(let update): return try updateConversation(update, in: db)
+        case .deleteConversation(let action): return try setDeleted(true, action, in: db)
+        case .undeleteConversation(let action): return try setDeleted(false, action, in: db)
+        case .join(let action): return try join(action, in: db)
+        case .addParticipants(let add): return try addParticipants(add, in: db)
+        case .updateParticipant(let update): return try updateParticipant(update, in: db)
+        case .removeParticipant(let remove): return try removeParticipant(remove, in: db)
+        case .sendMessage(let send): return try sendMessage(send, in: db)
+        case .markReceipt(let mark): return try markReceipt(mark, in: db)
         }
     }
 
     // MARK: Conversations
 
-    static func createConversation(_ create: Command.CreateConversation, in db: Database, encoder: JSONEncoder) throws
+    static func createConversation(_ create: Command.CreateConversation, in db: Database) throws
         -> CommandResult
     {
         let others = Array(Set(create.participants.filter { $0 != create.creator })).sorted()
@@ -81,7 +80,7 @@ extension SQLiteStore {
             ]
         )
         let row = try fetchConversation(db, appId: create.appId, id: create.newId)!
-        var writer = EventWriter(db: db, encoder: encoder, row: row, now: create.now, actor: create.creator)
+        var writer = EventWriter(db: db, row: row, now: create.now, actor: create.creator)
         let creatorRole: ParticipantRole = create.type == .group ? .owner : .member
         let members = [(create.creator, creatorRole)] + others.map { ($0, ParticipantRole.member) }
         var participants: [Participant] = []
@@ -101,7 +100,7 @@ extension SQLiteStore {
         )
     }
 
-    static func updateConversation(_ update: Command.UpdateConversation, in db: Database, encoder: JSONEncoder) throws
+    static func updateConversation(_ update: Command.UpdateConversation, in db: Database) throws
         -> CommandResult
     {
         let (row, role) = try participation(db, appId: update.appId, id: update.conversationId, uid: update.actor)
@@ -122,10 +121,10 @@ extension SQLiteStore {
                 update.now, row.pk,
             ]
         )
-        return try publishConversation(conversation, .conversationUpdate, row: row, actor: update.actor, now: update.now, in: db, encoder: encoder)
+        return try publishConversation(conversation, .conversationUpdate, row: row, actor: update.actor, now: update.now, in: db)
     }
 
-    static func setDeleted(_ deleted: Bool, _ action: Command.ConversationAction, in db: Database, encoder: JSONEncoder)
+    static func setDeleted(_ deleted: Bool, _ action: Command.ConversationAction, in db: Database)
         throws -> CommandResult
     {
         guard let row = try fetchConversation(db, appId: action.appId, id: action.conversationId),
@@ -154,16 +153,16 @@ extension SQLiteStore {
         )
         return try publishConversation(
             conversation, deleted ? .conversationDelete : .conversationUndelete, row: row, actor: action.actor,
-            now: action.now, in: db, encoder: encoder
+            now: action.now, in: db
         )
     }
 
     /// Appends one event carrying the conversation as it is now.
     private static func publishConversation(
         _ conversation: Conversation, _ name: EventName, row: ConversationRow, actor: String, now: Int64,
-        in db: Database, encoder: JSONEncoder
+        in db: Database
     ) throws -> CommandResult {
-        var writer = EventWriter(db: db, encoder: encoder, row: row, now: now, actor: actor)
+        var writer = EventWriter(db: db, row: row, now: now, actor: actor)
         var published = conversation
         published.lastSeq = row.conversation.lastSeq + 1
         let payload: EventPayload
@@ -182,7 +181,7 @@ extension SQLiteStore {
 
     // MARK: Participants
 
-    static func join(_ action: Command.ConversationAction, in db: Database, encoder: JSONEncoder) throws
+    static func join(_ action: Command.ConversationAction, in db: Database) throws
         -> CommandResult
     {
         let (row, role) = try visibleConversation(db, appId: action.appId, id: action.conversationId, viewer: action.actor)
@@ -193,7 +192,7 @@ extension SQLiteStore {
             )
         }
         // Visible without being a participant means public: anyone in the app may join.
-        var writer = EventWriter(db: db, encoder: encoder, row: row, now: action.now, actor: action.actor)
+        var writer = EventWriter(db: db, row: row, now: action.now, actor: action.actor)
         let participant = try insertParticipant(db, row: row, uid: action.actor, role: .member, now: action.now)
         try writer.append(.participantAdded, .participantAdded(participant))
         try writer.finish(participantCount: row.conversation.participantCount + 1)
@@ -203,7 +202,7 @@ extension SQLiteStore {
         )
     }
 
-    static func addParticipants(_ add: Command.AddParticipants, in db: Database, encoder: JSONEncoder) throws
+    static func addParticipants(_ add: Command.AddParticipants, in db: Database) throws
         -> CommandResult
     {
         let (row, role) = try participation(db, appId: add.appId, id: add.conversationId, uid: add.actor)
@@ -211,7 +210,7 @@ extension SQLiteStore {
         guard role.canAddParticipants else {
             throw DomainError(.forbidden, "Only the owner or an admin can add participants.")
         }
-        var writer = EventWriter(db: db, encoder: encoder, row: row, now: add.now, actor: add.actor)
+        var writer = EventWriter(db: db, row: row, now: add.now, actor: add.actor)
         var count = row.conversation.participantCount
         var seen = Set<String>()
         for entry in add.entries where seen.insert(entry.uid).inserted {
@@ -234,7 +233,7 @@ extension SQLiteStore {
         )
     }
 
-    static func updateParticipant(_ update: Command.UpdateParticipant, in db: Database, encoder: JSONEncoder) throws
+    static func updateParticipant(_ update: Command.UpdateParticipant, in db: Database) throws
         -> CommandResult
     {
         let (row, role) = try participation(db, appId: update.appId, id: update.conversationId, uid: update.actor)
@@ -255,13 +254,13 @@ extension SQLiteStore {
             sql: "UPDATE participants SET role = ? WHERE conversation_pk = ? AND uid = ?",
             arguments: [update.role.rawValue, row.pk, update.uid]
         )
-        var writer = EventWriter(db: db, encoder: encoder, row: row, now: update.now, actor: update.actor)
+        var writer = EventWriter(db: db, row: row, now: update.now, actor: update.actor)
         try writer.append(.participantUpdated, .participantUpdated(participant))
         try writer.finish(participantCount: nil)
         return CommandResult(outcome: .participant(participant), events: writer.events, recipients: recipients)
     }
 
-    static func removeParticipant(_ remove: Command.RemoveParticipant, in db: Database, encoder: JSONEncoder) throws
+    static func removeParticipant(_ remove: Command.RemoveParticipant, in db: Database) throws
         -> CommandResult
     {
         let (row, role) = try participation(db, appId: remove.appId, id: remove.conversationId, uid: remove.actor)
@@ -281,7 +280,7 @@ extension SQLiteStore {
         try db.execute(
             sql: "DELETE FROM participants WHERE conversation_pk = ? AND uid = ?", arguments: [row.pk, remove.uid]
         )
-        var writer = EventWriter(db: db, encoder: encoder, row: row, now: remove.now, actor: remove.actor)
+        var writer = EventWriter(db: db, row: row, now: remove.now, actor: remove.actor)
         try writer.append(.participantRemoved, .participantRemoved(removed))
         try writer.finish(participantCount: row.conversation.participantCount - 1)
         let remaining = try participantUIDs(db, conversationPK: row.pk)
@@ -320,7 +319,7 @@ extension SQLiteStore {
 
     // MARK: Messages and receipts
 
-    static func sendMessage(_ send: Command.SendMessage, in db: Database, encoder: JSONEncoder) throws -> CommandResult
+    static func sendMessage(_ send: Command.SendMessage, in db: Database) throws -> CommandResult
     {
         let (row, _) = try participation(db, appId: send.appId, id: send.conversationId, uid: send.sender)
         let recipients = try participantUIDs(db, conversationPK: row.pk)
@@ -338,7 +337,7 @@ extension SQLiteStore {
             }
             return CommandResult(outcome: .message(message, duplicate: true), events: [], recipients: recipients)
         }
-        var writer = EventWriter(db: db, encoder: encoder, row: row, now: send.now, actor: send.sender)
+        var writer = EventWriter(db: db, row: row, now: send.now, actor: send.sender)
         let message = Message(
             id: send.messageId, conversationId: row.conversation.id, seq: row.conversation.lastSeq + 1,
             sender: send.sender, clientMessageId: send.clientMessageId, parts: send.parts, metadata: send.metadata,
@@ -361,7 +360,7 @@ extension SQLiteStore {
         return CommandResult(outcome: .message(message, duplicate: false), events: writer.events, recipients: recipients)
     }
 
-    static func markReceipt(_ mark: Command.MarkReceipt, in db: Database, encoder: JSONEncoder) throws -> CommandResult {
+    static func markReceipt(_ mark: Command.MarkReceipt, in db: Database) throws -> CommandResult {
         let (row, _) = try participation(db, appId: mark.appId, id: mark.conversationId, uid: mark.uid)
         var participant = try fetchParticipant(db, conversationPK: row.pk, uid: mark.uid)!
         let last = row.conversation.lastSeq
@@ -433,7 +432,6 @@ extension SQLiteStore {
 /// in step.
 struct EventWriter {
     let db: Database
-    let encoder: JSONEncoder
     let appId: String
     let conversationId: String
     let conversationPK: Int64
@@ -445,9 +443,8 @@ struct EventWriter {
     var joinSeq: Int64?
     private(set) var events: [StoredEvent] = []
 
-    init(db: Database, encoder: JSONEncoder, row: ConversationRow, now: Int64, actor: String?) {
+    init(db: Database, row: ConversationRow, now: Int64, actor: String?) {
         self.db = db
-        self.encoder = encoder
         self.appId = row.appId
         self.conversationId = row.conversation.id
         self.conversationPK = row.pk
