@@ -71,6 +71,11 @@ extension ErrorCode {
     /// The node lost its notification channel to the other nodes for a moment; it closes its sockets (1012) so that
     /// clients resume and miss nothing. Reconnect.
     public static let nodeResync: ErrorCode = "ERR_NODE_RESYNC"
+    /// The client did not answer the server's WebSocket ping before the next one was due (close 1001). Reconnect.
+    public static let heartbeatTimeout: ErrorCode = "ERR_HEARTBEAT_TIMEOUT"
+    /// The client broke the WebSocket protocol itself (an invalid frame: bad opcode, reserved bits, a control
+    /// frame too long, fragments out of order; close 1002). Fix the client.
+    public static let webSocketProtocolError: ErrorCode = "ERR_WEBSOCKET_PROTOCOL"
     /// The device id of `PUT /v1/me/devices/{deviceId}` is not 1-100 letters, digits, `_`, `-`, `.` or `:`.
     public static let invalidDeviceId: ErrorCode = "ERR_INVALID_DEVICE_ID"
     /// A push token is not an even number of 16 to 400 hexadecimal digits.

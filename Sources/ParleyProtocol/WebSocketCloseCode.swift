@@ -2,10 +2,15 @@
 public enum WebSocketCloseCode {
     /// Normal closure: the client asked to close.
     public static let normal: UInt16 = 1000
-    /// The server is shutting down (`ERR_SERVER_SHUTTING_DOWN`). Reconnect with backoff.
+    /// The server is shutting down (`ERR_SERVER_SHUTTING_DOWN`), or the client did not answer the server's ping
+    /// before the next one was due (`ERR_HEARTBEAT_TIMEOUT`). Reconnect with backoff.
     public static let goingAway: UInt16 = 1001
+    /// The client broke the WebSocket protocol itself (`ERR_WEBSOCKET_PROTOCOL`): an invalid frame.
+    public static let protocolError: UInt16 = 1002
     /// A frame was larger than the server accepts (`ERR_MESSAGE_TOO_LARGE`).
     public static let messageTooBig: UInt16 = 1009
+    /// The server failed while setting up the connection (`ERR_INTERNAL`). Reconnect with backoff.
+    public static let internalError: UInt16 = 1011
     /// The server node must resynchronise with the other nodes (`ERR_NODE_RESYNC`). Reconnect and resume.
     public static let serviceRestart: UInt16 = 1012
     /// The token is missing, unknown, revoked or expired (`ERR_AUTH_TOKEN_INVALID`, `ERR_AUTH_REQUIRED`).

@@ -1,6 +1,6 @@
 import Foundation
 import Hummingbird
-import HummingbirdWebSocket
+import HummingbirdCore
 import Logging
 import NIOCore
 import OpenAPIHummingbird
@@ -22,6 +22,8 @@ public struct ParleyApplication: Service {
     let http: any Service
     let writer: CommandWriter
     let hub: Hub
+    let sockets: SocketRegistry
+    let expiry: TokenExpiry
     let typing: TypingTracker
     let presence: PresenceTracker
     let unread: UnreadNotifier
@@ -35,9 +37,12 @@ public struct ParleyApplication: Service {
         var services: [any Service] = [writer]
         if let push { services.append(push) }
         if let cluster { services.append(cluster) }
-        services += [typing, presence, http, SocketCloser(hub: hub, logger: logger)]
+        services += [typing, presence, http, SocketCloser(sockets: sockets, logger: logger)]
         let group = ServiceGroup(configuration: .init(services: services.map { .init(service: $0) }, logger: logger))
-        defer { unread.cancelAll() }
+        defer {
+            unread.cancelAll()
+            expiry.cancelAll()
+        }
         do {
             try await withGracefulShutdownHandler {
                 try await group.run()
@@ -60,20 +65,21 @@ public struct ParleyApplication: Service {
     }
 }
 
-/// On graceful shutdown, closes every WebSocket with 1001 and waits (a bounded time) until they are gone.
+/// On graceful shutdown, closes every WebSocket with 1001 (refusing new ones) and waits (a bounded time) until they
+/// are gone; what is left then is dropped.
 struct SocketCloser: Service {
-    let hub: Hub
+    let sockets: SocketRegistry
     let logger: Logger
 
     func run() async throws {
         try? await gracefulShutdown()
-        let open = hub.connectionCount
-        logger.info("Shutting down: closing \(open) WebSocket connection(s)")
-        hub.closeAll(code: WebSocketCloseCode.goingAway, reason: .serverShuttingDown)
+        logger.info("Shutting down: closing \(sockets.count) WebSocket connection(s)")
+        sockets.closeAll(code: WebSocketCloseCode.goingAway, reason: .serverShuttingDown)
         let deadline = ContinuousClock.now + .seconds(5)
-        while hub.connectionCount > 0, ContinuousClock.now < deadline {
+        while sockets.count > 0, ContinuousClock.now < deadline {
             try? await Task.sleep(for: .milliseconds(20))
         }
+        sockets.closeChannels()
     }
 }
 
@@ -121,9 +127,11 @@ public func buildApplication(
         store: store, authenticator: authenticator, writer: writer, relay: relay, presence: presence, time: time,
         configuration: configuration, logger: logger
     )
+    let sockets = SocketRegistry()
+    let expiry = TokenExpiry(time: time)
     let gateway = WebSocketGateway(
         authenticator: authenticator, store: store, hub: hub, writer: writer, typing: typing, presence: presence,
-        time: time, configuration: configuration, logger: logger
+        sockets: sockets, expiry: expiry, time: time, configuration: configuration, logger: logger
     )
 
     let router = Router(context: BasicRequestContext.self)
@@ -135,16 +143,7 @@ public func buildApplication(
 
     let http = Application(
         router: router,
-        server: .http1WebSocketUpgrade(
-            configuration: .init(
-                ws: WebSocketServerConfiguration(
-                    maxFrameSize: configuration.maxInboundFrameSize,
-                    autoPing: .enabled(timePeriod: configuration.heartbeatInterval),
-                    closeTimeout: .seconds(5)
-                )
-            ),
-            shouldUpgrade: { head, _, _ in try await gateway.shouldUpgrade(head) }
-        ),
+        server: HTTPServerBuilder { responder in ParleyHTTPChannel(responder: responder, gateway: gateway) },
         configuration: .init(
             address: .hostname(configuration.hostname, port: configuration.port), serverName: "Parley",
             backlog: configuration.backlog
@@ -157,7 +156,7 @@ public func buildApplication(
         logger: logger
     )
     return ParleyApplication(
-        store: store, http: http, writer: writer, hub: hub, typing: typing, presence: presence, unread: unread,
+        store: store, http: http, writer: writer, hub: hub, sockets: sockets, expiry: expiry, typing: typing, presence: presence, unread: unread,
         cluster: link.map {
             ClusterNode(link: $0, writer: writer, publisher: publisher, relay: relay, presence: presence, hub: hub, logger: logger)
         },

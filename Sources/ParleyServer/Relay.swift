@@ -74,9 +74,11 @@ final class Relay: Sendable {
             return
         }
         var reached = Set<ObjectIdentifier>()
+        var wakeUps = WakeUps()
         for connection in uids.flatMap({ hub.connections(appId: appId, uid: $0) }) + hub.presenceSubscribers(appId: appId)
         where connection.principal.uid != subject && reached.insert(ObjectIdentifier(connection)).inserted {
-            connection.outbound.push(frame)
+            wakeUps.push(frame, on: connection)
         }
+        wakeUps.run()
     }
 }

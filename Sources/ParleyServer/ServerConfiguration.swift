@@ -14,6 +14,8 @@ public struct ServerConfiguration: Sendable {
     public var heartbeatInterval: Duration = .seconds(30)
     /// How long a new WebSocket may take to send its `connect` frame.
     public var handshakeTimeout: Duration = .seconds(10)
+    /// How long the server waits for the client's answer to its close frame before it drops the socket.
+    public var closeTimeout: Duration = .seconds(5)
     /// Largest WebSocket frame a client may send; larger ones close the connection with 1009.
     public var maxInboundFrameSize: Int = 256 * 1024
     /// Bytes of events that may wait for one connection; past it the connection is closed with 4008.

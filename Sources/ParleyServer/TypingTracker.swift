@@ -79,7 +79,7 @@ final class TypingTracker: Service {
             }
             guard isTyping || isActive else { return }
             guard let participants = await participants(of: key), participants.contains(key.uid) else {
-                connection.outbound.push(
+                connection.push(
                     FrameEncoding.frame(
                         .error(ErrorFrame(code: .conversationNotFound, message: "No conversation \(key.conversationId) visible to you."))
                     )

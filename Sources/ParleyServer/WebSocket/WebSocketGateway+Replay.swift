@@ -1,16 +1,17 @@
-import HummingbirdWebSocket
+import NIOCore
+import NIOWebSocket
 import ParleyProtocol
 import ParleyStore
 
 extension WebSocketGateway {
     /// Sends a new connection what it missed (per its `resume`), then `caughtUp`. Call after the connection is
     /// registered with the hub and before its live queue is written, with the `baseline` positions read before it
-    /// was registered: see ``ReplayPlan`` for why nothing falls between the two. Returns the number of events
-    /// replayed.
+    /// was registered: see ``ReplayPlan`` for why nothing falls between the two. Frames are written through the
+    /// channel (after `hello`), one page at a time: each page is flushed and written to the socket before the next is
+    /// read. Returns the number of events replayed.
     @discardableResult
-    func replay(
-        to principal: UserPrincipal, resume: ResumeRequest?, baseline: StreamPositions,
-        outbound: WebSocketOutboundWriter
+    func catchUp(
+        principal: UserPrincipal, resume: ResumeRequest?, baseline: StreamPositions, channel: any Channel
     ) async throws -> Int {
         let positions = try await store.streamPositions(appId: principal.appId, uid: principal.uid)
         let changes = try await store.membershipChanges(
@@ -22,7 +23,7 @@ extension WebSocketGateway {
             maxEvents: Int64(configuration.maxReplayedEventsPerConversation)
         )
         func send(_ frame: ServerFrame) async throws {
-            try await outbound.write(.custom(Self.textFrame(FrameEncoding.frame(frame))))
+            try await channel.writeAndFlush(Self.textFrame(FrameEncoding.frame(frame)))
         }
         for resync in plan.resyncs { try await send(.resync(resync)) }
 
@@ -43,9 +44,10 @@ extension WebSocketGateway {
                     )
                     break
                 }
-                for stored in page {
-                    try await outbound.write(.custom(Self.textFrame(FrameEncoding.eventFrame(json: stored.json))))
+                for stored in page.dropLast() {
+                    channel.write(Self.textFrame(FrameEncoding.eventFrame(json: stored.json)), promise: nil)
                 }
+                try await channel.writeAndFlush(Self.textFrame(FrameEncoding.eventFrame(json: page[page.count - 1].json)))
                 replayed += page.count
                 after = last
             }

@@ -5,7 +5,8 @@ import ParleyProtocol
 /// Every live connection of this server, by user, and delivery of encoded frames to them.
 ///
 /// Delivery never waits: a frame is pushed onto each connection's bounded queue. The same `ByteBuffer` goes to
-/// every recipient, so an event is encoded once however many receive it. The registry is split into shards, each
+/// every recipient, so an event is encoded once however many receive it, and the writers of the recipients' sockets
+/// are woken with one task per event loop (``WakeUps``). The registry is split into shards, each
 /// behind its own lock, so that connects, disconnects and deliveries for different users rarely contend.
 final class Hub: Sendable {
     struct UserKey: Hashable, Sendable {
@@ -57,26 +58,28 @@ final class Hub: Sendable {
 
     /// Queues `frame` on every connection of every user in `uids`.
     func deliver(_ frame: ByteBuffer, appId: String, to uids: some Sequence<String>) {
+        var wakeUps = WakeUps()
         for uid in uids {
             for connection in connections(appId: appId, uid: uid) {
-                connection.outbound.push(frame)
+                wakeUps.push(frame, on: connection)
             }
         }
+        wakeUps.run()
     }
 
     /// Closes the connections of a user, or only those opened with one token.
     func close(appId: String, uid: String, tokenIds: Set<String>? = nil, code: UInt16, reason: ErrorCode) {
         for connection in connections(appId: appId, uid: uid)
         where tokenIds.map({ $0.contains(connection.principal.tokenId) }) ?? true {
-            connection.outbound.requestClose(code: code, reason: reason)
+            connection.requestClose(code: code, reason: reason)
         }
     }
 
-    /// Closes every connection (server shutdown).
+    /// Closes every registered connection (the node must resynchronise).
     func closeAll(code: UInt16, reason: ErrorCode) {
         for shard in shards {
             for connection in shard.withLockedValue({ $0.values.flatMap { $0 } }) {
-                connection.outbound.requestClose(code: code, reason: reason)
+                connection.requestClose(code: code, reason: reason)
             }
         }
     }
@@ -84,5 +87,33 @@ final class Hub: Sendable {
     /// Number of live connections.
     var connectionCount: Int {
         shards.reduce(0) { total, shard in total + shard.withLockedValue { $0.values.reduce(0) { $0 + $1.count } } }
+    }
+}
+
+/// The writers to wake after frames were pushed to many connections: one task per event loop wakes all of that loop's
+/// sockets, instead of one task per socket.
+struct WakeUps {
+    private var loops: [(loop: any EventLoop, sockets: [SocketHandle])] = []
+
+    /// Pushes the frame; remembers the socket when its writer needs waking.
+    mutating func push(_ frame: ByteBuffer, on connection: ServerConnection) {
+        guard connection.outbound.push(frame).wakesWriter else { return }
+        let socket = connection.socket
+        if let index = loops.firstIndex(where: { $0.loop === socket.eventLoop }) {
+            loops[index].sockets.append(socket)
+        } else {
+            loops.append((socket.eventLoop, [socket]))
+        }
+    }
+
+    /// Wakes the remembered writers.
+    func run() {
+        for (loop, sockets) in loops {
+            if sockets.count == 1 {
+                sockets[0].wake()
+            } else {
+                loop.execute { for socket in sockets { socket.drainOnLoop() } }
+            }
+        }
     }
 }

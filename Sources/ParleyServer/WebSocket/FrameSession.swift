@@ -1,0 +1,148 @@
+import Foundation
+import NIOWebSocket
+import ParleyProtocol
+import ParleyStore
+
+/// The client frames of one connection: decodes them and answers on the connection's queue.
+struct FrameSession {
+    let connection: ServerConnection
+    let writer: CommandWriter
+    let typing: TypingTracker
+    let time: ServerClock
+    let limits: MessageLimits
+    let malformedFrameLimit: Int
+    private var malformedFrames = 0
+    private var typingBudget: TokenBucket
+    private let decoder = JSONDecoder()
+
+    init(connection: ServerConnection, gateway: WebSocketGateway) {
+        self.connection = connection
+        self.writer = gateway.writer
+        self.typing = gateway.typing
+        self.time = gateway.time
+        self.limits = gateway.configuration.messageLimits
+        self.malformedFrameLimit = gateway.configuration.malformedFrameLimit
+        self.typingBudget = TokenBucket(
+            perSecond: gateway.configuration.typingFramesPerSecond, now: gateway.time.timeline.now()
+        )
+    }
+
+    /// Answers one data frame (text or binary) of the client.
+    mutating func receive(_ message: WebSocketFrame) {
+        let frame: ClientFrame
+        do {
+            guard message.opcode == .text else {
+                throw DomainError(.malformedFrame, "Frames are JSON text; binary frames are not accepted.")
+            }
+            frame = try decoder.decode(ClientFrame.self, from: Data(message.unmaskedData.readableBytesView))
+        } catch let unknown as UnknownFrameType {
+            reply(error: DomainError(.unknownFrameType, "Unknown frame type \"\(unknown.type)\"."))
+            return
+        } catch {
+            malformedFrames += 1
+            reply(error: DomainError(.malformedFrame, "The frame is not a valid protocol v1 frame."))
+            if malformedFrames >= malformedFrameLimit {
+                connection.requestClose(code: WebSocketCloseCode.protocolViolation, reason: .malformedFrame)
+            }
+            return
+        }
+        switch frame {
+        case .connect:
+            reply(error: DomainError(.badRequest, "The connection is already established."))
+        case .ping(let ping):
+            reply(.pong(PongFrame(id: ping.id, serverTime: time.epochMilliseconds())))
+        case .send(let send):
+            self.send(send)
+        case .typing(let frame):
+            guard typingBudget.take(now: time.timeline.now()) else {
+                reply(error: DomainError(.rateLimited, "At most \(typingBudget.capacity) typing frames per second."))
+                return
+            }
+            typing.typing(conversationId: frame.conversationId, isTyping: frame.isTyping, on: connection)
+        case .receipt(let frame):
+            receipt(frame)
+        }
+    }
+
+    private func receipt(_ frame: ReceiptFrame) {
+        let principal = connection.principal
+        let command = Command.MarkReceipt(
+            appId: principal.appId, conversationId: frame.conversationId, uid: principal.uid,
+            deliveredSeq: frame.deliveredSeq, readSeq: frame.readSeq, now: time.epochMilliseconds()
+        )
+        let connection = self.connection
+        writer.enqueue(.markReceipt(command)) { result in
+            if case .failure(let error) = result {
+                Self.reply(.error(Self.errorFrame(error, ref: frame.ref)), on: connection)
+            }
+        }
+    }
+
+    private func send(_ frame: SendFrame) {
+        do {
+            try MessageRules.validate(
+                parts: frame.parts, metadata: frame.metadata, alert: frame.alert,
+                clientMessageId: frame.clientMessageId, limits: limits
+            )
+        } catch {
+            reply(.error(Self.errorFrame(error, ref: frame.ref)))
+            return
+        }
+        let principal = connection.principal
+        let command = Command.SendMessage(
+            appId: principal.appId, conversationId: frame.conversationId, sender: principal.uid,
+            messageId: Secrets.randomID(prefix: "m_"), clientMessageId: frame.clientMessageId, parts: frame.parts,
+            metadata: frame.metadata, alert: frame.alert, now: time.epochMilliseconds()
+        )
+        let connection = self.connection
+        writer.enqueue(.sendMessage(command)) { result in
+            switch result {
+            case .success(let outcome):
+                guard case .message(let message, let duplicate) = outcome.outcome else { return }
+                Self.reply(.ack(AckFrame(ref: frame.ref, message: message, duplicate: duplicate)), on: connection)
+            case .failure(let error):
+                Self.reply(.error(Self.errorFrame(error, ref: frame.ref)), on: connection)
+            }
+        }
+    }
+
+    private func reply(_ frame: ServerFrame) { Self.reply(frame, on: connection) }
+
+    private func reply(error: DomainError, ref: String? = nil) {
+        reply(.error(ErrorFrame(ref: ref, code: error.code, message: error.message)))
+    }
+
+    private static func reply(_ frame: ServerFrame, on connection: ServerConnection) {
+        connection.push(FrameEncoding.frame(frame))
+    }
+
+    static func errorFrame(_ error: any Error, ref: String?) -> ErrorFrame {
+        if let refusal = error as? DomainError {
+            return ErrorFrame(ref: ref, code: refusal.code, message: refusal.message)
+        }
+        return ErrorFrame(ref: ref, code: .internalError, message: "The server could not complete the request.")
+    }
+}
+
+/// A budget of actions per second, refilled continuously on the timeline.
+struct TokenBucket {
+    let capacity: Int
+    private var tokens: Double
+    private var last: Duration
+
+    init(perSecond capacity: Int, now: Duration) {
+        self.capacity = capacity
+        self.tokens = Double(capacity)
+        self.last = now
+    }
+
+    /// Takes one token; false when the budget is spent.
+    mutating func take(now: Duration) -> Bool {
+        let elapsed = Double((now - last).components.attoseconds) / 1e18 + Double((now - last).components.seconds)
+        tokens = min(Double(capacity), tokens + elapsed * Double(capacity))
+        last = now
+        guard tokens >= 1 else { return false }
+        tokens -= 1
+        return true
+    }
+}

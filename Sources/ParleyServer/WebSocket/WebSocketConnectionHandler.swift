@@ -1,0 +1,364 @@
+import Foundation
+import Logging
+import NIOCore
+import NIOWebSocket
+import ParleyProtocol
+import ParleyStore
+
+/// Drives one upgraded WebSocket on its event loop: the handshake, the client's frames, the writer of the
+/// connection's ``OutboundQueue``, the heartbeat and the close handshake. Decisions are made by
+/// ``WebSocketConnectionStateMachine``; this class performs them.
+///
+/// Nothing here is a task per connection: frames are read and answered in NIO callbacks, the writer runs when the
+/// queue wakes it (everything queued goes out in one flush), timers are the event loop's scheduled tasks, and the
+/// loop is their clock (tests drive it with `EmbeddedEventLoop.advanceTime`). Only the handshake, which reads the
+/// store, runs in a short-lived task.
+///
+/// Backpressure both ways: frames are taken from the queue only while the channel is writable (the queue's own limit
+/// then closes a client that does not read); while the connection is being authenticated and caught up, the socket is
+/// not read (frames already decoded wait here) and the live queue is held.
+final class WebSocketConnectionHandler: ChannelDuplexHandler {
+    typealias InboundIn = WebSocketFrame
+    typealias OutboundIn = WebSocketFrame
+    typealias OutboundOut = WebSocketFrame
+
+    private let gateway: WebSocketGateway
+    private let token: String?
+    private var logger: Logger
+    private var machine = WebSocketConnectionStateMachine()
+    private var context: ChannelHandlerContext?
+    private var socket: SocketHandle?
+    private var connection: ServerConnection?
+    private var expiryTicket: TokenExpiry.Ticket?
+    private var session: FrameSession?
+    /// Data frames that arrived before the connection was live.
+    private var heldFrames: [WebSocketFrame] = []
+    /// A read was asked for while the connection was not live; it is passed on when it is.
+    private var readWithheld = false
+    private var heartbeat: Scheduled<Void>?
+    private var handshakeTimer: Scheduled<Void>?
+    private var closeTimer: Scheduled<Void>?
+
+    init(gateway: WebSocketGateway, token: String?, logger: Logger) {
+        self.gateway = gateway
+        self.token = token
+        self.logger = logger
+    }
+
+    // MARK: Channel events
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
+        let socket = SocketHandle(channel: context.channel, handler: NIOLoopBound(self, eventLoop: context.eventLoop))
+        self.socket = socket
+        guard gateway.sockets.add(socket) else {
+            serverClose(code: WebSocketCloseCode.goingAway, reason: .serverShuttingDown)
+            return
+        }
+        let loop = context.eventLoop.assumeIsolated()
+        handshakeTimer = loop.scheduleTask(in: gateway.configuration.handshakeTimeout.timeAmount) { [self] in
+            perform(machine.handshakeTimedOut())
+        }
+        scheduleHeartbeat()
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        closed()
+        context.fireChannelInactive()
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        closed()
+        self.context = nil
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let frame = unwrapInboundIn(data)
+        switch frame.opcode {
+        case .text, .binary:
+            switch machine.dataFrameReceived() {
+            case .handshake: handshake(frame)
+            case .hold: heldFrames.append(frame)
+            case .serve: session?.receive(frame)
+            case .drop: break
+            }
+        case .ping:
+            guard machine.state != .closed else { return }
+            var pong = frame.unmaskedData
+            pong.discardReadBytes()
+            context.writeAndFlush(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .pong, data: pong)), promise: nil)
+        case .pong:
+            var payload = frame.unmaskedData
+            machine.pongReceived(payload.readInteger(as: UInt64.self))
+        case .connectionClose:
+            peerClosed(frame)
+        default:
+            // Continuations are joined by the aggregator in front of this handler; other opcodes fail in the decoder.
+            break
+        }
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        if context.channel.isWritable { drain() }
+        context.fireChannelWritabilityChanged()
+    }
+
+    func read(context: ChannelHandlerContext) {
+        switch machine.state {
+        case .authenticating, .catchingUp:
+            readWithheld = true
+        case .awaitingConnect, .live, .closing, .closed:
+            context.read()
+        }
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        switch error {
+        case NIOWebSocketError.invalidFrameLength, NIOWebSocketFrameAggregator.Error.accumulatedFrameSizeIsTooLarge:
+            // The decoder reads nothing more after an error: close without waiting for an answer.
+            serverClose(code: WebSocketCloseCode.messageTooBig, reason: .messageTooLarge, awaitAnswer: false)
+        case is NIOWebSocketError, is NIOWebSocketFrameAggregator.Error:
+            serverClose(code: WebSocketCloseCode.protocolError, reason: .webSocketProtocolError, awaitAnswer: false)
+        default:
+            logger.debug("WebSocket error", metadata: ["error": "\(error)"])
+            context.close(promise: nil)
+        }
+    }
+
+    // MARK: Handshake
+
+    /// The first data frame: it must be `connect`, in the protocol version this server speaks.
+    private func handshake(_ frame: WebSocketFrame) {
+        let connect: ConnectFrame
+        switch WebSocketGateway.connectFrame(frame) {
+        case .failure(let refusal):
+            serverClose(code: WebSocketCloseCode.protocolViolation, reason: refusal.code, error: refusal)
+            return
+        case .success(let frame):
+            connect = frame
+        }
+        machine.connectAccepted()
+        handshakeTimer?.cancel()
+        handshakeTimer = nil
+        let gateway = self.gateway
+        let token = self.token
+        let handler = NIOLoopBound(self, eventLoop: context!.eventLoop)
+        let loop = context!.eventLoop
+        Task {
+            let opening = await gateway.authenticate(token: token)
+            loop.execute { handler.value.authenticated(opening, connect: connect) }
+        }
+    }
+
+    private func authenticated(_ opening: Result<WebSocketGateway.Opening, DomainError>, connect: ConnectFrame) {
+        guard let context, let socket else { return }
+        let opened: WebSocketGateway.Opening
+        switch opening {
+        case .failure(let refusal):
+            let closeCode =
+                switch refusal.code {
+                case .serverShuttingDown: WebSocketCloseCode.goingAway
+                case .internalError: WebSocketCloseCode.internalError
+                default: WebSocketCloseCode.authenticationFailed
+                }
+            if case .refuse = machine.authenticationFailed(refusal.code) {
+                serverClose(code: closeCode, reason: refusal.code, error: refusal)
+            }
+            return
+        case .success(let value):
+            opened = value
+        }
+        guard case .register = machine.authenticated() else { return }
+        let connection = ServerConnection(
+            id: Secrets.randomID(prefix: "k_", length: 12), principal: opened.principal, socket: socket,
+            outboundLimitBytes: gateway.configuration.outboundQueueLimitBytes,
+            subscribesToAllPresence: connect.subscribePresenceForAllUsers ?? false, held: true
+        )
+        self.connection = connection
+        logger[metadataKey: "connection"] = "\(connection.id)"
+        logger[metadataKey: "uid"] = "\(opened.principal.uid)"
+        session = FrameSession(connection: connection, gateway: gateway)
+        gateway.register(connection)
+        expiryTicket = gateway.expiry.add(connection)
+        logger.debug("WebSocket connected")
+
+        context.writeAndFlush(wrapOutboundOut(WebSocketGateway.textFrame(gateway.hello(opened, connection))), promise: nil)
+        let gateway = self.gateway
+        let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
+        let channel = context.channel
+        let logger = self.logger
+        Task {
+            do {
+                try await gateway.catchUp(
+                    principal: opened.principal, resume: connect.resume, baseline: opened.baseline, channel: channel
+                )
+                channel.eventLoop.execute { handler.value.caughtUp() }
+            } catch {
+                logger.debug("Catching up failed", metadata: ["error": "\(error)"])
+                channel.eventLoop.execute {
+                    handler.value.serverClose(code: WebSocketCloseCode.internalError, reason: .internalError)
+                }
+            }
+        }
+    }
+
+    /// `caughtUp` was written: live frames flow.
+    private func caughtUp() {
+        guard let context, machine.caughtUp() else { return }
+        if connection?.outbound.release() == true { drain() }
+        let held = heldFrames
+        heldFrames = []
+        for frame in held where machine.dataFrameReceived() == .serve {
+            session?.receive(frame)
+        }
+        if readWithheld {
+            readWithheld = false
+            context.read()
+        }
+    }
+
+    // MARK: Writing
+
+    /// Writes what the connection's queue holds, as long as the socket takes it; one flush for all of it.
+    func drain() {
+        guard let context, let connection else { return }
+        var wrote = false
+        defer { if wrote { context.flush() } }
+        while true {
+            switch connection.outbound.take(blocked: !context.channel.isWritable) {
+            case .idle:
+                return
+            case .close(let code, let reason):
+                if wrote { context.flush() }
+                wrote = false
+                serverClose(code: code, reason: reason)
+                return
+            case .frames(let frames):
+                for (index, frame) in frames.enumerated() {
+                    guard context.channel.isWritable else {
+                        connection.outbound.putBack(frames[index...])
+                        break
+                    }
+                    context.write(wrapOutboundOut(WebSocketGateway.textFrame(frame)), promise: nil)
+                    wrote = true
+                }
+            }
+        }
+    }
+
+    // MARK: Closing
+
+    /// Closes the connection: an error frame first when there is one, then a close frame with the code and the
+    /// reason; then waits for the client's close frame (at most the gateway's close timeout) unless `awaitAnswer` is
+    /// false. The first close wins.
+    func serverClose(code: UInt16, reason: ErrorCode, error: DomainError? = nil, awaitAnswer: Bool = true) {
+        perform(machine.closeRequested(code: code, reason: reason, errorFrame: error != nil), error: error, awaitAnswer: awaitAnswer)
+    }
+
+    private func perform(_ action: WebSocketConnectionStateMachine.CloseAction, error: DomainError? = nil, awaitAnswer: Bool = true) {
+        guard case .sendClose(let code, let reason, _) = action, let context else { return }
+        connection?.outbound.finish()
+        heartbeat?.cancel()
+        handshakeTimer?.cancel()
+        if let error {
+            let frame = FrameEncoding.frame(.error(ErrorFrame(code: error.code, message: error.message)))
+            context.write(wrapOutboundOut(WebSocketGateway.textFrame(frame)), promise: nil)
+        }
+        var data = context.channel.allocator.buffer(capacity: 2 + reason.rawValue.utf8.count)
+        data.write(webSocketErrorCode: WebSocketErrorCode(codeNumber: Int(code)))
+        data.writeString(reason.rawValue)
+        let written = context.writeAndFlush(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .connectionClose, data: data)))
+        let channel = context.channel
+        if awaitAnswer {
+            closeTimer = context.eventLoop.assumeIsolated().scheduleTask(in: gateway.configuration.closeTimeout.timeAmount) {
+                [self] in
+                if machine.closeTimedOut() { channel.close(promise: nil) }
+            }
+        } else {
+            written.whenComplete { _ in channel.close(promise: nil) }
+        }
+    }
+
+    /// The client sent a close frame: answer it (unless it answers ours), then close the channel.
+    private func peerClosed(_ frame: WebSocketFrame) {
+        guard let context else { return }
+        let channel = context.channel
+        switch machine.closeFrameReceived() {
+        case .answerAndClose:
+            connection?.outbound.finish()
+            var data = frame.unmaskedData
+            let code = data.readWebSocketErrorCode().map(UInt16.init(webSocketErrorCode:)) ?? WebSocketCloseCode.normal
+            var answer = context.channel.allocator.buffer(capacity: 2)
+            answer.write(webSocketErrorCode: WebSocketErrorCode(codeNumber: Int(Self.answerable(code))))
+            context.writeAndFlush(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .connectionClose, data: answer)))
+                .whenComplete { _ in channel.close(promise: nil) }
+        case .closeChannel:
+            channel.close(promise: nil)
+        case .none:
+            break
+        }
+    }
+
+    /// A close code that may be sent back: codes a peer may not put in a frame (1005, 1006, 1015...) become 1000.
+    static func answerable(_ code: UInt16) -> UInt16 {
+        switch code {
+        case 1000...1003, 1007...1011, 3000...4999: code
+        default: WebSocketCloseCode.normal
+        }
+    }
+
+    /// The channel is gone: unregister, stop the timers. Runs once (inactive, or removed from the pipeline).
+    private func closed() {
+        guard machine.state != .closed else { return }
+        if case .unregister = machine.channelClosed(), let connection {
+            connection.outbound.finish()
+            gateway.unregister(connection)
+            if let expiryTicket { gateway.expiry.remove(expiryTicket) }
+            logger.debug("WebSocket disconnected")
+        }
+        heartbeat?.cancel()
+        handshakeTimer?.cancel()
+        closeTimer?.cancel()
+        if let socket { gateway.sockets.remove(socket) }
+        connection = nil
+        session = nil
+        heldFrames = []
+    }
+
+    // MARK: Heartbeat
+
+    private func scheduleHeartbeat() {
+        guard let context else { return }
+        heartbeat = context.eventLoop.assumeIsolated().scheduleTask(in: gateway.configuration.heartbeatInterval.timeAmount) {
+            [self] in
+            switch machine.pingDue() {
+            case .sendPing(let payload):
+                guard let context = self.context else { return }
+                var data = context.channel.allocator.buffer(capacity: 8)
+                data.writeInteger(payload)
+                context.writeAndFlush(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .ping, data: data)), promise: nil)
+                scheduleHeartbeat()
+            case .close(let code, let reason):
+                serverClose(code: code, reason: reason)
+            case .none:
+                break
+            }
+        }
+    }
+}
+
+extension Duration {
+    /// The same duration for NIO's timers.
+    var timeAmount: TimeAmount {
+        let (seconds, attoseconds) = components
+        return .nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
+    }
+}
+
+extension UInt16 {
+    init(webSocketErrorCode code: WebSocketErrorCode) {
+        var buffer = ByteBuffer()
+        buffer.write(webSocketErrorCode: code)
+        self = buffer.readInteger(as: UInt16.self) ?? WebSocketCloseCode.normal
+    }
+}

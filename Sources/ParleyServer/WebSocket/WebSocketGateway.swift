@@ -1,0 +1,123 @@
+import Foundation
+import Logging
+import NIOCore
+import NIOWebSocket
+import ParleyProtocol
+import ParleyStore
+
+/// The WebSocket endpoint `/v1/ws`: accepts the upgrade, authenticates the `connect` frame, registers connections
+/// with the hub, catches them up and answers their frames. docs/PROTOCOL.md describes what goes over it; each socket
+/// is driven by a ``WebSocketConnectionHandler`` on its event loop.
+struct WebSocketGateway: Sendable {
+    static let path = "/v1/ws"
+
+    let authenticator: Authenticator
+    let store: any ParleyStore
+    let hub: Hub
+    let writer: CommandWriter
+    let typing: TypingTracker
+    let presence: PresenceTracker
+    let sockets: SocketRegistry
+    let expiry: TokenExpiry
+    let time: ServerClock
+    let configuration: ServerConfiguration
+    let logger: Logger
+
+    /// What authentication found for a `connect`: the principal, its user, and the stream positions read before the
+    /// connection is registered (the baseline of ``ReplayPlan``).
+    struct Opening: Sendable {
+        var principal: UserPrincipal
+        var user: User
+        var baseline: StreamPositions
+    }
+
+    /// Whether an upgrade request is for this endpoint; other paths are refused (HTTP 400). The token is not checked
+    /// here: a bad or missing token is accepted and, after the client's `connect`, closed with 4001 and its error
+    /// code, so that a client can tell it from a server that is down.
+    static func accepts(uri: String) -> Bool {
+        uri.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).first == path[...]
+    }
+
+    /// Adds the frame aggregator and the connection's handler to an upgraded channel.
+    func addHandlers(to channel: any Channel, authorization: String?) throws {
+        let token = RequestCredentials.bearer(fromAuthorization: authorization)
+        try channel.pipeline.syncOperations.addHandlers(
+            NIOWebSocketFrameAggregator(
+                minNonFinalFragmentSize: 0, maxAccumulatedFrameCount: Self.maxFragments,
+                maxAccumulatedFrameSize: configuration.maxInboundFrameSize
+            ),
+            WebSocketConnectionHandler(gateway: self, token: token, logger: logger)
+        )
+    }
+
+    /// Most fragments one message may come in.
+    static let maxFragments = 1024
+
+    /// The client's first frame, if it is a `connect` this server can serve; else why not.
+    ///
+    /// The server sends nothing before it: data that follows the upgrade response too closely can be lost while a
+    /// client switches its pipeline from HTTP to WebSocket.
+    static func connectFrame(_ frame: WebSocketFrame) -> Result<ConnectFrame, DomainError> {
+        guard frame.opcode == .text,
+            case .connect(let connect) = try? JSONDecoder().decode(ClientFrame.self, from: Data(frame.unmaskedData.readableBytesView))
+        else {
+            return .failure(
+                DomainError(.handshakeFailed, "The first frame must be {\"type\":\"connect\",\"protocolVersion\":1}.")
+            )
+        }
+        guard connect.protocolVersion == ParleyProtocolVersion.current else {
+            return .failure(
+                DomainError(
+                    .unsupportedProtocolVersion,
+                    "This server speaks protocol version \(ParleyProtocolVersion.current), not \(connect.protocolVersion)."
+                )
+            )
+        }
+        return .success(connect)
+    }
+
+    /// Checks the token and reads what the connection starts from.
+    func authenticate(token: String?) async -> Result<Opening, DomainError> {
+        do {
+            guard !sockets.isShuttingDown else { throw DomainError(.serverShuttingDown, "The server is shutting down.") }
+            let principal = try await authenticator.user(token: token)
+            guard let user = try await store.user(appId: principal.appId, uid: principal.uid) else {
+                throw DomainError(.authTokenInvalid, "The token's user no longer exists.")
+            }
+            let baseline = try await store.streamPositions(appId: principal.appId, uid: principal.uid)
+            return .success(Opening(principal: principal, user: user, baseline: baseline))
+        } catch let refusal as DomainError {
+            return .failure(refusal)
+        } catch {
+            logger.warning("WebSocket authentication failed", metadata: ["error": "\(error)"])
+            return .failure(DomainError(.internalError, "The server could not open the connection."))
+        }
+    }
+
+    /// A connection starts: the hub delivers to it, its user is online.
+    func register(_ connection: ServerConnection) {
+        hub.register(connection)
+        presence.connected(connection)
+    }
+
+    /// A connection ended.
+    func unregister(_ connection: ServerConnection) {
+        hub.unregister(connection)
+        presence.disconnected(connection)
+        typing.connectionClosed(connection)
+    }
+
+    /// The `hello` frame of a registered connection.
+    func hello(_ opening: Opening, _ connection: ServerConnection) -> ByteBuffer {
+        let hello = HelloFrame(
+            protocolVersion: ParleyProtocolVersion.current, connectionId: connection.id, appId: opening.principal.appId,
+            user: opening.user, heartbeatIntervalMs: Int64(configuration.heartbeatInterval.components.seconds * 1000),
+            serverTime: time.epochMilliseconds()
+        )
+        return FrameEncoding.frame(.hello(hello))
+    }
+
+    static func textFrame(_ buffer: ByteBuffer) -> WebSocketFrame {
+        WebSocketFrame(fin: true, opcode: .text, data: buffer)
+    }
+}
