@@ -173,6 +173,10 @@ let package = Package(
                 .product(name: "Yams", package: "Yams"),
                 .product(name: "WSClient", package: "swift-websocket"),
                 .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "NIOWebSocket", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                "ParleyStoreSQLite",
             ],
             resources: []
         ),

@@ -1,0 +1,143 @@
+import Logging
+import NIOCore
+import NIOEmbedded
+import NIOWebSocket
+import ParleyProtocol
+import ParleyStoreSQLite
+import ParleyTesting
+import Testing
+
+@testable import ParleyServer
+
+/// The timing rules of a server WebSocket, on a test event loop whose time moves only when the test says so
+/// (docs/PROTOCOL.md: the heartbeat, the handshake timeout, the close handshake).
+@Suite struct WebSocketConnectionHandlerTests {
+    /// A handler on a test channel, with a gateway over a real SQLite store in a temporary directory.
+    struct Rig {
+        let loop: NIOAsyncTestingEventLoop
+        let channel: NIOAsyncTestingChannel
+        let gateway: WebSocketGateway
+        let directory: TemporaryDirectory
+
+        init(_ configure: (inout ServerConfiguration) -> Void = { _ in }) async throws {
+            var configuration = ServerConfiguration()
+            configure(&configuration)
+            directory = try TemporaryDirectory(prefix: "parley-ws-handler")
+            let store = try openSQLiteStore(in: directory.path)
+            let logger = Logger(label: "test")
+            let time = ServerClock(timeline: Timeline(ContinuousClock()))
+            let hub = Hub()
+            let relay = Relay(hub: hub, link: nil)
+            let typing = TypingTracker(store: store, relay: relay, timeout: .seconds(5), time: time, logger: logger)
+            let presence = PresenceTracker(store: store, relay: relay, link: nil, grace: .seconds(5), time: time, logger: logger)
+            let unread = UnreadNotifier(store: store, hub: hub, interval: .seconds(1), time: time, logger: logger)
+            let publisher = EventPublisher(hub: hub, typing: typing, unread: unread, relay: relay, link: nil, logger: logger)
+            gateway = WebSocketGateway(
+                authenticator: Authenticator(store: store, time: time), store: store, hub: hub,
+                writer: CommandWriter(store: store, publisher: publisher, maxBatch: 16, logger: logger), typing: typing,
+                presence: presence, sockets: SocketRegistry(), expiry: TokenExpiry(time: time), time: time,
+                configuration: configuration, logger: logger
+            )
+            loop = NIOAsyncTestingEventLoop()
+            channel = NIOAsyncTestingChannel(loop: loop)
+            try await channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).get()
+            try await channel.pipeline.addHandler(WebSocketConnectionHandler(gateway: gateway, token: nil, logger: logger)).get()
+        }
+
+        /// The next frame the server wrote, if any.
+        func written() async throws -> WebSocketFrame? {
+            try await channel.readOutbound(as: WebSocketFrame.self)
+        }
+
+        func send(_ opcode: WebSocketOpcode, _ data: ByteBuffer = ByteBuffer()) async throws {
+            try await channel.writeInbound(WebSocketFrame(fin: true, opcode: opcode, data: data))
+        }
+
+        func finish() async throws {
+            _ = try? await channel.finish(acceptAlreadyClosed: true)
+            directory.remove()
+        }
+    }
+
+    static func close(_ frame: WebSocketFrame?) -> (code: UInt16, reason: String)? {
+        guard var data = frame?.unmaskedData, frame?.opcode == .connectionClose, let code = data.readInteger(as: UInt16.self)
+        else { return nil }
+        return (code, data.readString(length: data.readableBytes) ?? "")
+    }
+
+    @Test func theServerPingsEveryHeartbeatAndClosesWith1001WhenAPingIsNotAnsweredByTheNext() async throws {
+        let rig = try await Rig {
+            $0.heartbeatInterval = .seconds(30)
+            $0.handshakeTimeout = .seconds(3600)
+        }
+        await rig.loop.advanceTime(by: .seconds(29))
+        #expect(try await rig.written() == nil)
+        await rig.loop.advanceTime(by: .seconds(1))
+        let first = try #require(try await rig.written())
+        #expect(first.opcode == .ping)
+        try await rig.send(.pong, first.unmaskedData)
+
+        await rig.loop.advanceTime(by: .seconds(30))
+        let second = try #require(try await rig.written())
+        #expect(second.opcode == .ping && second.unmaskedData != first.unmaskedData)
+        // No answer: at the next beat the server gives up on the client.
+        await rig.loop.advanceTime(by: .seconds(30))
+        let close = Self.close(try await rig.written())
+        #expect(close?.code == WebSocketCloseCode.goingAway && close?.reason == ErrorCode.heartbeatTimeout.rawValue)
+        #expect(rig.channel.isActive)
+        // It waits for the client's close frame at most the close timeout, then drops the socket.
+        await rig.loop.advanceTime(by: .seconds(5))
+        #expect(!rig.channel.isActive)
+        try await rig.finish()
+    }
+
+    @Test func aClientThatSaysNothingIsClosedWith4400AfterTheHandshakeTimeout() async throws {
+        let rig = try await Rig { $0.handshakeTimeout = .seconds(10) }
+        await rig.loop.advanceTime(by: .milliseconds(9999))
+        #expect(try await rig.written() == nil)
+        await rig.loop.advanceTime(by: .milliseconds(1))
+        let close = Self.close(try await rig.written())
+        #expect(close?.code == WebSocketCloseCode.protocolViolation && close?.reason == ErrorCode.handshakeFailed.rawValue)
+        // The client answers the close: the socket closes at once.
+        var answer = ByteBuffer()
+        answer.writeInteger(WebSocketCloseCode.protocolViolation)
+        try await rig.send(.connectionClose, answer)
+        #expect(!rig.channel.isActive)
+        try await rig.finish()
+    }
+
+    @Test func aClientsCloseIsAnsweredWithItsCodeAndTheSocketCloses() async throws {
+        let rig = try await Rig()
+        var close = ByteBuffer()
+        close.writeInteger(UInt16(1000))
+        try await rig.send(.connectionClose, close)
+        let answer = Self.close(try await rig.written())
+        #expect(answer?.code == 1000)
+        #expect(!rig.channel.isActive)
+        try await rig.finish()
+    }
+
+    @Test func aWebSocketProtocolErrorClosesWith1002AndAnOversizedMessageWith1009WithoutWaiting() async throws {
+        for (error, code, reason) in [
+            (NIOWebSocketError.invalidFrameLength as any Error, WebSocketCloseCode.messageTooBig, ErrorCode.messageTooLarge),
+            (NIOWebSocketFrameAggregator.Error.accumulatedFrameSizeIsTooLarge, WebSocketCloseCode.messageTooBig, .messageTooLarge),
+            (NIOWebSocketError.fragmentedControlFrame, WebSocketCloseCode.protocolError, .webSocketProtocolError),
+        ] {
+            let rig = try await Rig()
+            rig.channel.pipeline.fireErrorCaught(error)
+            let close = Self.close(try await rig.written())
+            #expect(close?.code == code && close?.reason == reason.rawValue)
+            await rig.loop.run()
+            #expect(!rig.channel.isActive)
+            try await rig.finish()
+        }
+    }
+
+    @Test func aClientsPingIsAnsweredWithItsPayload() async throws {
+        let rig = try await Rig()
+        try await rig.send(.ping, ByteBuffer(string: "are you there"))
+        let pong = try #require(try await rig.written())
+        #expect(pong.opcode == .pong && pong.unmaskedData == ByteBuffer(string: "are you there"))
+        try await rig.finish()
+    }
+}
