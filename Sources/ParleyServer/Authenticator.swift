@@ -57,9 +57,18 @@ struct Authenticator: Sendable {
     /// The user of an auth token; `ERR_AUTH_REQUIRED` without one, `ERR_AUTH_TOKEN_INVALID` for an unknown,
     /// revoked or expired token.
     func user(token: String?) async throws -> UserPrincipal {
+        try principal(of: try await store.token(hash: Self.hash(of: token)))
+    }
+
+    /// The hash a token is stored under; `ERR_AUTH_REQUIRED` without a token.
+    static func hash(of token: String?) throws -> [UInt8] {
         guard let token else { throw DomainError(.authRequired, "Send an auth token: Authorization: Bearer <token>.") }
-        guard let record = try await store.token(hash: Secrets.hash(token)), record.isValid(at: time.epochMilliseconds())
-        else {
+        return Secrets.hash(token)
+    }
+
+    /// The user of a token record read from the store; `ERR_AUTH_TOKEN_INVALID` for none, or a revoked or expired one.
+    func principal(of record: TokenRecord?) throws -> UserPrincipal {
+        guard let record, record.isValid(at: time.epochMilliseconds()) else {
             throw DomainError(.authTokenInvalid, "The auth token is unknown, revoked or expired.")
         }
         return UserPrincipal(appId: record.appId, uid: record.uid, tokenId: record.id, expiresAt: record.expiresAt)

@@ -167,11 +167,13 @@ public final class SQLiteStore: ParleyStore {
     }
 
     public func token(hash: [UInt8]) async throws -> TokenRecord? {
-        try await pool.read { db in
-            try Row.fetchOne(
-                db.cachedStatement(sql: "SELECT * FROM auth_tokens WHERE hash = ?"), arguments: [Data(hash)]
-            ).map(Self.tokenRecord)
-        }
+        try await pool.read { db in try Self.fetchToken(db, hash: hash) }
+    }
+
+    static func fetchToken(_ db: Database, hash: [UInt8]) throws -> TokenRecord? {
+        try Row.fetchOne(
+            db.cachedStatement(sql: "SELECT * FROM auth_tokens WHERE hash = ?"), arguments: [Data(hash)]
+        ).map(Self.tokenRecord)
     }
 
     public func tokens(appId: String, uid: String, now: Int64) async throws -> [TokenRecord] {
@@ -359,38 +361,46 @@ public final class SQLiteStore: ParleyStore {
         -> [MembershipChange]
     {
         try await pool.read { db in
-            try Row.fetchAll(
-                db.cachedStatement(
-                    sql: """
-                        SELECT m.user_seq, c.id, m.joined, m.seq FROM memberships m
-                        JOIN conversations c ON c.pk = m.conversation_pk
-                        WHERE m.app_id = ? AND m.uid = ? AND m.user_seq > ? ORDER BY m.user_seq LIMIT ?
-                        """
-                ),
-                arguments: [appId, uid, afterUserSeq, limit]
-            ).map { row in MembershipChange(userSeq: row[0], conversationId: row[1], joined: row[2], seq: row[3]) }
+            try Self.fetchMembershipChanges(db, appId: appId, uid: uid, afterUserSeq: afterUserSeq, limit: limit)
         }
     }
 
+    static func fetchMembershipChanges(_ db: Database, appId: String, uid: String, afterUserSeq: Int64, limit: Int)
+        throws -> [MembershipChange]
+    {
+        try Row.fetchAll(
+            db.cachedStatement(
+                sql: """
+                    SELECT m.user_seq, c.id, m.joined, m.seq FROM memberships m
+                    JOIN conversations c ON c.pk = m.conversation_pk
+                    WHERE m.app_id = ? AND m.uid = ? AND m.user_seq > ? ORDER BY m.user_seq LIMIT ?
+                    """
+            ),
+            arguments: [appId, uid, afterUserSeq, limit]
+        ).map { row in MembershipChange(userSeq: row[0], conversationId: row[1], joined: row[2], seq: row[3]) }
+    }
+
     public func streamPositions(appId: String, uid: String) async throws -> StreamPositions {
-        try await pool.read { db in
-            let userSeq = try Int64.fetchOne(
-                db.cachedStatement(sql: "SELECT last_user_seq FROM users WHERE app_id = ? AND uid = ?"),
-                arguments: [appId, uid]
-            ) ?? 0
-            let rows = try Row.fetchAll(
-                db.cachedStatement(
-                    sql: """
-                        SELECT c.id, c.last_seq FROM participants p CROSS JOIN conversations c
-                        ON c.pk = p.conversation_pk WHERE p.uid = ? AND c.app_id = ?
-                        """
-                ),
-                arguments: [uid, appId]
-            )
-            var conversations: [String: Int64] = [:]
-            for row in rows { conversations[row[0]] = row[1] }
-            return StreamPositions(userSeq: userSeq, conversations: conversations)
-        }
+        try await pool.read { db in try Self.fetchStreamPositions(db, appId: appId, uid: uid) }
+    }
+
+    static func fetchStreamPositions(_ db: Database, appId: String, uid: String) throws -> StreamPositions {
+        let userSeq = try Int64.fetchOne(
+            db.cachedStatement(sql: "SELECT last_user_seq FROM users WHERE app_id = ? AND uid = ?"),
+            arguments: [appId, uid]
+        ) ?? 0
+        let rows = try Row.fetchAll(
+            db.cachedStatement(
+                sql: """
+                    SELECT c.id, c.last_seq FROM participants p CROSS JOIN conversations c
+                    ON c.pk = p.conversation_pk WHERE p.uid = ? AND c.app_id = ?
+                    """
+            ),
+            arguments: [uid, appId]
+        )
+        var conversations: [String: Int64] = [:]
+        for row in rows { conversations[row[0]] = row[1] }
+        return StreamPositions(userSeq: userSeq, conversations: conversations)
     }
 
     static func fetchConversation(_ db: Database, appId: String, id: String) throws -> ConversationRow? {

@@ -140,6 +140,10 @@ final class WebSocketConnectionHandler: ChannelDuplexHandler {
         machine.connectAccepted()
         handshakeTimer?.cancel()
         handshakeTimer = nil
+        if let inline = gateway.inlineReads {
+            authenticated(gateway.authenticate(token: token, inline: inline), connect: connect)
+            return
+        }
         let gateway = self.gateway
         let token = self.token
         let handler = NIOLoopBound(self, eventLoop: context!.eventLoop)
@@ -182,24 +186,63 @@ final class WebSocketConnectionHandler: ChannelDuplexHandler {
         expiryTicket = gateway.expiry.add(connection)
         logger.debug("WebSocket connected")
 
-        context.writeAndFlush(wrapOutboundOut(WebSocketGateway.textFrame(gateway.hello(opened, connection))), promise: nil)
+        context.write(wrapOutboundOut(WebSocketGateway.textFrame(gateway.hello(opened, connection))), promise: nil)
+        if let inline = gateway.inlineReads {
+            do {
+                let plan = try gateway.replayPlan(
+                    principal: opened.principal, resume: connect.resume, baseline: opened.baseline, inline: inline
+                )
+                if plan.ranges.isEmpty {
+                    // Nothing to replay: the connection is live at once, without leaving the event loop.
+                    for frame in WebSocketGateway.framesWithoutReplay(plan) {
+                        context.write(wrapOutboundOut(WebSocketGateway.textFrame(frame)), promise: nil)
+                    }
+                    context.flush()
+                    caughtUp()
+                    return
+                }
+                context.flush()
+                replay(plan, principal: opened.principal)
+            } catch {
+                catchUpFailed(error)
+            }
+            return
+        }
+        context.flush()
+        let gateway = self.gateway
+        let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
+        let loop = context.eventLoop
+        Task {
+            do {
+                let plan = try await gateway.replayPlan(
+                    principal: opened.principal, resume: connect.resume, baseline: opened.baseline
+                )
+                loop.execute { handler.value.replay(plan, principal: opened.principal) }
+            } catch {
+                loop.execute { handler.value.catchUpFailed(error) }
+            }
+        }
+    }
+
+    /// Sends what the client missed (reading it page by page), then `caughtUp`; then the connection is live.
+    private func replay(_ plan: ReplayPlan, principal: UserPrincipal) {
+        guard let context else { return }
         let gateway = self.gateway
         let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
         let channel = context.channel
-        let logger = self.logger
         Task {
             do {
-                try await gateway.catchUp(
-                    principal: opened.principal, resume: connect.resume, baseline: opened.baseline, channel: channel
-                )
+                try await gateway.replay(plan, principal: principal, channel: channel)
                 channel.eventLoop.execute { handler.value.caughtUp() }
             } catch {
-                logger.debug("Catching up failed", metadata: ["error": "\(error)"])
-                channel.eventLoop.execute {
-                    handler.value.serverClose(code: WebSocketCloseCode.internalError, reason: .internalError)
-                }
+                channel.eventLoop.execute { handler.value.catchUpFailed(error) }
             }
         }
+    }
+
+    private func catchUpFailed(_ error: any Error) {
+        logger.debug("Catching up failed", metadata: ["error": "\(error)"])
+        serverClose(code: WebSocketCloseCode.internalError, reason: .internalError)
     }
 
     /// `caughtUp` was written: live frames flow.

@@ -4,24 +4,47 @@ import ParleyProtocol
 import ParleyStore
 
 extension WebSocketGateway {
-    /// Sends a new connection what it missed (per its `resume`), then `caughtUp`. Call after the connection is
-    /// registered with the hub and before its live queue is written, with the `baseline` positions read before it
-    /// was registered: see ``ReplayPlan`` for why nothing falls between the two. Frames are written through the
-    /// channel (after `hello`), one page at a time: each page is flushed and written to the socket before the next is
-    /// read. Returns the number of events replayed.
-    @discardableResult
-    func catchUp(
-        principal: UserPrincipal, resume: ResumeRequest?, baseline: StreamPositions, channel: any Channel
-    ) async throws -> Int {
+    /// What a registered connection must be sent before it is live (per its `resume`), from the stream positions and
+    /// membership changes read now and the `baseline` positions read before it was registered: see ``ReplayPlan`` for
+    /// why nothing falls between the two.
+    func replayPlan(principal: UserPrincipal, resume: ResumeRequest?, baseline: StreamPositions) async throws -> ReplayPlan {
         let positions = try await store.streamPositions(appId: principal.appId, uid: principal.uid)
         let changes = try await store.membershipChanges(
             appId: principal.appId, uid: principal.uid, afterUserSeq: resume?.userSeq ?? baseline.userSeq,
             limit: configuration.maxReplayedMembershipChanges
         )
-        let plan = ReplayPlan(
-            request: resume, baseline: baseline, positions: positions, changes: changes,
+        return replayPlan(resume: resume, baseline: baseline, state: CatchUpState(positions: positions, changes: changes))
+    }
+
+    /// ``replayPlan(principal:resume:baseline:)`` with the store's inline reads, on the caller's thread.
+    func replayPlan(
+        principal: UserPrincipal, resume: ResumeRequest?, baseline: StreamPositions, inline: any InlineConnectionReads
+    ) throws -> ReplayPlan {
+        let state = try inline.catchUpState(
+            appId: principal.appId, uid: principal.uid, afterUserSeq: resume?.userSeq ?? baseline.userSeq,
+            limit: configuration.maxReplayedMembershipChanges
+        )
+        return replayPlan(resume: resume, baseline: baseline, state: state)
+    }
+
+    private func replayPlan(resume: ResumeRequest?, baseline: StreamPositions, state: CatchUpState) -> ReplayPlan {
+        ReplayPlan(
+            request: resume, baseline: baseline, positions: state.positions, changes: state.changes,
             maxEvents: Int64(configuration.maxReplayedEventsPerConversation)
         )
+    }
+
+    /// The frames of a plan that replays no event: its `resync`s, then `caughtUp`.
+    static func framesWithoutReplay(_ plan: ReplayPlan) -> [ByteBuffer] {
+        plan.resyncs.map { FrameEncoding.frame(.resync($0)) }
+            + [FrameEncoding.frame(.caughtUp(CaughtUpFrame(userSeq: plan.userSeq, conversations: plan.positions, replayed: 0)))]
+    }
+
+    /// Sends a registered connection what it missed, then `caughtUp`, through the channel (after `hello`, before its
+    /// live queue is written), one page at a time: each page is flushed and written to the socket before the next is
+    /// read. Returns the number of events replayed.
+    @discardableResult
+    func replay(_ plan: ReplayPlan, principal: UserPrincipal, channel: any Channel) async throws -> Int {
         func send(_ frame: ServerFrame) async throws {
             try await channel.writeAndFlush(Self.textFrame(FrameEncoding.frame(frame)))
         }

@@ -76,22 +76,48 @@ struct WebSocketGateway: Sendable {
         return .success(connect)
     }
 
+    /// The store's inline reads, when it has them (SQLite): the handshake then runs on the socket's event loop.
+    var inlineReads: (any InlineConnectionReads)? { store as? any InlineConnectionReads }
+
     /// Checks the token and reads what the connection starts from.
     func authenticate(token: String?) async -> Result<Opening, DomainError> {
         do {
-            guard !sockets.isShuttingDown else { throw DomainError(.serverShuttingDown, "The server is shutting down.") }
+            try refuseWhileShuttingDown()
             let principal = try await authenticator.user(token: token)
-            guard let user = try await store.user(appId: principal.appId, uid: principal.uid) else {
-                throw DomainError(.authTokenInvalid, "The token's user no longer exists.")
-            }
+            let user = try await store.user(appId: principal.appId, uid: principal.uid)
             let baseline = try await store.streamPositions(appId: principal.appId, uid: principal.uid)
-            return .success(Opening(principal: principal, user: user, baseline: baseline))
-        } catch let refusal as DomainError {
-            return .failure(refusal)
+            return .success(try Self.opening(principal, user, baseline))
         } catch {
-            logger.warning("WebSocket authentication failed", metadata: ["error": "\(error)"])
-            return .failure(DomainError(.internalError, "The server could not open the connection."))
+            return .failure(refusal(error))
         }
+    }
+
+    /// ``authenticate(token:)`` with the store's inline reads (one read transaction), on the caller's thread.
+    func authenticate(token: String?, inline: any InlineConnectionReads) -> Result<Opening, DomainError> {
+        do {
+            try refuseWhileShuttingDown()
+            let opening = try inline.connectionOpening(tokenHash: try Authenticator.hash(of: token))
+            let principal = try authenticator.principal(of: opening?.token)
+            return .success(try Self.opening(principal, opening?.user, opening!.positions))
+        } catch {
+            return .failure(refusal(error))
+        }
+    }
+
+    private func refuseWhileShuttingDown() throws {
+        guard !sockets.isShuttingDown else { throw DomainError(.serverShuttingDown, "The server is shutting down.") }
+    }
+
+    private static func opening(_ principal: UserPrincipal, _ user: User?, _ baseline: StreamPositions) throws -> Opening {
+        guard let user else { throw DomainError(.authTokenInvalid, "The token's user no longer exists.") }
+        return Opening(principal: principal, user: user, baseline: baseline)
+    }
+
+    /// Why a connection is refused: a ``DomainError`` as it is; anything else (the database) as `ERR_INTERNAL`.
+    private func refusal(_ error: any Error) -> DomainError {
+        if let refusal = error as? DomainError { return refusal }
+        logger.warning("WebSocket authentication failed", metadata: ["error": "\(error)"])
+        return DomainError(.internalError, "The server could not open the connection.")
     }
 
     /// A connection starts: the hub delivers to it, its user is online.

@@ -1,0 +1,42 @@
+import ParleyProtocol
+
+/// What a new WebSocket starts from: its token, the token's user (nil when the user is gone), and the user's stream
+/// positions read in the same transaction.
+public struct ConnectionOpening: Sendable, Hashable {
+    public var token: TokenRecord
+    public var user: User?
+    public var positions: StreamPositions
+
+    public init(token: TokenRecord, user: User?, positions: StreamPositions) {
+        self.token = token
+        self.user = user
+        self.positions = positions
+    }
+}
+
+/// What catching a registered connection up starts from: the stream positions now, and the user's membership changes
+/// since a position in their own stream.
+public struct CatchUpState: Sendable, Hashable {
+    public var positions: StreamPositions
+    public var changes: [MembershipChange]
+
+    public init(positions: StreamPositions, changes: [MembershipChange]) {
+        self.positions = positions
+        self.changes = changes
+    }
+}
+
+/// The reads of a WebSocket handshake, answered at once on the caller's thread.
+///
+/// A store adopts it when these reads (a few indexed rows, normally in memory) cost less than the hop to another
+/// thread and back that an `async` read costs: SQLite does. The server then opens a connection without leaving the
+/// socket's event loop. A store on a network database (PostgreSQL) does not adopt it; the server uses the `async`
+/// reads of ``ParleyStore`` instead.
+public protocol InlineConnectionReads: Sendable {
+    /// The token with this hash, its user and their stream positions, in one read transaction; nil for an unknown
+    /// token.
+    func connectionOpening(tokenHash: [UInt8]) throws -> ConnectionOpening?
+    /// The user's stream positions and their membership changes after `afterUserSeq` (at most `limit`), in one read
+    /// transaction.
+    func catchUpState(appId: String, uid: String, afterUserSeq: Int64, limit: Int) throws -> CatchUpState
+}

@@ -1,0 +1,27 @@
+import GRDB
+import ParleyStore
+
+/// The handshake reads of a WebSocket, on the caller's thread: GRDB runs a synchronous read on the calling thread
+/// (a WAL reader, never blocked by the writer), so the server opens a connection without leaving its event loop.
+extension SQLiteStore: InlineConnectionReads {
+    public func connectionOpening(tokenHash: [UInt8]) throws -> ConnectionOpening? {
+        try pool.read { db in
+            guard let token = try Self.fetchToken(db, hash: tokenHash) else { return nil }
+            return ConnectionOpening(
+                token: token, user: try Self.fetchUser(db, appId: token.appId, uid: token.uid),
+                positions: try Self.fetchStreamPositions(db, appId: token.appId, uid: token.uid)
+            )
+        }
+    }
+
+    public func catchUpState(appId: String, uid: String, afterUserSeq: Int64, limit: Int) throws -> CatchUpState {
+        try pool.read { db in
+            CatchUpState(
+                positions: try Self.fetchStreamPositions(db, appId: appId, uid: uid),
+                changes: try Self.fetchMembershipChanges(
+                    db, appId: appId, uid: uid, afterUserSeq: afterUserSeq, limit: limit
+                )
+            )
+        }
+    }
+}
