@@ -201,7 +201,11 @@ final class PresenceTracker: Service {
     private func publish(_ presence: Presence, of key: UserKey) async {
         let contacts: [String]
         do {
-            contacts = try await store.contacts(appId: key.appId, uid: key.uid)
+            if let inline = store as? any InlineConnectionReads {
+                contacts = try inline.contacts(appId: key.appId, uid: key.uid)
+            } else {
+                contacts = try await store.contacts(appId: key.appId, uid: key.uid)
+            }
         } catch {
             logger.warning("Presence: contacts unavailable", metadata: ["error": "\(error)"])
             contacts = []

@@ -1,5 +1,9 @@
 import Crypto
 import Foundation
+import NIOConcurrencyHelpers
+#if canImport(Glibc)
+    import Glibc
+#endif
 import ParleyProtocol
 
 /// Random identifiers and secrets, and the hashes under which secrets are stored.
@@ -9,25 +13,35 @@ enum Secrets {
 
     /// `prefix` followed by `length` random lowercase letters and digits (~5.2 bits each).
     static func randomID(prefix: String, length: Int = 20) -> String {
-        var generator = SystemRandomNumberGenerator()
-        var bytes = [UInt8]()
-        bytes.reserveCapacity(length)
-        for _ in 0..<length { bytes.append(alphabet.randomElement(using: &generator)!) }
-        return prefix + String(decoding: bytes, as: UTF8.self)
+        var characters = [UInt8]()
+        characters.reserveCapacity(length)
+        while characters.count < length {
+            // 252 = 7 × 36: bytes past it are dropped, so that every character is equally likely.
+            for byte in randomBytes(length) where byte < 252 && characters.count < length {
+                characters.append(alphabet[Int(byte % 36)])
+            }
+        }
+        return prefix + String(decoding: characters, as: UTF8.self)
     }
 
     /// `prefix` followed by `byteCount` random bytes in hex.
     static func randomHex(prefix: String = "", byteCount: Int) -> String {
-        var generator = SystemRandomNumberGenerator()
-        var bytes = [UInt8]()
-        bytes.reserveCapacity(byteCount * 2)
-        for _ in 0..<byteCount {
-            let byte = UInt8.random(in: .min ... .max, using: &generator)
-            bytes.append(hexDigits[Int(byte >> 4)])
-            bytes.append(hexDigits[Int(byte & 0x0f)])
+        var characters = [UInt8]()
+        characters.reserveCapacity(byteCount * 2)
+        for byte in randomBytes(byteCount) {
+            characters.append(hexDigits[Int(byte >> 4)])
+            characters.append(hexDigits[Int(byte & 0x0f)])
         }
-        return prefix + String(decoding: bytes, as: UTF8.self)
+        return prefix + String(decoding: characters, as: UTF8.self)
     }
+
+    /// `count` bytes from the kernel's CSPRNG, taken from a buffer refilled 4 KiB at a time: an id costs no system
+    /// call most of the time, where `SystemRandomNumberGenerator` (and swift-crypto on Linux) makes one per 8 bytes.
+    static func randomBytes(_ count: Int) -> [UInt8] {
+        randomPool.withLockedValue { $0.take(count) }
+    }
+
+    private static let randomPool = NIOLockedValueBox(RandomPool())
 
     /// A new auth token: 32 random bytes.
     static func newAuthToken() -> String { randomHex(prefix: "pt_", byteCount: 32) }
@@ -36,6 +50,47 @@ enum Secrets {
     static func hash(_ secret: String) -> [UInt8] {
         Array(SHA256.hash(data: Data(secret.utf8)))
     }
+}
+
+/// Bytes of the kernel's CSPRNG, read in blocks; every byte is handed out once.
+struct RandomPool {
+    private var buffer = [UInt8](repeating: 0, count: 4096)
+    private var next = 4096
+
+    mutating func take(_ count: Int) -> [UInt8] {
+        guard count <= buffer.count else { return Self.fill(count) }
+        if next + count > buffer.count {
+            buffer = Self.fill(buffer.count)
+            next = 0
+        }
+        defer { next += count }
+        return Array(buffer[next..<next + count])
+    }
+
+    private static func fill(_ count: Int) -> [UInt8] {
+        var bytes = [UInt8](repeating: 0, count: count)
+        bytes.withUnsafeMutableBytes { raw in
+            #if canImport(Glibc)
+                var filled = 0
+                while filled < raw.count {
+                    let got = read(urandom, raw.baseAddress! + filled, raw.count - filled)
+                    if got > 0 { filled += got } else if errno != EINTR { fatalError("/dev/urandom: errno \(errno)") }
+                }
+            #else
+                arc4random_buf(raw.baseAddress!, raw.count)
+            #endif
+        }
+        return bytes
+    }
+
+    #if canImport(Glibc)
+        /// The kernel's CSPRNG, opened once (reads from it never block once the system has booted).
+        private static let urandom: Int32 = {
+            let descriptor = open("/dev/urandom", O_RDONLY | O_CLOEXEC)
+            precondition(descriptor >= 0, "/dev/urandom cannot be opened: errno \(errno)")
+            return descriptor
+        }()
+    #endif
 }
 
 /// Current wall-clock time as Unix epoch milliseconds (only for what happens outside a running server).

@@ -39,4 +39,6 @@ public protocol InlineConnectionReads: Sendable {
     /// The user's stream positions and their membership changes after `afterUserSeq` (at most `limit`), in one read
     /// transaction.
     func catchUpState(appId: String, uid: String, afterUserSeq: Int64, limit: Int) throws -> CatchUpState
+    /// ``ParleyStore/contacts(appId:uid:)``, for the presence change of a user who just connected.
+    func contacts(appId: String, uid: String) throws -> [String]
 }

@@ -24,4 +24,8 @@ extension SQLiteStore: InlineConnectionReads {
             )
         }
     }
+
+    public func contacts(appId: String, uid: String) throws -> [String] {
+        try pool.read { db in try Self.fetchContacts(db, appId: appId, uid: uid) }
+    }
 }

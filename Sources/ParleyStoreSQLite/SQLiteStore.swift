@@ -318,18 +318,22 @@ public final class SQLiteStore: ParleyStore {
     }
 
     public func contacts(appId: String, uid: String) async throws -> [String] {
-        try await pool.read { db in
-            try String.fetchAll(
-                db,
+        try await pool.read { db in try Self.fetchContacts(db, appId: appId, uid: uid) }
+    }
+
+    static func fetchContacts(_ db: Database, appId: String, uid: String) throws -> [String] {
+        // CROSS JOIN: the user's participations drive the loop (not every conversation of the app).
+        try String.fetchAll(
+            db.cachedStatement(
                 sql: """
                     SELECT DISTINCT other.uid FROM participants mine
-                    JOIN conversations c ON c.pk = mine.conversation_pk AND c.app_id = ? AND c.deleted_at IS NULL
-                    JOIN participants other ON other.conversation_pk = mine.conversation_pk
+                    CROSS JOIN conversations c ON c.pk = mine.conversation_pk AND c.app_id = ? AND c.deleted_at IS NULL
+                    CROSS JOIN participants other ON other.conversation_pk = mine.conversation_pk
                     WHERE mine.uid = ? AND other.uid != ?
-                    """,
-                arguments: [appId, uid, uid]
-            )
-        }
+                    """
+            ),
+            arguments: [appId, uid, uid]
+        )
     }
 
     public func activeParticipants(appId: String, conversationId: String) async throws -> [String]? {
