@@ -2,8 +2,9 @@
 ///
 /// Foundation's `JSONEncoder` builds a tree of boxed values before it writes a byte; it was 21% of the server's CPU
 /// when persisting messages (docs/BENCHMARKS.md). This writes the bytes directly for the shapes sent most often:
-/// `conversationMessage.sent`, `.delivered` and `.read` events and `ack` frames. Every other event or frame goes
-/// through ``WireCoding`` as before.
+/// `conversationMessage.sent`, `.delivered` and `.read`, typing, presence, unread and profile events, and every
+/// server frame but `event` (which wraps stored event JSON). Other events (conversations, participants) go through
+/// ``WireCoding`` as before.
 ///
 /// The output follows ``WireCoding``'s conventions (compact, slashes not escaped, `nil` optionals left out, numbers
 /// as Foundation writes them), so every decoder reads it exactly as it reads the Foundation-encoded form
@@ -20,6 +21,21 @@ public enum WireJSON {
         case .messageDelivered(let receipt), .messageRead(let receipt):
             try writer.eventHeader(event)
             writer.receipt(receipt)
+        case .participantTyping(let typing), .participantTypingOff(let typing):
+            try writer.eventHeader(event)
+            writer.raw(#"{"uid":"#)
+            writer.string(typing.uid)
+            writer.byte(UInt8(ascii: "}"))
+        case .presenceUpdated(let presence):
+            try writer.eventHeader(event)
+            writer.presence(presence)
+        case .unreadUpdated(let summary):
+            writer.reserve(256 + 96 * summary.conversations.count)
+            try writer.eventHeader(event)
+            writer.unread(summary)
+        case .profileUpdated(let user):
+            try writer.eventHeader(event)
+            try writer.user(user)
         default:
             return try WireCoding.encode(event)
         }
@@ -29,25 +45,83 @@ public enum WireJSON {
 
     /// The JSON of a server frame.
     public static func encode(_ frame: ServerFrame) throws -> [UInt8] {
-        guard case .ack(let ack) = frame else { return try WireCoding.encode(frame) }
         var writer = Writer()
-        writer.reserve(64 + (ack.message?.parts.reduce(256) { $0 + ($1.text?.utf8.count ?? 64) } ?? 0))
-        writer.raw(#"{"type":"ack","ref":"#)
-        writer.string(ack.ref)
-        if let message = ack.message {
+        switch frame {
+        case .ack(let ack):
+            try writer.ack(ack)
+        case .hello(let hello):
+            writer.raw(#"{"type":"hello","protocolVersion":"#)
+            writer.integer(Int64(hello.protocolVersion))
+            writer.raw(#","connectionId":"#)
+            writer.string(hello.connectionId)
+            writer.raw(#","appId":"#)
+            writer.string(hello.appId)
+            writer.raw(#","user":"#)
+            try writer.user(hello.user)
+            writer.raw(#","heartbeatIntervalMs":"#)
+            writer.integer(hello.heartbeatIntervalMs)
+            writer.raw(#","serverTime":"#)
+            writer.integer(hello.serverTime)
+            writer.byte(UInt8(ascii: "}"))
+        case .caughtUp(let caughtUp):
+            writer.reserve(64 + 40 * caughtUp.conversations.count)
+            writer.raw(#"{"type":"caughtUp","userSeq":"#)
+            writer.integer(caughtUp.userSeq)
+            writer.raw(#","conversations":{"#)
+            for (index, (conversationId, seq)) in caughtUp.conversations.enumerated() {
+                if index > 0 { writer.byte(UInt8(ascii: ",")) }
+                writer.string(conversationId)
+                writer.byte(UInt8(ascii: ":"))
+                writer.integer(seq)
+            }
+            writer.raw(#"},"replayed":"#)
+            writer.integer(Int64(caughtUp.replayed))
+            writer.byte(UInt8(ascii: "}"))
+        case .pong(let pong):
+            writer.raw(#"{"type":"pong","#)
+            if let id = pong.id {
+                writer.raw(#""id":"#)
+                writer.string(id)
+                writer.byte(UInt8(ascii: ","))
+            }
+            writer.raw(#""serverTime":"#)
+            writer.integer(pong.serverTime)
+            writer.byte(UInt8(ascii: "}"))
+        case .error(let error):
+            writer.raw(#"{"type":"error","#)
+            if let ref = error.ref {
+                writer.raw(#""ref":"#)
+                writer.string(ref)
+                writer.byte(UInt8(ascii: ","))
+            }
+            writer.raw(#""code":"#)
+            writer.string(error.code.rawValue)
             writer.raw(#","message":"#)
-            try writer.message(message)
+            writer.string(error.message)
+            writer.byte(UInt8(ascii: "}"))
+        case .event, .resync:
+            return try WireCoding.encode(frame)
         }
-        if let duplicate = ack.duplicate {
-            writer.raw(duplicate ? #","duplicate":true"# : #","duplicate":false"#)
-        }
-        writer.byte(UInt8(ascii: "}"))
         return writer.bytes
     }
 
     /// Appends JSON to a byte array.
     struct Writer {
         var bytes: [UInt8] = []
+
+        mutating func ack(_ ack: AckFrame) throws {
+            reserve(64 + (ack.message?.parts.reduce(256) { $0 + ($1.text?.utf8.count ?? 64) } ?? 0))
+            raw(#"{"type":"ack","ref":"#)
+            string(ack.ref)
+            if let message = ack.message {
+                raw(#","message":"#)
+                try self.message(message)
+            }
+            if let duplicate = ack.duplicate {
+                raw(duplicate ? #","duplicate":true"# : #","duplicate":false"#)
+            }
+            byte(UInt8(ascii: "}"))
+        }
 
         mutating func reserve(_ count: Int) { bytes.reserveCapacity(count) }
 
@@ -207,6 +281,56 @@ public enum WireJSON {
             raw(#","sentAt":"#)
             integer(message.sentAt)
             byte(UInt8(ascii: "}"))
+        }
+
+        mutating func user(_ user: User) throws {
+            raw(#"{"uid":"#)
+            string(user.uid)
+            raw(#","name":"#)
+            string(user.name)
+            if let avatarURL = user.avatarURL {
+                raw(#","avatarURL":"#)
+                string(avatarURL)
+            }
+            if let metadata = user.metadata {
+                raw(#","metadata":"#)
+                try value(metadata)
+            }
+            raw(#","createdAt":"#)
+            integer(user.createdAt)
+            raw(#","updatedAt":"#)
+            integer(user.updatedAt)
+            byte(UInt8(ascii: "}"))
+        }
+
+        mutating func presence(_ presence: Presence) {
+            raw(#"{"uid":"#)
+            string(presence.uid)
+            raw(presence.online ? #","online":true"# : #","online":false"#)
+            if let lastSeenAt = presence.lastSeenAt {
+                raw(#","lastSeenAt":"#)
+                integer(lastSeenAt)
+            }
+            byte(UInt8(ascii: "}"))
+        }
+
+        mutating func unread(_ summary: UnreadSummary) {
+            raw(#"{"total":"#)
+            integer(Int64(summary.total))
+            raw(#","conversations":["#)
+            for (index, conversation) in summary.conversations.enumerated() {
+                if index > 0 { byte(UInt8(ascii: ",")) }
+                raw(#"{"conversationId":"#)
+                string(conversation.conversationId)
+                raw(#","unread":"#)
+                integer(Int64(conversation.unread))
+                raw(#","readSeq":"#)
+                integer(conversation.readSeq)
+                raw(#","lastSeq":"#)
+                integer(conversation.lastSeq)
+                byte(UInt8(ascii: "}"))
+            }
+            raw("]}")
         }
 
         mutating func receipt(_ receipt: Receipt) {

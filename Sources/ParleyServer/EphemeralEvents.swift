@@ -12,6 +12,6 @@ enum EphemeralEvents {
             id: Secrets.randomID(prefix: "e_"), appId: appId, name: name, conversationId: conversationId,
             timestamp: timestamp, context: EventContext(createdBy: actor), payload: payload
         )
-        return try? WireCoding.encode(event)
+        return try? WireJSON.encode(event)
     }
 }

@@ -1,13 +1,19 @@
 import NIOCore
+import NIOWebSocket
 import ParleyProtocol
 
-/// Encodes server frames into the bytes of a WebSocket text frame.
+/// Encodes server frames into complete WebSocket frames: the frame header and the JSON text in one buffer, ready for
+/// the socket.
+///
+/// An event is framed once and the same buffer goes to every recipient's socket (``WebSocketConnectionHandler`` writes
+/// these bytes past NIO's frame encoder, which would otherwise allocate and write a header per recipient).
 enum FrameEncoding {
     private static let eventPrefix = Array(#"{"type":"event","event":"#.utf8)
 
     /// An event frame around an event's stored JSON: no re-encoding, one buffer for every recipient.
     static func eventFrame(json: [UInt8]) -> ByteBuffer {
-        var buffer = ByteBufferAllocator().buffer(capacity: eventPrefix.count + json.count + 1)
+        let length = eventPrefix.count + json.count + 1
+        var buffer = header(opcode: .text, length: length)
         buffer.writeBytes(eventPrefix)
         buffer.writeBytes(json)
         buffer.writeInteger(UInt8(ascii: "}"))
@@ -22,6 +28,37 @@ enum FrameEncoding {
     static func frame(_ frame: ServerFrame) -> ByteBuffer {
         // Only a non-finite number could fail to encode, and JSON input never decodes to one; should it happen,
         // the client still gets an answer rather than silence.
-        ByteBuffer(bytes: (try? WireJSON.encode(frame)) ?? encodingFailure)
+        control(.text, (try? WireJSON.encode(frame)) ?? encodingFailure)
+    }
+
+    /// A frame of any opcode around its (unmasked: the server never masks) payload.
+    static func control(_ opcode: WebSocketOpcode, _ payload: some Collection<UInt8>) -> ByteBuffer {
+        var buffer = header(opcode: opcode, length: payload.count)
+        buffer.writeBytes(payload)
+        return buffer
+    }
+
+    /// A close frame: the code, then the reason.
+    static func close(code: UInt16, reason: String) -> ByteBuffer {
+        var payload: [UInt8] = [UInt8(code >> 8), UInt8(code & 0xFF)]
+        payload += reason.utf8.prefix(123)  // a control frame carries at most 125 bytes
+        return control(.connectionClose, payload)
+    }
+
+    /// A buffer holding the header of a final, unmasked frame, with room for `length` bytes of payload.
+    private static func header(opcode: WebSocketOpcode, length: Int) -> ByteBuffer {
+        var buffer = ByteBufferAllocator().buffer(capacity: length + 10)
+        buffer.writeInteger(0x80 | UInt8(webSocketOpcode: opcode))
+        switch length {
+        case ..<126:
+            buffer.writeInteger(UInt8(length))
+        case ..<65536:
+            buffer.writeInteger(UInt8(126))
+            buffer.writeInteger(UInt16(length))
+        default:
+            buffer.writeInteger(UInt8(127))
+            buffer.writeInteger(UInt64(length))
+        }
+        return buffer
     }
 }

@@ -37,12 +37,9 @@ public struct ParleyApplication: Service {
         var services: [any Service] = [writer]
         if let push { services.append(push) }
         if let cluster { services.append(cluster) }
-        services += [typing, presence, http, SocketCloser(sockets: sockets, logger: logger)]
+        services += [typing, presence, unread, http, SocketCloser(sockets: sockets, logger: logger)]
         let group = ServiceGroup(configuration: .init(services: services.map { .init(service: $0) }, logger: logger))
-        defer {
-            unread.cancelAll()
-            expiry.cancelAll()
-        }
+        defer { expiry.cancelAll() }
         do {
             try await withGracefulShutdownHandler {
                 try await group.run()

@@ -201,7 +201,7 @@ final class PresenceTracker: Service {
     private func publish(_ presence: Presence, of key: UserKey) async {
         let contacts: [String]
         do {
-            if let inline = store as? any InlineConnectionReads {
+            if let inline = store as? any InlineReads {
                 contacts = try inline.contacts(appId: key.appId, uid: key.uid)
             } else {
                 contacts = try await store.contacts(appId: key.appId, uid: key.uid)

@@ -1,9 +1,10 @@
 import GRDB
+import ParleyProtocol
 import ParleyStore
 
 /// The handshake reads of a WebSocket, on the caller's thread: GRDB runs a synchronous read on the calling thread
 /// (a WAL reader, never blocked by the writer), so the server opens a connection without leaving its event loop.
-extension SQLiteStore: InlineConnectionReads {
+extension SQLiteStore: InlineReads {
     public func connectionOpening(tokenHash: [UInt8]) throws -> ConnectionOpening? {
         try pool.read { db in
             guard let token = try Self.fetchToken(db, hash: tokenHash) else { return nil }
@@ -27,5 +28,11 @@ extension SQLiteStore: InlineConnectionReads {
 
     public func contacts(appId: String, uid: String) throws -> [String] {
         try pool.read { db in try Self.fetchContacts(db, appId: appId, uid: uid) }
+    }
+
+    public func unread(appId: String, users: [(uid: String, conversationIds: [String]?)]) throws -> [UnreadSummary] {
+        try pool.read { db in
+            try users.map { try Self.fetchUnread(db, appId: appId, uid: $0.uid, conversationIds: $0.conversationIds) }
+        }
     }
 }

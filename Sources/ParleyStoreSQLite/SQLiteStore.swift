@@ -286,35 +286,39 @@ public final class SQLiteStore: ParleyStore {
     }
 
     public func unread(appId: String, uid: String, conversationIds: [String]?) async throws -> UnreadSummary {
-        try await pool.read { db in
-            // CROSS JOIN keeps the user's participations as the outer loop: with a plain JOIN, SQLite's planner
-            // walks every conversation of the app (its (app_id, direct_key) index) and probes each for the user,
-            // which made every unread push cost O(conversations in the app).
-            let rows = try Row.fetchAll(
-                db.cachedStatement(
-                    sql: """
-                        SELECT c.id, c.last_seq, c.message_count, p.read_seq, p.read_message_count
-                        FROM participants p CROSS JOIN conversations c ON c.pk = p.conversation_pk
-                        WHERE p.uid = ? AND c.app_id = ? AND c.deleted_at IS NULL
-                        """
-                ),
-                arguments: [uid, appId]
-            )
-            let wanted = conversationIds.map(Set.init)
-            var total = 0
-            var conversations: [ConversationUnread] = []
-            for row in rows {
-                let count = max(0, Int(row["message_count"] as Int64) - Int(row["read_message_count"] as Int64))
-                total += count
-                let id: String = row["id"]
-                if wanted?.contains(id) ?? true {
-                    conversations.append(
-                        ConversationUnread(conversationId: id, unread: count, readSeq: row["read_seq"], lastSeq: row["last_seq"])
-                    )
-                }
+        try await pool.read { db in try Self.fetchUnread(db, appId: appId, uid: uid, conversationIds: conversationIds) }
+    }
+
+    static func fetchUnread(_ db: Database, appId: String, uid: String, conversationIds: [String]?) throws
+        -> UnreadSummary
+    {
+        // CROSS JOIN keeps the user's participations as the outer loop: with a plain JOIN, SQLite's planner
+        // walks every conversation of the app (its (app_id, direct_key) index) and probes each for the user,
+        // which made every unread push cost O(conversations in the app).
+        let rows = try Row.fetchAll(
+            db.cachedStatement(
+                sql: """
+                    SELECT c.id, c.last_seq, c.message_count, p.read_seq, p.read_message_count
+                    FROM participants p CROSS JOIN conversations c ON c.pk = p.conversation_pk
+                    WHERE p.uid = ? AND c.app_id = ? AND c.deleted_at IS NULL
+                    """
+            ),
+            arguments: [uid, appId]
+        )
+        let wanted = conversationIds.map(Set.init)
+        var total = 0
+        var conversations: [ConversationUnread] = []
+        for row in rows {
+            let count = max(0, Int(row["message_count"] as Int64) - Int(row["read_message_count"] as Int64))
+            total += count
+            let id: String = row["id"]
+            if wanted?.contains(id) ?? true {
+                conversations.append(
+                    ConversationUnread(conversationId: id, unread: count, readSeq: row["read_seq"], lastSeq: row["last_seq"])
+                )
             }
-            return UnreadSummary(total: total, conversations: conversations.sorted { $0.conversationId < $1.conversationId })
         }
+        return UnreadSummary(total: total, conversations: conversations.sorted { $0.conversationId < $1.conversationId })
     }
 
     public func contacts(appId: String, uid: String) async throws -> [String] {

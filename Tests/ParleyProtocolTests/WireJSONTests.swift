@@ -3,7 +3,7 @@ import ParleyProtocol
 import Testing
 
 /// `WireJSON` replaces Foundation's encoder on the hot path: whatever it writes must decode exactly as the
-/// Foundation-encoded form does, for every event payload kind and for the frames it writes itself.
+/// Foundation-encoded form does, for every event payload kind and every server frame.
 @Suite struct WireJSONTests {
     /// Text that needs escaping, or that an encoder could mangle: quotes, backslashes, every control character,
     /// slashes (not escaped on the wire), non-ASCII letters, emoji and combining sequences, U+2028/2029, NUL.
@@ -137,13 +137,36 @@ import Testing
         }
     }
 
-    @Test func otherFramesAreEncodedByFoundationAsBefore() throws {
-        let frames: [ServerFrame] = [
-            .error(ErrorFrame(ref: "r2", code: .conversationNotFound, message: "no")),
-            .pong(PongFrame(id: "1", serverTime: 6)),
+    @Test func everyOtherServerFrameDecodesAsTheFoundationForm() throws {
+        var frames: [ServerFrame] = [
+            .pong(PongFrame(id: "1", serverTime: 6)), .pong(PongFrame(id: nil, serverTime: -6)),
+            .error(ErrorFrame(code: .handshakeFailed, message: "")),
+            .caughtUp(CaughtUpFrame(userSeq: 0, conversations: [:], replayed: 0)),
+            .resync(ResyncFrame(conversationId: "c_1", reason: .historyTrimmed, lastSeq: 9)),
         ]
+        for (index, text) in Self.awkwardStrings.enumerated() {
+            let user = User(
+                uid: text, name: text, avatarURL: index.isMultiple(of: 2) ? text : nil,
+                metadata: Self.awkwardValues[index % Self.awkwardValues.count], createdAt: Int64(index), updatedAt: -1
+            )
+            frames += [
+                .hello(
+                    HelloFrame(
+                        protocolVersion: 1, connectionId: text, appId: text, user: user, heartbeatIntervalMs: 30_000,
+                        serverTime: Int64.max
+                    )
+                ),
+                .error(ErrorFrame(ref: text, code: ErrorCode(rawValue: text), message: text)),
+                .pong(PongFrame(id: text, serverTime: Int64(index))),
+                .caughtUp(CaughtUpFrame(userSeq: Int64(index), conversations: [text: 1, "c_\(index)": Int64.max], replayed: index)),
+            ]
+        }
         for frame in frames {
-            #expect(try sameDocument(WireJSON.encode(frame), WireCoding.encode(frame)))
+            let bytes = try WireJSON.encode(frame)
+            _ = try JSONSerialization.jsonObject(with: Data(bytes))
+            let expected = try WireCoding.decode(ServerFrame.self, from: WireCoding.encode(frame))
+            #expect(try WireCoding.decode(ServerFrame.self, from: bytes) == expected)
+            #expect(try sameDocument(bytes, WireCoding.encode(frame)))
         }
     }
 

@@ -41,12 +41,29 @@ import Testing
             loop = NIOAsyncTestingEventLoop()
             channel = NIOAsyncTestingChannel(loop: loop)
             try await channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).get()
-            try await channel.pipeline.addHandler(WebSocketConnectionHandler(gateway: gateway, token: nil, logger: logger)).get()
+            let raw = RawFrameWriter()
+            try await channel.pipeline.addHandler(raw).get()
+            try await channel.pipeline.addHandler(
+                WebSocketConnectionHandler(gateway: gateway, token: nil, raw: raw, logger: logger)
+            ).get()
         }
 
-        /// The next frame the server wrote, if any.
+        /// The next frame the server wrote, if any (the server writes complete frames, header included).
         func written() async throws -> WebSocketFrame? {
-            try await channel.readOutbound(as: WebSocketFrame.self)
+            guard var bytes = try await channel.readOutbound(as: ByteBuffer.self) else { return nil }
+            guard let first = bytes.readInteger(as: UInt8.self), let second = bytes.readInteger(as: UInt8.self),
+                let opcode = WebSocketOpcode(encodedWebSocketOpcode: first & 0x0F), first & 0x80 != 0, second & 0x80 == 0
+            else { throw FrameError.notAFinalServerFrame }
+            var length = Int(second)
+            if length == 126 { length = Int(bytes.readInteger(as: UInt16.self) ?? 0) }
+            if length == 127 { length = Int(bytes.readInteger(as: UInt64.self) ?? 0) }
+            guard bytes.readableBytes == length else { throw FrameError.wrongLength }
+            return WebSocketFrame(fin: true, opcode: opcode, data: bytes)
+        }
+
+        enum FrameError: Error {
+            case notAFinalServerFrame
+            case wrongLength
         }
 
         func send(_ opcode: WebSocketOpcode, _ data: ByteBuffer = ByteBuffer()) async throws {

@@ -56,6 +56,12 @@ final class Hub: Sendable {
         return shard(key).withLockedValue { $0[key] ?? [] }
     }
 
+    /// Whether a user has a live connection here.
+    func hasConnections(appId: String, uid: String) -> Bool {
+        let key = UserKey(appId: appId, uid: uid)
+        return shard(key).withLockedValue { $0[key] != nil }
+    }
+
     /// Queues `frame` on every connection of every user in `uids`.
     func deliver(_ frame: ByteBuffer, appId: String, to uids: some Sequence<String>) {
         var wakeUps = WakeUps()

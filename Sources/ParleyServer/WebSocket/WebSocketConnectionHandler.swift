@@ -24,6 +24,8 @@ final class WebSocketConnectionHandler: ChannelDuplexHandler {
 
     private let gateway: WebSocketGateway
     private let token: String?
+    /// Writes complete frames straight to the socket (every write of this handler goes through it).
+    private let raw: RawFrameWriter
     private var logger: Logger
     private var machine = WebSocketConnectionStateMachine()
     private var context: ChannelHandlerContext?
@@ -39,9 +41,10 @@ final class WebSocketConnectionHandler: ChannelDuplexHandler {
     private var handshakeTimer: Scheduled<Void>?
     private var closeTimer: Scheduled<Void>?
 
-    init(gateway: WebSocketGateway, token: String?, logger: Logger) {
+    init(gateway: WebSocketGateway, token: String?, raw: RawFrameWriter, logger: Logger) {
         self.gateway = gateway
         self.token = token
+        self.raw = raw
         self.logger = logger
     }
 
@@ -84,9 +87,8 @@ final class WebSocketConnectionHandler: ChannelDuplexHandler {
             }
         case .ping:
             guard machine.state != .closed else { return }
-            var pong = frame.unmaskedData
-            pong.discardReadBytes()
-            context.writeAndFlush(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .pong, data: pong)), promise: nil)
+            raw.write(FrameEncoding.control(.pong, frame.unmaskedData.readableBytesView))
+            raw.flush()
         case .pong:
             var payload = frame.unmaskedData
             machine.pongReceived(payload.readInteger(as: UInt64.self))
@@ -186,7 +188,7 @@ final class WebSocketConnectionHandler: ChannelDuplexHandler {
         expiryTicket = gateway.expiry.add(connection)
         logger.debug("WebSocket connected")
 
-        context.write(wrapOutboundOut(WebSocketGateway.textFrame(gateway.hello(opened, connection))), promise: nil)
+        raw.write(gateway.hello(opened, connection))
         if let inline = gateway.inlineReads {
             do {
                 let plan = try gateway.replayPlan(
@@ -194,21 +196,19 @@ final class WebSocketConnectionHandler: ChannelDuplexHandler {
                 )
                 if plan.ranges.isEmpty {
                     // Nothing to replay: the connection is live at once, without leaving the event loop.
-                    for frame in WebSocketGateway.framesWithoutReplay(plan) {
-                        context.write(wrapOutboundOut(WebSocketGateway.textFrame(frame)), promise: nil)
-                    }
-                    context.flush()
+                    for frame in WebSocketGateway.framesWithoutReplay(plan) { raw.write(frame) }
+                    raw.flush()
                     caughtUp()
                     return
                 }
-                context.flush()
+                raw.flush()
                 replay(plan, principal: opened.principal)
             } catch {
                 catchUpFailed(error)
             }
             return
         }
-        context.flush()
+        raw.flush()
         let gateway = self.gateway
         let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
         let loop = context.eventLoop
@@ -229,15 +229,26 @@ final class WebSocketConnectionHandler: ChannelDuplexHandler {
         guard let context else { return }
         let gateway = self.gateway
         let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
-        let channel = context.channel
+        let loop = context.eventLoop
         Task {
             do {
-                try await gateway.replay(plan, principal: principal, channel: channel)
-                channel.eventLoop.execute { handler.value.caughtUp() }
+                try await gateway.replay(plan, principal: principal) { frames in
+                    try await loop.flatSubmit { handler.value.writeReplayed(frames, on: loop) }.get()
+                }
+                loop.execute { handler.value.caughtUp() }
             } catch {
-                channel.eventLoop.execute { handler.value.catchUpFailed(error) }
+                loop.execute { handler.value.catchUpFailed(error) }
             }
         }
+    }
+
+    /// Writes a page of replayed frames; the future completes when the last is written to the socket.
+    private func writeReplayed(_ frames: [ByteBuffer], on loop: any EventLoop) -> EventLoopFuture<Void> {
+        guard context != nil, machine.state == .catchingUp, let last = frames.last else {
+            return loop.makeFailedFuture(ChannelError.ioOnClosedChannel)
+        }
+        for frame in frames.dropLast() { raw.write(frame) }
+        return raw.writeAndFlush(last, on: loop)
     }
 
     private func catchUpFailed(_ error: any Error) {
@@ -266,13 +277,13 @@ final class WebSocketConnectionHandler: ChannelDuplexHandler {
     func drain() {
         guard let context, let connection else { return }
         var wrote = false
-        defer { if wrote { context.flush() } }
+        defer { if wrote { raw.flush() } }
         while true {
             switch connection.outbound.take(blocked: !context.channel.isWritable) {
             case .idle:
                 return
             case .close(let code, let reason):
-                if wrote { context.flush() }
+                if wrote { raw.flush() }
                 wrote = false
                 serverClose(code: code, reason: reason)
                 return
@@ -282,7 +293,7 @@ final class WebSocketConnectionHandler: ChannelDuplexHandler {
                         connection.outbound.putBack(frames[index...])
                         break
                     }
-                    context.write(wrapOutboundOut(WebSocketGateway.textFrame(frame)), promise: nil)
+                    raw.write(frame)
                     wrote = true
                 }
             }
@@ -304,13 +315,9 @@ final class WebSocketConnectionHandler: ChannelDuplexHandler {
         heartbeat?.cancel()
         handshakeTimer?.cancel()
         if let error {
-            let frame = FrameEncoding.frame(.error(ErrorFrame(code: error.code, message: error.message)))
-            context.write(wrapOutboundOut(WebSocketGateway.textFrame(frame)), promise: nil)
+            raw.write(FrameEncoding.frame(.error(ErrorFrame(code: error.code, message: error.message))))
         }
-        var data = context.channel.allocator.buffer(capacity: 2 + reason.rawValue.utf8.count)
-        data.write(webSocketErrorCode: WebSocketErrorCode(codeNumber: Int(code)))
-        data.writeString(reason.rawValue)
-        let written = context.writeAndFlush(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .connectionClose, data: data)))
+        let written = raw.writeAndFlush(FrameEncoding.close(code: code, reason: reason.rawValue), on: context.eventLoop)
         let channel = context.channel
         if awaitAnswer {
             closeTimer = context.eventLoop.assumeIsolated().scheduleTask(in: gateway.configuration.closeTimeout.timeAmount) {
@@ -331,9 +338,7 @@ final class WebSocketConnectionHandler: ChannelDuplexHandler {
             connection?.outbound.finish()
             var data = frame.unmaskedData
             let code = data.readWebSocketErrorCode().map(UInt16.init(webSocketErrorCode:)) ?? WebSocketCloseCode.normal
-            var answer = context.channel.allocator.buffer(capacity: 2)
-            answer.write(webSocketErrorCode: WebSocketErrorCode(codeNumber: Int(Self.answerable(code))))
-            context.writeAndFlush(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .connectionClose, data: answer)))
+            raw.writeAndFlush(FrameEncoding.close(code: Self.answerable(code), reason: ""), on: context.eventLoop)
                 .whenComplete { _ in channel.close(promise: nil) }
         case .closeChannel:
             channel.close(promise: nil)
@@ -376,10 +381,10 @@ final class WebSocketConnectionHandler: ChannelDuplexHandler {
             [self] in
             switch machine.pingDue() {
             case .sendPing(let payload):
-                guard let context = self.context else { return }
-                var data = context.channel.allocator.buffer(capacity: 8)
+                var data = ByteBuffer()
                 data.writeInteger(payload)
-                context.writeAndFlush(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .ping, data: data)), promise: nil)
+                raw.write(FrameEncoding.control(.ping, data.readableBytesView))
+                raw.flush()
                 scheduleHeartbeat()
             case .close(let code, let reason):
                 serverClose(code: code, reason: reason)

@@ -1,5 +1,4 @@
 import NIOCore
-import NIOWebSocket
 import ParleyProtocol
 import ParleyStore
 
@@ -18,7 +17,7 @@ extension WebSocketGateway {
 
     /// ``replayPlan(principal:resume:baseline:)`` with the store's inline reads, on the caller's thread.
     func replayPlan(
-        principal: UserPrincipal, resume: ResumeRequest?, baseline: StreamPositions, inline: any InlineConnectionReads
+        principal: UserPrincipal, resume: ResumeRequest?, baseline: StreamPositions, inline: any InlineReads
     ) throws -> ReplayPlan {
         let state = try inline.catchUpState(
             appId: principal.appId, uid: principal.uid, afterUserSeq: resume?.userSeq ?? baseline.userSeq,
@@ -40,16 +39,14 @@ extension WebSocketGateway {
             + [FrameEncoding.frame(.caughtUp(CaughtUpFrame(userSeq: plan.userSeq, conversations: plan.positions, replayed: 0)))]
     }
 
-    /// Sends a registered connection what it missed, then `caughtUp`, through the channel (after `hello`, before its
-    /// live queue is written), one page at a time: each page is flushed and written to the socket before the next is
-    /// read. Returns the number of events replayed.
+    /// Sends a registered connection what it missed, then `caughtUp` (after `hello`, before its live queue is
+    /// written), one page at a time through `send`, which returns once the frames are written to the socket, before the
+    /// next page is read. Returns the number of events replayed.
     @discardableResult
-    func replay(_ plan: ReplayPlan, principal: UserPrincipal, channel: any Channel) async throws -> Int {
-        func send(_ frame: ServerFrame) async throws {
-            try await channel.writeAndFlush(Self.textFrame(FrameEncoding.frame(frame)))
-        }
-        for resync in plan.resyncs { try await send(.resync(resync)) }
-
+    func replay(
+        _ plan: ReplayPlan, principal: UserPrincipal, send: @Sendable ([ByteBuffer]) async throws -> Void
+    ) async throws -> Int {
+        if !plan.resyncs.isEmpty { try await send(plan.resyncs.map { FrameEncoding.frame(.resync($0)) }) }
         let oldest = time.epochMilliseconds() - Int64(configuration.resumeWindow.components.seconds) * 1000
         var replayed = 0
         for range in plan.ranges {
@@ -62,20 +59,17 @@ extension WebSocketGateway {
                 guard let last = page.last?.event.seq else { break }
                 if after == range.after, let first = page.first, first.event.timestamp < oldest {
                     // Older than the server replays: the client reloads the conversation instead.
-                    try await send(
-                        .resync(.init(conversationId: range.conversationId, reason: .historyTrimmed, lastSeq: range.through))
-                    )
+                    let resync = ResyncFrame(conversationId: range.conversationId, reason: .historyTrimmed, lastSeq: range.through)
+                    try await send([FrameEncoding.frame(.resync(resync))])
                     break
                 }
-                for stored in page.dropLast() {
-                    channel.write(Self.textFrame(FrameEncoding.eventFrame(json: stored.json)), promise: nil)
-                }
-                try await channel.writeAndFlush(Self.textFrame(FrameEncoding.eventFrame(json: page[page.count - 1].json)))
+                try await send(page.map { FrameEncoding.eventFrame(json: $0.json) })
                 replayed += page.count
                 after = last
             }
         }
-        try await send(.caughtUp(CaughtUpFrame(userSeq: plan.userSeq, conversations: plan.positions, replayed: replayed)))
+        let caughtUp = CaughtUpFrame(userSeq: plan.userSeq, conversations: plan.positions, replayed: replayed)
+        try await send([FrameEncoding.frame(.caughtUp(caughtUp))])
         return replayed
     }
 

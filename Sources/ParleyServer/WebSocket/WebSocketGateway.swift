@@ -38,15 +38,18 @@ struct WebSocketGateway: Sendable {
         uri.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).first == path[...]
     }
 
-    /// Adds the frame aggregator and the connection's handler to an upgraded channel.
+    /// Adds the frame aggregator and the connection's handler to an upgraded channel, and the writer of complete
+    /// frames next to the socket.
     func addHandlers(to channel: any Channel, authorization: String?) throws {
         let token = RequestCredentials.bearer(fromAuthorization: authorization)
+        let raw = RawFrameWriter()
+        try channel.pipeline.syncOperations.addHandler(raw, position: .first)
         try channel.pipeline.syncOperations.addHandlers(
             NIOWebSocketFrameAggregator(
                 minNonFinalFragmentSize: 0, maxAccumulatedFrameCount: Self.maxFragments,
                 maxAccumulatedFrameSize: configuration.maxInboundFrameSize
             ),
-            WebSocketConnectionHandler(gateway: self, token: token, logger: logger)
+            WebSocketConnectionHandler(gateway: self, token: token, raw: raw, logger: logger)
         )
     }
 
@@ -77,7 +80,7 @@ struct WebSocketGateway: Sendable {
     }
 
     /// The store's inline reads, when it has them (SQLite): the handshake then runs on the socket's event loop.
-    var inlineReads: (any InlineConnectionReads)? { store as? any InlineConnectionReads }
+    var inlineReads: (any InlineReads)? { store as? any InlineReads }
 
     /// Checks the token and reads what the connection starts from.
     func authenticate(token: String?) async -> Result<Opening, DomainError> {
@@ -93,7 +96,7 @@ struct WebSocketGateway: Sendable {
     }
 
     /// ``authenticate(token:)`` with the store's inline reads (one read transaction), on the caller's thread.
-    func authenticate(token: String?, inline: any InlineConnectionReads) -> Result<Opening, DomainError> {
+    func authenticate(token: String?, inline: any InlineReads) -> Result<Opening, DomainError> {
         do {
             try refuseWhileShuttingDown()
             let opening = try inline.connectionOpening(tokenHash: try Authenticator.hash(of: token))
@@ -141,9 +144,5 @@ struct WebSocketGateway: Sendable {
             serverTime: time.epochMilliseconds()
         )
         return FrameEncoding.frame(.hello(hello))
-    }
-
-    static func textFrame(_ buffer: ByteBuffer) -> WebSocketFrame {
-        WebSocketFrame(fin: true, opcode: .text, data: buffer)
     }
 }

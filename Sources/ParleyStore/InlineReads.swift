@@ -26,13 +26,14 @@ public struct CatchUpState: Sendable, Hashable {
     }
 }
 
-/// The reads of a WebSocket handshake, answered at once on the caller's thread.
+/// The reads on the server's hot paths (a WebSocket handshake, presence, unread counts), answered at once on the
+/// caller's thread.
 ///
 /// A store adopts it when these reads (a few indexed rows, normally in memory) cost less than the hop to another
 /// thread and back that an `async` read costs: SQLite does. The server then opens a connection without leaving the
 /// socket's event loop. A store on a network database (PostgreSQL) does not adopt it; the server uses the `async`
 /// reads of ``ParleyStore`` instead.
-public protocol InlineConnectionReads: Sendable {
+public protocol InlineReads: Sendable {
     /// The token with this hash, its user and their stream positions, in one read transaction; nil for an unknown
     /// token.
     func connectionOpening(tokenHash: [UInt8]) throws -> ConnectionOpening?
@@ -41,4 +42,7 @@ public protocol InlineConnectionReads: Sendable {
     func catchUpState(appId: String, uid: String, afterUserSeq: Int64, limit: Int) throws -> CatchUpState
     /// ``ParleyStore/contacts(appId:uid:)``, for the presence change of a user who just connected.
     func contacts(appId: String, uid: String) throws -> [String]
+    /// ``ParleyStore/unread(appId:uid:conversationIds:)`` of several users of an app, in one read transaction, in the
+    /// order asked.
+    func unread(appId: String, users: [(uid: String, conversationIds: [String]?)]) throws -> [UnreadSummary]
 }
