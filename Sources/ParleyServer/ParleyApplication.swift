@@ -126,9 +126,10 @@ public func buildApplication(
     )
     let sockets = SocketRegistry()
     let expiry = TokenExpiry(time: time)
+    let admission = AdmissionGate(limit: configuration.maxConnectionsInSetup)
     let gateway = WebSocketGateway(
         authenticator: authenticator, store: store, hub: hub, writer: writer, typing: typing, presence: presence,
-        sockets: sockets, expiry: expiry, time: time, configuration: configuration, logger: logger
+        sockets: sockets, expiry: expiry, admission: admission, time: time, configuration: configuration, logger: logger
     )
 
     let router = Router(context: BasicRequestContext.self)
@@ -146,6 +147,11 @@ public func buildApplication(
             backlog: configuration.backlog
         ),
         onServerRunning: { channel in
+            do {
+                try await admission.install(on: channel)
+            } catch {
+                logger.warning("Connection admission control is off", metadata: ["error": "\(error)"])
+            }
             let port = channel.localAddress?.port ?? configuration.port
             logger.info("Parley listening on http://\(configuration.hostname):\(port) (WebSocket: \(WebSocketGateway.path))")
             await onServerRunning(port)

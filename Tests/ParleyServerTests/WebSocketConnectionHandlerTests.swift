@@ -35,7 +35,8 @@ import Testing
             gateway = WebSocketGateway(
                 authenticator: Authenticator(store: store, time: time), store: store, hub: hub,
                 writer: CommandWriter(store: store, publisher: publisher, maxBatch: 16, logger: logger), typing: typing,
-                presence: presence, sockets: SocketRegistry(), expiry: TokenExpiry(time: time), time: time,
+                presence: presence, sockets: SocketRegistry(), expiry: TokenExpiry(time: time),
+                admission: AdmissionGate(limit: 16), time: time,
                 configuration: configuration, logger: logger
             )
             loop = NIOAsyncTestingEventLoop()

@@ -92,11 +92,13 @@ struct ParleyHTTPChannel: ServerChildChannel, HTTPChannelHandler {
         do {
             switch try await value.upgradeResult.get() {
             case .websocket:
-                // The socket's handler runs it from here on.
+                // The socket's handler runs it from here on (and tells the admission gate when it is live).
                 return
             case .notUpgraded(let http1):
+                gateway.admission.admitted(value.channel)
                 await handleHTTP(asyncChannel: http1, logger: logger)
             case .failedUpgrade(let http1):
+                gateway.admission.admitted(value.channel)
                 logger.debug("WebSocket upgrade refused")
                 await Self.writeFailedUpgrade(http1, logger: logger)
             }

@@ -259,6 +259,7 @@ final class WebSocketConnectionHandler: ChannelDuplexHandler {
     /// `caughtUp` was written: live frames flow.
     private func caughtUp() {
         guard let context, machine.caughtUp() else { return }
+        gateway.admission.admitted(context.channel)
         if connection?.outbound.release() == true { drain() }
         let held = heldFrames
         heldFrames = []

@@ -19,6 +19,7 @@ struct WebSocketGateway: Sendable {
     let presence: PresenceTracker
     let sockets: SocketRegistry
     let expiry: TokenExpiry
+    let admission: AdmissionGate
     let time: ServerClock
     let configuration: ServerConfiguration
     let logger: Logger
