@@ -44,7 +44,7 @@ final class PresenceTracker: Service {
     private let relay: Relay
     private let link: (any ClusterLink)?
     private let grace: Duration
-    private let timers: KeyedTimers<UserKey>
+    private let timers: FixedDelayTimers<UserKey>
     private let logger: Logger
     private let time: ServerClock
     private let state = NIOLockedValueBox(State())
@@ -59,7 +59,7 @@ final class PresenceTracker: Service {
         self.relay = relay
         self.link = link
         self.grace = grace
-        self.timers = KeyedTimers(timeline: time.timeline)
+        self.timers = FixedDelayTimers(delay: grace, timeline: time.timeline)
         self.time = time
         self.logger = logger
         (changes, sink) = AsyncStream.makeStream(of: Change.self)
@@ -86,8 +86,7 @@ final class PresenceTracker: Service {
             return remaining <= 0
         }
         guard last else { return }
-        let sink = self.sink
-        timers.schedule(key, at: timers.timeline.now() + grace) { sink.yield(.expired(key)) }
+        timers.schedule(key)
     }
 
     /// Users of a dead node, announced offline by this node.
@@ -138,14 +137,19 @@ final class PresenceTracker: Service {
     }
 
     func run() async throws {
-        await withGracefulShutdownHandler {
-            for await change in changes {
-                await handle(change)
+        await withTaskGroup(of: Void.self) { group in
+            // The timers feed the same ordered stream of changes.
+            let sink = self.sink
+            group.addTask { await self.timers.run { sink.yield(.expired($0)) } }
+            await withGracefulShutdownHandler {
+                for await change in changes {
+                    await handle(change)
+                }
+            } onGracefulShutdown: {
+                self.sink.finish()
             }
-        } onGracefulShutdown: {
-            self.sink.finish()
+            group.cancelAll()
         }
-        timers.cancelAll()
     }
 
     private func handle(_ change: Change) async {

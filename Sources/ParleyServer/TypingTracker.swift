@@ -27,7 +27,7 @@ final class TypingTracker: Service {
     private let store: any ParleyStore
     private let relay: Relay
     private let timeout: Duration
-    private let timers: KeyedTimers<Key>
+    private let timers: FixedDelayTimers<Key>
     private let logger: Logger
     private let time: ServerClock
     private let changes: AsyncStream<Change>
@@ -39,7 +39,7 @@ final class TypingTracker: Service {
         self.store = store
         self.relay = relay
         self.timeout = timeout
-        self.timers = KeyedTimers(timeline: time.timeline)
+        self.timers = FixedDelayTimers(delay: timeout, timeline: time.timeline)
         self.time = time
         self.logger = logger
         (changes, sink) = AsyncStream.makeStream(of: Change.self)
@@ -59,14 +59,19 @@ final class TypingTracker: Service {
     }
 
     func run() async throws {
-        await withGracefulShutdownHandler {
-            for await change in changes {
-                await handle(change)
+        await withTaskGroup(of: Void.self) { group in
+            // The timers feed the same ordered stream of changes.
+            let sink = self.sink
+            group.addTask { await self.timers.run { sink.yield(.expired($0)) } }
+            await withGracefulShutdownHandler {
+                for await change in changes {
+                    await handle(change)
+                }
+            } onGracefulShutdown: {
+                self.sink.finish()
             }
-        } onGracefulShutdown: {
-            self.sink.finish()
+            group.cancelAll()
         }
-        timers.cancelAll()
     }
 
     private func handle(_ change: Change) async {
@@ -110,8 +115,7 @@ final class TypingTracker: Service {
     }
 
     private func scheduleExpiry(_ key: Key) {
-        let sink = self.sink
-        timers.schedule(key, at: timers.timeline.now() + timeout) { sink.yield(.expired(key)) }
+        timers.schedule(key)
     }
 
     private func participants(of key: Key) async -> [String]? {

@@ -65,6 +65,11 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Seconds between the server's WebSocket pings.")
     var heartbeatSeconds: Int = 30
 
+    @Option(
+        help: "Most connections being set up at once (accepted, not yet serving or live); more wait in the kernel's backlog."
+    )
+    var maxConnectionsInSetup: Int = ServerConfiguration().maxConnectionsInSetup
+
     @Option(help: "With PostgreSQL: seconds between this node's heartbeats in the node table.")
     var nodeHeartbeatSeconds: Double = 2
 
@@ -93,6 +98,8 @@ struct Serve: AsyncParsableCommand {
         configuration.port = port
         configuration.dataDirectory = data.dataDirectory
         configuration.heartbeatInterval = .seconds(heartbeatSeconds)
+        guard maxConnectionsInSetup >= 1 else { throw ValidationError("--max-connections-in-setup must be at least 1.") }
+        configuration.maxConnectionsInSetup = maxConnectionsInSetup
         // A push configuration that cannot work stops the start before anything is written.
         configuration.apns = try apns.configuration()
         try configuration.apns?.validate()
