@@ -7,6 +7,9 @@ import ParleyProtocol
 struct HTTPAnswer: Sendable {
     var status: Int
     var body: ByteBuffer
+    /// From the request's write to the end of its answer, on the connection's event loop (monotonic nanoseconds): what
+    /// the server took, without the time the caller's task waited to run.
+    var wireNanoseconds: UInt64 = 0
 
     var text: String { String(buffer: body) }
 
@@ -74,7 +77,7 @@ final class HTTPConnection: Sendable {
                 promise.fail(HTTPError(description: "connection closed"))
                 return
             }
-            handler.value.waiting.append(promise)
+            handler.value.waiting.append((promise, Monotonic.nanoseconds()))
             channel.write(HTTPClientRequestPart.head(requestHead), promise: nil)
             if let body { channel.write(HTTPClientRequestPart.body(.byteBuffer(body)), promise: nil) }
             let written = channel.eventLoop.makePromise(of: Void.self)
@@ -101,7 +104,7 @@ final class HTTPConnection: Sendable {
 private final class ResponseHandler: ChannelInboundHandler {
     typealias InboundIn = HTTPClientResponsePart
 
-    var waiting = CircularBuffer<EventLoopPromise<HTTPAnswer>>()
+    var waiting = CircularBuffer<(promise: EventLoopPromise<HTTPAnswer>, sentAt: UInt64)>()
     private var status = 0
     private var body = ByteBuffer()
 
@@ -113,19 +116,22 @@ private final class ResponseHandler: ChannelInboundHandler {
         case .body(var part):
             body.writeBuffer(&part)
         case .end:
-            let answer = HTTPAnswer(status: status, body: body)
+            var answer = HTTPAnswer(status: status, body: body)
             body = ByteBuffer()
-            if !waiting.isEmpty { waiting.removeFirst().succeed(answer) }
+            guard !waiting.isEmpty else { return }
+            let (promise, sentAt) = waiting.removeFirst()
+            answer.wireNanoseconds = Monotonic.nanoseconds() &- sentAt
+            promise.succeed(answer)
         }
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        while !waiting.isEmpty { waiting.removeFirst().fail(HTTPError(description: "connection closed")) }
+        while !waiting.isEmpty { waiting.removeFirst().promise.fail(HTTPError(description: "connection closed")) }
         context.fireChannelInactive()
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        while !waiting.isEmpty { waiting.removeFirst().fail(error) }
+        while !waiting.isEmpty { waiting.removeFirst().promise.fail(error) }
         context.close(promise: nil)
     }
 }
