@@ -15,16 +15,22 @@ public actor WebSocketProbe {
     private let resume: ResumeRequest?
     /// Whether the first `caughtUp` frame is read past (tests of live traffic do not care for it).
     private var skipsCaughtUp: Bool
+    /// Frames sent right after `connect`, without waiting for `hello`.
+    private let afterConnect: [String]
 
     /// Opens a connection to `url` with `Authorization: Bearer <token>`; with `handshake`, sends `connect` first,
-    /// as every client must, with `resume` in it. Unless `skipCaughtUp` is false, the `caughtUp` frame that ends
-    /// the replay is not returned.
-    public init(url: String, token: String, handshake: Bool = true, resume: ResumeRequest? = nil, skipCaughtUp: Bool = true) {
+    /// as every client must, with `resume` in it, then `afterConnect` without waiting for `hello`. Unless
+    /// `skipCaughtUp` is false, the `caughtUp` frame that ends the replay is not returned.
+    public init(
+        url: String, token: String, handshake: Bool = true, resume: ResumeRequest? = nil, skipCaughtUp: Bool = true,
+        afterConnect: [String] = []
+    ) {
         connection = WSClientTransport(logger: Logger(label: "parley.probe")).open(url: url, authToken: token)
         iterator = connection.events.makeAsyncIterator()
         self.handshake = handshake
         self.resume = resume
         self.skipsCaughtUp = skipCaughtUp
+        self.afterConnect = afterConnect
     }
 
     public func send(_ text: String) {
@@ -43,7 +49,10 @@ public actor WebSocketProbe {
         iterator = events
         switch event {
         case .opened:
-            if handshake { try? send(.connect(ConnectFrame(resume: resume))) }
+            if handshake {
+                try? send(.connect(ConnectFrame(resume: resume)))
+                for text in afterConnect { send(text) }
+            }
             return await nextText()
         case .text(let text):
             if skipsCaughtUp, case .caughtUp = try? WireCoding.decode(ServerFrame.self, from: Array(text.utf8)) {

@@ -34,6 +34,25 @@ import Testing
         try await server.stop()
     }
 
+    @Test func framesSentBeforeHelloAreAnsweredInOrderAfterCaughtUp() async throws {
+        let server = try await TestServer.start()
+        let token = try await server.login("alice")
+        let pings = (1...5).map { #"{"type":"ping","id":"\#($0)"}"# }
+        let probe = WebSocketProbe(
+            url: server.webSocketURL, token: token, skipCaughtUp: false, afterConnect: pings + ["{not json"]
+        )
+        guard case .hello = try await probe.nextFrame() else { Issue.record("hello first"); return }
+        guard case .caughtUp = try await probe.nextFrame() else { Issue.record("then caughtUp"); return }
+        for id in 1...5 {
+            guard case .pong(let pong) = try await probe.nextFrame() else { Issue.record("pong \(id)"); return }
+            #expect(pong.id == "\(id)")
+        }
+        guard case .error(let error) = try await probe.nextFrame() else { Issue.record("then the error"); return }
+        #expect(error.code == .malformedFrame)
+        await probe.close()
+        try await server.stop()
+    }
+
     @Test func aMessageReachesEveryConnectionOfEveryParticipantAndNobodyElse() async throws {
         let server = try await TestServer.start()
         let alice = try await server.login("alice")

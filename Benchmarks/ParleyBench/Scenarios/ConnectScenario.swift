@@ -60,6 +60,7 @@ struct ConnectScenario: AsyncParsableCommand {
             let before = run.server.residentBytes()
 
             let cpuBefore = run.server.cpuSeconds()
+            let benchBefore = ProcFS.cpuSeconds(pid: getpid())
             let processes = max(1, (connections + perProcess - 1) / perProcess)
             let outcome: ConnectTotals
             var local: [BenchSocket?] = []
@@ -77,6 +78,12 @@ struct ConnectScenario: AsyncParsableCommand {
             let cpu = cpuBefore.flatMap { b in
                 run.server.cpuSeconds().map { ($0 - b) * 1e6 / Double(max(outcome.connected, 1)) }
             }
+            // The bench's own CPU per connection (this process; workers are not counted).
+            let benchCPU =
+                processes == 1
+                ? benchBefore.flatMap { b in
+                    ProcFS.cpuSeconds(pid: getpid()).map { ($0 - b) * 1e6 / Double(max(outcome.connected, 1)) }
+                } : nil
             run.note("connected \(outcome.connected), failed \(outcome.failed); settling \(settle) s")
             try await Task.sleep(for: .seconds(settle))
             let after = run.server.residentBytes()
@@ -94,6 +101,7 @@ struct ConnectScenario: AsyncParsableCommand {
                     " server_rss=\(Format.bytes(Double(before)))->\(Format.bytes(Double(after))) per_conn=\(Format.bytes(perConnection))"
             }
             if let cpu { line += " server_cpu/conn=\(Format.fixed(cpu, 0))us" }
+            if let benchCPU { line += " bench_cpu/conn=\(Format.fixed(benchCPU, 0))us" }
             if processes > 1 { line += " processes=\(processes)" }
             try run.report(
                 line: line,
