@@ -35,7 +35,8 @@ public struct ServerConfiguration: Sendable {
     /// Pending TCP connections the kernel queues before the server accepts them.
     public var backlog: Int = 4096
     /// Most accepted connections being set up at once (before their first HTTP request, or until their WebSocket is
-    /// live); more wait in the kernel's backlog, so that a reconnection storm cannot starve established connections.
+    /// live; one second at most each); more wait in the kernel's backlog, so that a reconnection storm cannot starve
+    /// established connections.
     public var maxConnectionsInSetup: Int = 128
     /// Most commands committed in one database transaction.
     public var maxCommandBatch: Int = 512

@@ -20,7 +20,7 @@ import Testing
     @Test func atTheCapNothingMoreIsAcceptedUntilAConnectionIsAdmittedOrCloses() async throws {
         let loop = NIOAsyncTestingEventLoop()
         let listener = NIOAsyncTestingChannel(loop: loop)
-        let gate = AdmissionGate(limit: 2)
+        let gate = AdmissionGate(limit: 2, timeout: .seconds(1))
         try await gate.install(on: listener)
         let counter = ReadCounter()
         try await listener.pipeline.addHandler(counter, position: .first).get()
@@ -53,6 +53,16 @@ import Testing
         try await second.close()
         await loop.run()
         #expect(try await reads() == 3)
+
+        // Connections that say nothing cannot hold the gate shut: after the timeout they no longer count.
+        let fourth = NIOAsyncTestingChannel(loop: loop)
+        try await listener.writeInbound(fourth as any Channel)
+        listener.read()
+        #expect(try await reads() == 3)
+        await loop.advanceTime(by: .milliseconds(999))
+        #expect(try await reads() == 3)
+        await loop.advanceTime(by: .milliseconds(1))
+        #expect(try await reads() == 4)
         _ = try? await listener.finish(acceptAlreadyClosed: true)
     }
 }

@@ -2,7 +2,8 @@ import NIOConcurrencyHelpers
 import NIOCore
 
 /// Caps how many accepted connections the server sets up at once: a connection is "being admitted" from its accept
-/// until it serves its first HTTP request, its WebSocket is live (after `caughtUp`), or it closes. Past
+/// until it serves its first HTTP request, its WebSocket is live (after `caughtUp`), it closes, or one second has
+/// passed (so that connections that send nothing cannot hold the gate shut). Past
 /// ``ServerConfiguration/maxConnectionsInSetup`` the listening socket is not read: new connections wait in the kernel's
 /// backlog instead of in the event loops.
 ///
@@ -11,16 +12,19 @@ import NIOCore
 /// sends) wait seconds behind them. With it, a turn holds at most the cap's worth of handshake work.
 final class AdmissionGate: Sendable {
     let limit: Int
+    /// How long a connection counts at most.
+    let timeout: TimeAmount
     private let installed = InstalledAdmission()
 
-    init(limit: Int) {
+    init(limit: Int, timeout: TimeAmount = .seconds(1)) {
         self.limit = limit
+        self.timeout = timeout
     }
 
     /// Puts the gate in front of the listening socket (call once, when the server runs).
     func install(on serverChannel: any Channel) async throws {
         let handler = try await serverChannel.eventLoop.submit {
-            let handler = AdmissionHandler(limit: self.limit)
+            let handler = AdmissionHandler(limit: self.limit, timeout: self.timeout)
             try serverChannel.pipeline.syncOperations.addHandler(handler, position: .first)
             return NIOLoopBound(handler, eventLoop: serverChannel.eventLoop)
         }.get()
@@ -56,14 +60,16 @@ final class AdmissionHandler: ChannelDuplexHandler {
     typealias OutboundOut = Never
 
     let limit: Int
+    let timeout: TimeAmount
     /// The connections being admitted, with the number of their accept (a closed channel's identifier may be reused).
     private var admitting: [ObjectIdentifier: UInt64] = [:]
     private var accepts: UInt64 = 0
     private var context: ChannelHandlerContext?
     private var readWithheld = false
 
-    init(limit: Int) {
+    init(limit: Int, timeout: TimeAmount) {
         self.limit = limit
+        self.timeout = timeout
     }
 
     var inProgress: Int { admitting.count }
@@ -86,6 +92,8 @@ final class AdmissionHandler: ChannelDuplexHandler {
         let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
         let loop = context.eventLoop
         child.closeFuture.whenComplete { _ in loop.execute { handler.value.release(id, accept: accept) } }
+        // ... and one that takes too long (or sends nothing) stops counting after the timeout.
+        loop.assumeIsolated().scheduleTask(in: timeout) { [self] in release(id, accept: accept) }
         context.fireChannelRead(data)
     }
 
