@@ -169,6 +169,32 @@ extension StoreConformanceTests {
         #expect(found == original)
     }
 
+    @Test(arguments: Backend.allCases)
+    func clientMessageIdsRepeatedFromAnEarlierBatchAndAcrossAnotherCommandAreStoredOnce(_ backend: Backend) async throws {
+        let store = try await prepared(backend)
+        _ = try await group(store)  // seq 1-3
+        _ = try await apply(store, send(store, "c_g", from: "alice", text: "first", clientId: "cm-1"))  // 4
+        let results = try await store.apply([
+            send(store, "c_g", from: "alice", text: "second", clientId: "cm-2"),  // 5
+            add("carol"),  // 6
+            send(store, "c_g", from: "alice", text: "first again", clientId: "cm-1"),
+            send(store, "c_g", from: "bob", text: "bob's own", clientId: "cm-1"),  // 7
+            send(store, "c_g", from: "alice", text: "second again", clientId: "cm-2"),
+        ])
+        let outcomes = try results.map { result -> (String, Bool) in
+            guard case .message(let message, let duplicate) = try result.get().outcome else { return ("", false) }
+            return (message.text, duplicate)
+        }
+        #expect(outcomes.map(\.0) == ["second", "", "first", "bob's own", "second"])
+        #expect(outcomes.map(\.1) == [false, false, true, false, true])
+        #expect(seqs(results) == [5, 6, 7])
+        let stored = try await store.events(appId: Self.appId, conversationId: "c_g", afterSeq: 0, limit: 20)
+        #expect(stored.map(\.event.seq) == Array(1...7))
+        // The membership change is recorded once.
+        let carol = try await store.membershipChanges(appId: Self.appId, uid: "carol", afterUserSeq: 0, limit: 10)
+        #expect(carol.map(\.seq) == [6])
+    }
+
     @Test(arguments: Backend.allCases) func sendsToSeveralConversationsInOneBatchEachTakeTheirNextNumber(
         _ backend: Backend
     ) async throws {
