@@ -11,12 +11,24 @@ import ServiceLifecycle
 /// Commands are taken in the order they were enqueued, so one connection's sends keep their order. Because
 /// publishing happens here, one batch after another, receivers see each conversation's events in sequence order.
 /// With several nodes, the wake-ups for other nodes' commits are published on this same path, between batches.
+///
+/// Storing and publishing overlap: while batch N's events are published and its callers answered, batch N+1 is
+/// being stored. Publication still follows commit order (one publishing loop takes the stored batches in order, and
+/// the storing loop hands it each one only when it has taken the one before), each command is answered only after
+/// its batch committed and its events were published, and the storing loop is never more than one batch ahead.
 final class CommandWriter: Service {
     typealias Completion = @Sendable (Result<CommandResult, any Error>) -> Void
 
-    private struct Pending {
+    private struct Pending: Sendable {
         var command: Command
         var completion: Completion
+    }
+
+    /// What the storing loop hands to the publishing loop, in commit order.
+    private enum Stored: Sendable {
+        case committed([Pending], [Result<CommandResult, DomainError>])
+        case failed([Pending], any Error)
+        case committedElsewhere([CommittedRange])
     }
 
     private enum Work {
@@ -36,6 +48,7 @@ final class CommandWriter: Service {
     private let maxBatch: Int
     private let logger: Logger
     private let state = NIOLockedValueBox(State())
+    private let stored = HandOff<Stored>()
     /// With push on: called after a batch that stored new messages (they are in the push outbox).
     private let pushQueued: (@Sendable () -> Void)?
 
@@ -83,11 +96,16 @@ final class CommandWriter: Service {
 
     func run() async throws {
         await withGracefulShutdownHandler {
-            while let work = await nextWork() {
-                switch work {
-                case .commands(let batch): await process(batch)
-                case .committedElsewhere(let ranges): await publisher.publishCommitted(ranges)
+            await withDiscardingTaskGroup { group in
+                group.addTask { await self.publishStored() }
+                while let work = await nextWork() {
+                    switch work {
+                    case .commands(let batch): await stored.put(await commit(batch))
+                    case .committedElsewhere(let ranges): await stored.put(.committedElsewhere(ranges))
+                    }
                 }
+                // Everything queued is stored: the publishing loop ends once it has published it.
+                stored.finish()
             }
         } onGracefulShutdown: {
             self.stop()
@@ -132,7 +150,8 @@ final class CommandWriter: Service {
         }
     }
 
-    private func process(_ batch: [Pending]) async {
+    /// Applies a batch in one transaction.
+    private func commit(_ batch: [Pending]) async -> Stored {
         var commands = batch.map(\.command)
         if pushQueued != nil {
             for index in commands.indices {
@@ -147,23 +166,108 @@ final class CommandWriter: Service {
             results = try await store.apply(commands)
         } catch {
             logger.error("Storing a batch of \(batch.count) commands failed", metadata: ["error": "\(error)"])
-            for pending in batch { pending.completion(.failure(error)) }
-            return
+            return .failed(batch, error)
         }
         if let pushQueued, results.contains(where: Self.storedNewMessage) { pushQueued() }
-        for (pending, result) in zip(batch, results) {
-            switch result {
-            case .success(let outcome):
-                await publisher.publish(outcome)
-                pending.completion(.success(outcome))
-            case .failure(let refusal):
-                pending.completion(.failure(refusal))
+        return .committed(batch, results)
+    }
+
+    /// Publishes what the storing loop stored, in order, and answers the callers; returns when it is all done.
+    private func publishStored() async {
+        while let next = await stored.take() {
+            switch next {
+            case .committed(let batch, let results):
+                for (pending, result) in zip(batch, results) {
+                    switch result {
+                    case .success(let outcome):
+                        await publisher.publish(outcome)
+                        pending.completion(.success(outcome))
+                    case .failure(let refusal):
+                        pending.completion(.failure(refusal))
+                    }
+                }
+            case .failed(let batch, let error):
+                // Answered in order with the batches around it, like the others.
+                for pending in batch { pending.completion(.failure(error)) }
+            case .committedElsewhere(let ranges):
+                await publisher.publishCommitted(ranges)
             }
         }
     }
 
     private static func storedNewMessage(_ result: Result<CommandResult, DomainError>) -> Bool {
-        guard case .success(let outcome) = result, case .message(_, duplicate: false) = outcome.outcome else { return false }
+        guard case .success(let outcome) = result, case .message(_, duplicate: false) = outcome.outcome else {
+            return false
+        }
         return true
+    }
+}
+
+/// A rendezvous between one producer and one consumer: ``put(_:)`` returns once ``take()`` has taken the element, so
+/// the producer is never more than one element ahead of the consumer.
+final class HandOff<Element: Sendable>: Sendable {
+    private struct State {
+        var element: Element?
+        /// The producer, waiting for its element to be taken.
+        var putter: CheckedContinuation<Void, Never>?
+        /// The consumer, waiting for an element (nil: the end).
+        var taker: CheckedContinuation<Element?, Never>?
+        var finished = false
+    }
+
+    private let state = NIOLockedValueBox(State())
+
+    /// Hands `element` over; returns when the consumer has it. One producer: never called while a put is pending.
+    func put(_ element: Element) async {
+        await withCheckedContinuation { (putter: CheckedContinuation<Void, Never>) in
+            let taker = state.withLockedValue { state -> CheckedContinuation<Element?, Never>? in
+                precondition(
+                    state.element == nil && state.putter == nil && !state.finished, "HandOff: one put at a time")
+                if let taker = state.taker {
+                    state.taker = nil
+                    return taker
+                }
+                state.element = element
+                state.putter = putter
+                return nil
+            }
+            if let taker {
+                taker.resume(returning: element)
+                putter.resume()
+            }
+        }
+    }
+
+    /// The next element, or nil once ``finish()`` was called and everything put was taken. One consumer.
+    func take() async -> Element? {
+        await withCheckedContinuation { (taker: CheckedContinuation<Element?, Never>) in
+            let (element, putter, end) = state.withLockedValue {
+                state -> (Element?, CheckedContinuation<Void, Never>?, Bool) in
+                precondition(state.taker == nil, "HandOff: one take at a time")
+                if let element = state.element {
+                    defer { (state.element, state.putter) = (nil, nil) }
+                    return (element, state.putter, false)
+                }
+                if state.finished { return (nil, nil, true) }
+                state.taker = taker
+                return (nil, nil, false)
+            }
+            if let element {
+                putter?.resume()
+                taker.resume(returning: element)
+            } else if end {
+                taker.resume(returning: nil)
+            }
+        }
+    }
+
+    /// No more elements: the consumer's next ``take()`` after the last one returns nil.
+    func finish() {
+        let taker = state.withLockedValue { state -> CheckedContinuation<Element?, Never>? in
+            state.finished = true
+            defer { state.taker = nil }
+            return state.element == nil ? state.taker : nil
+        }
+        taker?.resume(returning: nil)
     }
 }

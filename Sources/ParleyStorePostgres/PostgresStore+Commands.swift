@@ -18,8 +18,13 @@ import PostgresNIO
 // writer of the same conversation waits for that commit, so seq N+1 is committed after seq N, and since PostgreSQL
 // makes a transaction visible before it releases its locks, no reader can see N+1 without N. `users.last_user_seq`
 // works the same way under the user's row lock. The same lock makes the client-message-id check race-free: a second
-// node sending the same (sender, clientMessageId) waits, then finds the first message (the unique index
-// `events_by_client_message` backs this up; a violation aborts the batch, which is retried and then finds it).
+// node sending the same (sender, clientMessageId) waits, then finds the first message.
+//
+// That check is optimistic: a batch first assumes that its client message ids are new (repeats within the batch are
+// found in memory) and lets the unique index `events_by_client_message` refuse a repeat of an earlier batch's. The
+// violation aborts the transaction, and the batch is retried with the ids looked up before anything is written,
+// which then finds the first message. Repeats are rare (a client resending after a lost ack), so most batches save
+// that lookup.
 
 extension PostgresStore {
     /// How many times a batch is retried after a deadlock, a serialization failure or a lost dedupe race.
@@ -28,11 +33,12 @@ extension PostgresStore {
     public func apply(_ commands: [Command]) async throws -> [Result<CommandResult, DomainError>] {
         guard !commands.isEmpty else { return [] }
         var attempt = 1
+        var looksUpClientMessageIds = false
         while true {
             do {
                 return try await withSession { session in
                     try await session.transaction {
-                        let batch = BatchTransaction(session: session)
+                        let batch = BatchTransaction(session: session, looksUpClientMessageIds: looksUpClientMessageIds)
                         let results = try await batch.apply(commands)
                         // The other nodes' wake-up, delivered when (and only if) this transaction commits.
                         let ranges = CommittedRange.of(results.lazy.compactMap { try? $0.get() }.flatMap(\.events))
@@ -43,10 +49,17 @@ extension PostgresStore {
                     }
                 }
             } catch let error as PSQLError where attempt < Self.maxAttempts && Self.isRetryable(error) {
-                logger.notice(
-                    "Retrying a batch of \(commands.count) command(s) (attempt \(attempt + 1))",
-                    metadata: ["reason": "\(Self.describe(error))"]
-                )
+                if Self.isRepeatedClientMessageId(error) && !looksUpClientMessageIds {
+                    // The optimistic check lost: expected now and then (a client resending), not worth a notice.
+                    looksUpClientMessageIds = true
+                    logger.debug(
+                        "Retrying a batch of \(commands.count) command(s) with its client message ids looked up")
+                } else {
+                    logger.notice(
+                        "Retrying a batch of \(commands.count) command(s) (attempt \(attempt + 1))",
+                        metadata: ["reason": "\(Self.describe(error))"]
+                    )
+                }
                 attempt += 1
             } catch let error as PSQLError {
                 // postgres-nio's description says nothing; give the SQLSTATE and message (never the SQL or values).
@@ -59,21 +72,29 @@ extension PostgresStore {
     static func isRetryable(_ error: PSQLError) -> Bool {
         switch error.sqlState {
         case "40P01", "40001": return true  // deadlock_detected, serialization_failure
-        case "23505": return error.serverInfo?[.constraintName] == "events_by_client_message"
+        case "23505": return isRepeatedClientMessageId(error)
         default: return false
         }
+    }
+
+    /// A message stored again with a client message id its sender already used in the conversation.
+    static func isRepeatedClientMessageId(_ error: PSQLError) -> Bool {
+        error.sqlState == "23505" && error.serverInfo?[.constraintName] == "events_by_client_message"
     }
 }
 
 /// One batch of commands in one transaction.
 struct BatchTransaction {
     let session: PostgresSession
+    /// Whether sends look their client message ids up before writing (see the top of this file); when false, a
+    /// repeat of an earlier batch's id is left to the unique index.
+    var looksUpClientMessageIds = false
 
     func rows(_ query: PostgresQuery) async throws -> [PostgresRow] { try await session.rows(query) }
     func execute(_ query: PostgresQuery) async throws { try await session.execute(query) }
 
     func apply(_ commands: [Command]) async throws -> [Result<CommandResult, DomainError>] {
-        try await lockConversations(Set(commands.compactMap(\.conversationId)))
+        let locked = try await lockConversations(Set(commands.compactMap(\.conversationId)))
         try await lockUsers(commands.flatMap(Self.membershipUsers))
         var results: [Result<CommandResult, DomainError>] = []
         results.reserveCapacity(commands.count)
@@ -86,7 +107,9 @@ struct BatchTransaction {
                 index += 1
             }
             if !sends.isEmpty {
-                results += try await sendMessages(sends)
+                // Sends that open the batch find their conversations as locked; later ones read them again, since
+                // the commands before them may have changed them.
+                results += try await sendMessages(sends, locked: sends.count == index ? locked : nil)
                 continue
             }
             results.append(try await inSavepoint(commands[index]))
@@ -119,17 +142,30 @@ struct BatchTransaction {
         case .addParticipants(let add): return try await addParticipants(add)
         case .updateParticipant(let update): return try await updateParticipant(update)
         case .removeParticipant(let remove): return try await removeParticipant(remove)
-        case .sendMessage(let send): return try await sendMessages([send])[0].get()
+        case .sendMessage(let send): return try await sendMessages([send], locked: nil)[0].get()
         case .markReceipt(let mark): return try await markReceipt(mark)
         }
     }
 
     // MARK: Locks
 
-    /// Locks the rows of the named conversations, in primary-key order.
-    func lockConversations(_ ids: Set<String>) async throws {
-        guard !ids.isEmpty else { return }
-        try await execute("SELECT pk FROM conversations WHERE id = ANY(\(Array(ids))) ORDER BY pk FOR NO KEY UPDATE")
+    /// Locks the rows of the named conversations, in primary-key order; returns them by id.
+    ///
+    /// A row that another transaction changed while this one waited for its lock is returned as that transaction
+    /// committed it (READ COMMITTED re-reads a locked row): these are the rows as they are now.
+    func lockConversations(_ ids: Set<String>) async throws -> [String: ConversationRow] {
+        guard !ids.isEmpty else { return [:] }
+        var locked: [String: ConversationRow] = [:]
+        for row in try await rows(
+            """
+            SELECT \(unescaped: PostgresStore.conversationColumns()) FROM conversations
+            WHERE id = ANY(\(Array(ids))) ORDER BY pk FOR NO KEY UPDATE
+            """
+        ) {
+            let conversation = try PostgresStore.conversationRow(row)
+            locked[conversation.conversation.id] = conversation
+        }
+        return locked
     }
 
     /// Locks the rows of users whose membership stream the batch may extend, in (app_id, uid) order.
@@ -461,21 +497,30 @@ struct BatchTransaction {
     // MARK: Messages
 
     /// Stores consecutive sends with a fixed number of round trips: read the conversations (locked), their
-    /// participants and any earlier messages with the same client ids, decide every send in memory, then write every
-    /// event, conversation position and sender's read position in one statement.
+    /// participants and (when ``looksUpClientMessageIds``) any earlier messages with the same client ids, decide every
+    /// send in memory, then write every event, conversation position and sender's read position in one statement.
     ///
     /// Refusals are decided before anything is written, so no savepoint is needed.
-    func sendMessages(_ sends: [Command.SendMessage]) async throws -> [Result<CommandResult, DomainError>] {
+    ///
+    /// - Parameter locked: The conversations as the batch locked them, when no command before these sends could
+    ///   have changed them; nil to read them again.
+    func sendMessages(_ sends: [Command.SendMessage], locked: [String: ConversationRow]?) async throws
+        -> [Result<CommandResult, DomainError>]
+    {
         // The conversations, locked (already, by the batch) and current.
         var conversations: [String: ConversationRow] = [:]
-        for row in try await rows(
-            """
-            SELECT \(unescaped: PostgresStore.conversationColumns()) FROM conversations
-            WHERE id = ANY(\(Array(Set(sends.map(\.conversationId))))) ORDER BY pk FOR NO KEY UPDATE
-            """
-        ) {
-            let conversation = try PostgresStore.conversationRow(row)
-            conversations[conversation.conversation.id] = conversation
+        if let locked {
+            for send in sends { conversations[send.conversationId] = locked[send.conversationId] }
+        } else {
+            for row in try await rows(
+                """
+                SELECT \(unescaped: PostgresStore.conversationColumns()) FROM conversations
+                WHERE id = ANY(\(Array(Set(sends.map(\.conversationId))))) ORDER BY pk FOR NO KEY UPDATE
+                """
+            ) {
+                let conversation = try PostgresStore.conversationRow(row)
+                conversations[conversation.conversation.id] = conversation
+            }
         }
         let pks = Array(Set(conversations.values.map(\.pk)))
         var members: [Int64: [String]] = [:]
@@ -501,11 +546,13 @@ struct BatchTransaction {
             var clientMessageId: String
         }
         var asked: [ClientKey] = []
-        for send in sends {
+        for send in sends where looksUpClientMessageIds {
             if let clientMessageId = send.clientMessageId, let row = conversations[send.conversationId] {
                 asked.append(ClientKey(conversationPK: row.pk, sender: send.sender, clientMessageId: clientMessageId))
             }
         }
+        // Messages with these ids already stored; without the lookup, repeats within these sends only (a repeat of
+        // an earlier batch's is refused by the unique index, and the batch comes back with the lookup on).
         var sent: [ClientKey: Message] = [:]
         if !asked.isEmpty {
             let decoder = JSONDecoder()

@@ -8,7 +8,15 @@ extension SQLiteStore {
         try await pool.write { db in
             var results: [Result<CommandResult, DomainError>] = []
             results.reserveCapacity(commands.count)
+            var sends = SendBatch()
             for command in commands {
+                if case .sendMessage(let send) = command {
+                    // Decided before anything is written: no savepoint needed.
+                    results.append(try sends.send(send, in: db))
+                    continue
+                }
+                // Other commands read the tables: first write what the sends kept in memory.
+                try sends.flush(db)
                 // A savepoint per command: a rule that refuses one command halfway undoes only that command.
                 var result: Result<CommandResult, DomainError>!
                 try db.inSavepoint {
@@ -21,7 +29,10 @@ extension SQLiteStore {
                     }
                 }
                 results.append(result)
+                // A receipt changes no conversation and no membership; anything else may have.
+                if case .markReceipt = command {} else { sends.forget() }
             }
+            try sends.flush(db)
             return results
         }
     }
@@ -36,7 +47,11 @@ extension SQLiteStore {
         case .addParticipants(let add): return try addParticipants(add, in: db)
         case .updateParticipant(let update): return try updateParticipant(update, in: db)
         case .removeParticipant(let remove): return try removeParticipant(remove, in: db)
-        case .sendMessage(let send): return try sendMessage(send, in: db)
+        case .sendMessage(let send):
+            var sends = SendBatch()
+            let result = try sends.send(send, in: db)
+            try sends.flush(db)
+            return try result.get()
         case .markReceipt(let mark): return try markReceipt(mark, in: db)
         }
     }
@@ -319,47 +334,6 @@ extension SQLiteStore {
 
     // MARK: Messages and receipts
 
-    static func sendMessage(_ send: Command.SendMessage, in db: Database) throws -> CommandResult
-    {
-        let (row, _) = try participation(db, appId: send.appId, id: send.conversationId, uid: send.sender)
-        let recipients = try participantUIDs(db, conversationPK: row.pk)
-        if let clientMessageId = send.clientMessageId,
-            let body = try Data.fetchOne(
-                db.cachedStatement(
-                    sql: "SELECT body FROM events WHERE conversation_pk = ? AND actor = ? AND client_message_id = ?"
-                ),
-                arguments: [row.pk, send.sender, clientMessageId]
-            )
-        {
-            let stored = try JSONDecoder().decode(Event.self, from: body)
-            guard case .messageSent(let message) = stored.payload else {
-                throw DomainError(.internalError, "Stored event \(stored.id) is not a message.")
-            }
-            return CommandResult(outcome: .message(message, duplicate: true), events: [], recipients: recipients)
-        }
-        var writer = EventWriter(db: db, row: row, now: send.now, actor: send.sender)
-        let message = Message(
-            id: send.messageId, conversationId: row.conversation.id, seq: row.conversation.lastSeq + 1,
-            sender: send.sender, clientMessageId: send.clientMessageId, parts: send.parts, metadata: send.metadata,
-            alert: send.alert, sentAt: send.now
-        )
-        let index = try writer.appendMessage(message)
-        try writer.finish(participantCount: nil)
-        if send.queuesPush {
-            try db.cachedStatement(
-                sql: "INSERT INTO push_outbox (app_id, conversation_pk, seq, created_at) VALUES (?, ?, ?, ?)"
-            ).execute(arguments: [send.appId, row.pk, message.seq, send.now])
-        }
-        // Writing a message implies having read the conversation up to it.
-        try db.cachedStatement(
-            sql: """
-                UPDATE participants SET delivered_seq = ?, read_seq = ?, read_message_count = ?
-                WHERE conversation_pk = ? AND uid = ?
-                """
-        ).execute(arguments: [message.seq, message.seq, index, row.pk, send.sender])
-        return CommandResult(outcome: .message(message, duplicate: false), events: writer.events, recipients: recipients)
-    }
-
     static func markReceipt(_ mark: Command.MarkReceipt, in db: Database) throws -> CommandResult {
         let (row, _) = try participation(db, appId: mark.appId, id: mark.conversationId, uid: mark.uid)
         var participant = try fetchParticipant(db, conversationPK: row.pk, uid: mark.uid)!
@@ -428,15 +402,14 @@ extension SQLiteStore {
     }
 }
 
-/// Appends a conversation's durable events, each with the next sequence number, and keeps the conversation row
-/// in step.
+/// Appends a conversation's durable events other than messages (see ``SendBatch``), each with the next sequence
+/// number, and keeps the conversation row in step.
 struct EventWriter {
     let db: Database
     let appId: String
     let conversationId: String
     let conversationPK: Int64
     var lastSeq: Int64
-    var messageCount: Int64?
     let now: Int64
     let actor: String?
     /// The sequence number recorded for joins in the members' streams; nil for the participantAdded event itself.
@@ -454,28 +427,6 @@ struct EventWriter {
     }
 
     mutating func append(_ name: EventName, _ payload: EventPayload) throws {
-        try insert(name, payload, clientMessageId: nil, messageIndex: nil)
-    }
-
-    /// Appends a message; returns its index among the conversation's messages (1 for the first).
-    mutating func appendMessage(_ message: Message) throws -> Int64 {
-        let index: Int64
-        if let messageCount {
-            index = messageCount + 1
-        } else {
-            index = try Int64.fetchOne(
-                db.cachedStatement(sql: "SELECT message_count FROM conversations WHERE pk = ?"),
-                arguments: [conversationPK]
-            )! + 1
-        }
-        messageCount = index
-        try insert(.messageSent, .messageSent(message), clientMessageId: message.clientMessageId, messageIndex: index)
-        return index
-    }
-
-    private mutating func insert(_ name: EventName, _ payload: EventPayload, clientMessageId: String?, messageIndex: Int64?)
-        throws
-    {
         lastSeq += 1
         let event = Event(
             id: Event.durableID(conversationId: conversationId, seq: lastSeq), appId: appId, name: name,
@@ -484,11 +435,8 @@ struct EventWriter {
         )
         let json = try WireJSON.encode(event)
         try db.cachedStatement(
-            sql: """
-                INSERT INTO events (conversation_pk, seq, name, actor, created_at, client_message_id, message_index, body)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-                """
-        ).execute(arguments: [conversationPK, lastSeq, name.rawValue, actor, now, clientMessageId, messageIndex, Data(json)])
+            sql: "INSERT INTO events (conversation_pk, seq, name, actor, created_at, body) VALUES (?, ?, ?, ?, ?, ?)"
+        ).execute(arguments: [conversationPK, lastSeq, name.rawValue, actor, now, Data(json)])
         events.append(StoredEvent(event: event, json: json))
         switch payload {
         case .participantAdded(let participant): try recordMembership(of: participant.uid, joined: true)
@@ -517,9 +465,9 @@ struct EventWriter {
         try db.cachedStatement(
             sql: """
                 UPDATE conversations SET last_seq = ?, last_activity_at = ?,
-                    participant_count = COALESCE(?, participant_count), message_count = COALESCE(?, message_count)
+                    participant_count = COALESCE(?, participant_count)
                 WHERE pk = ?
                 """
-        ).execute(arguments: [lastSeq, now, participantCount, messageCount, conversationPK])
+        ).execute(arguments: [lastSeq, now, participantCount, conversationPK])
     }
 }

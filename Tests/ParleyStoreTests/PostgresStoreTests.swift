@@ -190,7 +190,13 @@ struct PostgresStoreTests {
         proxy.stall(false)
         proxy.refuse(true)  // accepts, then resets at once
         let closing = try await expectStartupFailure("postgres://parley:secret@127.0.0.1:\(proxy.port)/parley", .unreachable)
-        #expect(closing?.description.contains("connection reset by the server") == true, "\(String(describing: closing))")
+        // Whether the client sees the reset or only the end of the stream depends on whether its first bytes were on
+        // their way when the reset arrived: either way the start fails at once, saying the server closed on it.
+        let description = closing?.description ?? ""
+        #expect(
+            description.contains("connection reset by the server") || description.contains("closed the connection"),
+            "\(description)"
+        )
         try await proxy.stop()
     }
 

@@ -13,7 +13,6 @@ struct FrameSession {
     let malformedFrameLimit: Int
     private var malformedFrames = 0
     private var typingBudget: TokenBucket
-    private let decoder = JSONDecoder()
 
     init(connection: ServerConnection, gateway: WebSocketGateway) {
         self.connection = connection
@@ -34,7 +33,7 @@ struct FrameSession {
             guard message.opcode == .text else {
                 throw DomainError(.malformedFrame, "Frames are JSON text; binary frames are not accepted.")
             }
-            frame = try decoder.decode(ClientFrame.self, from: Data(message.unmaskedData.readableBytesView))
+            frame = try ClientFrame.decode(bytes: message.unmaskedData.readableBytesView)
         } catch let unknown as UnknownFrameType {
             reply(error: DomainError(.unknownFrameType, "Unknown frame type \"\(unknown.type)\"."))
             return

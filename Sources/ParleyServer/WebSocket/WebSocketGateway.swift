@@ -63,7 +63,7 @@ struct WebSocketGateway: Sendable {
     /// client switches its pipeline from HTTP to WebSocket.
     static func connectFrame(_ frame: WebSocketFrame) -> Result<ConnectFrame, DomainError> {
         guard frame.opcode == .text,
-            case .connect(let connect) = try? JSONDecoder().decode(ClientFrame.self, from: Data(frame.unmaskedData.readableBytesView))
+            case .connect(let connect) = try? ClientFrame.decode(bytes: frame.unmaskedData.readableBytesView)
         else {
             return .failure(
                 DomainError(.handshakeFailed, "The first frame must be {\"type\":\"connect\",\"protocolVersion\":1}.")

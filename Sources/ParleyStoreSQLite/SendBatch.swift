@@ -1,0 +1,209 @@
+import Foundation
+import GRDB
+import ParleyProtocol
+import ParleyStore
+
+/// The sends of one transaction (``SQLiteStore/apply(_:)``), with what they read kept in memory.
+///
+/// A send needs its conversation (position, deleted or not, public or not), whether the sender participates, and the
+/// participants (the event's recipients). The first send to a conversation in a transaction reads them; the next
+/// ones use what the earlier ones left: sequence numbers and message counts are carried forward in memory, and the
+/// conversation's row and the senders' read positions are written once per transaction by ``flush(_:)``, instead of
+/// once per message. A send is decided before it writes anything (refusals included), so it needs no savepoint: it
+/// writes its event, and its push outbox row, or nothing.
+///
+/// Every other command reads and writes the tables itself: ``SQLiteStore/apply(_:)`` flushes before it, so that it
+/// reads the positions the sends reached, and calls ``forget()`` after it (unless it is a receipt, which changes
+/// nothing kept here), so that a send after it reads again what it may have changed: a participant removed or added,
+/// a conversation deleted, restored or created.
+struct SendBatch {
+    /// A conversation as the sends of this transaction see it.
+    struct Conversation {
+        var pk: Int64
+        var appId: String
+        var id: String
+        var isPublic: Bool
+        var isDeleted: Bool
+        var lastSeq: Int64
+        var messageCount: Int64
+        var lastActivityAt: Int64
+        /// The participants (the recipients of its events), in the order `participantUIDs` reads them.
+        var participants: [String]
+        var members: Set<String>
+        /// Whether sends moved its position since it was read or last written.
+        var moved = false
+    }
+
+    struct ReaderKey: Hashable {
+        var conversationPK: Int64
+        var uid: String
+    }
+
+    /// By conversation id (unique across apps); `.some(nil)` when there is no conversation with this id.
+    private var conversations: [String: Conversation?] = [:]
+    /// The conversations with `moved` set, in the order of their first send.
+    private var moved: [String] = []
+    /// Senders' new read positions (sending reads the conversation up to the message).
+    private var readers: [ReaderKey: (seq: Int64, messageIndex: Int64)] = [:]
+    private var insertEvent: Statement?
+
+    /// Forgets what was read, after a command that may have changed it. ``flush(_:)`` must have written everything.
+    mutating func forget() {
+        precondition(moved.isEmpty && readers.isEmpty, "SendBatch: forget() before flush()")
+        conversations.removeAll(keepingCapacity: true)
+    }
+
+    /// Stores a message, or finds that it is a duplicate, or refuses it.
+    mutating func send(_ send: Command.SendMessage, in db: Database) throws -> Result<CommandResult, DomainError> {
+        guard var conversation = try conversation(send.conversationId, in: db), conversation.appId == send.appId,
+            !conversation.isDeleted
+        else { return .failure(.conversationNotFound(send.conversationId)) }
+        guard conversation.members.contains(send.sender) else {
+            // A private conversation is not visible to those who do not participate.
+            return .failure(
+                conversation.isPublic
+                    ? DomainError(.notAParticipant, "Join the conversation first.")
+                    : .conversationNotFound(send.conversationId)
+            )
+        }
+        let seq = conversation.lastSeq + 1
+        let messageIndex = conversation.messageCount + 1
+        let message = Message(
+            id: send.messageId, conversationId: conversation.id, seq: seq, sender: send.sender,
+            clientMessageId: send.clientMessageId, parts: send.parts, metadata: send.metadata, alert: send.alert,
+            sentAt: send.now
+        )
+        let event = Event(
+            id: Event.durableID(conversationId: conversation.id, seq: seq), appId: conversation.appId,
+            name: .messageSent, conversationId: conversation.id, seq: seq, timestamp: send.now,
+            context: EventContext(createdBy: send.sender), payload: .messageSent(message)
+        )
+        let json = try WireJSON.encode(event)
+        // The insert is the client-message-id check too: the unique index lets a sender store one message per
+        // client message id, and a second one inserts nothing (the first one is then returned).
+        if insertEvent == nil {
+            insertEvent = try db.cachedStatement(
+                sql: """
+                    INSERT INTO events
+                        (conversation_pk, seq, name, actor, created_at, client_message_id, message_index, body)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                    ON CONFLICT (conversation_pk, actor, client_message_id) WHERE client_message_id IS NOT NULL
+                    DO NOTHING
+                    """
+            )
+        }
+        try insertEvent!.execute(
+            arguments: [
+                conversation.pk, seq, EventName.messageSent.rawValue, send.sender, send.now, send.clientMessageId,
+                messageIndex, Data(json),
+            ]
+        )
+        guard db.changesCount == 1 else {
+            let original: Message
+            do {
+                original = try Self.storedMessage(
+                    conversationPK: conversation.pk, sender: send.sender, clientMessageId: send.clientMessageId, in: db
+                )
+            } catch let error as DomainError {
+                return .failure(error)
+            }
+            return .success(
+                CommandResult(
+                    outcome: .message(original, duplicate: true), events: [], recipients: conversation.participants
+                )
+            )
+        }
+        if send.queuesPush {
+            try db.cachedStatement(
+                sql: "INSERT INTO push_outbox (app_id, conversation_pk, seq, created_at) VALUES (?, ?, ?, ?)"
+            ).execute(arguments: [send.appId, conversation.pk, seq, send.now])
+        }
+        if !conversation.moved {
+            conversation.moved = true
+            moved.append(send.conversationId)
+        }
+        conversation.lastSeq = seq
+        conversation.messageCount = messageIndex
+        conversation.lastActivityAt = send.now
+        conversations[send.conversationId] = conversation
+        readers[ReaderKey(conversationPK: conversation.pk, uid: send.sender)] = (seq, messageIndex)
+        return .success(
+            CommandResult(
+                outcome: .message(message, duplicate: false), events: [StoredEvent(event: event, json: json)],
+                recipients: conversation.participants
+            )
+        )
+    }
+
+    /// Writes the moved conversations' positions and the senders' read positions.
+    mutating func flush(_ db: Database) throws {
+        for id in moved {
+            guard case var conversation?? = conversations[id] else { continue }
+            try db.cachedStatement(
+                sql: "UPDATE conversations SET last_seq = ?, last_activity_at = ?, message_count = ? WHERE pk = ?"
+            ).execute(
+                arguments: [
+                    conversation.lastSeq, conversation.lastActivityAt, conversation.messageCount, conversation.pk,
+                ]
+            )
+            conversation.moved = false
+            conversations[id] = conversation
+        }
+        moved.removeAll(keepingCapacity: true)
+        for (key, position) in readers {
+            try db.cachedStatement(
+                sql: """
+                    UPDATE participants SET delivered_seq = ?, read_seq = ?, read_message_count = ?
+                    WHERE conversation_pk = ? AND uid = ?
+                    """
+            ).execute(arguments: [position.seq, position.seq, position.messageIndex, key.conversationPK, key.uid])
+        }
+        readers.removeAll(keepingCapacity: true)
+    }
+
+    /// The conversation as the sends of this transaction see it: read by the first one.
+    private mutating func conversation(_ id: String, in db: Database) throws -> Conversation? {
+        if let known = conversations[id] { return known }
+        guard
+            let row = try Row.fetchOne(
+                db.cachedStatement(
+                    sql: """
+                        SELECT pk, app_id, is_public, deleted_at IS NOT NULL, last_seq, message_count, last_activity_at
+                        FROM conversations WHERE id = ?
+                        """
+                ),
+                arguments: [id]
+            )
+        else {
+            conversations[id] = .some(nil)
+            return nil
+        }
+        let pk: Int64 = row[0]
+        let participants = try SQLiteStore.participantUIDs(db, conversationPK: pk)
+        let conversation = Conversation(
+            pk: pk, appId: row[1], id: id, isPublic: row[2], isDeleted: row[3], lastSeq: row[4], messageCount: row[5],
+            lastActivityAt: row[6], participants: participants, members: Set(participants)
+        )
+        conversations[id] = conversation
+        return conversation
+    }
+
+    /// The message this sender stored first with this client message id.
+    private static func storedMessage(conversationPK: Int64, sender: String, clientMessageId: String?, in db: Database)
+        throws -> Message
+    {
+        guard let clientMessageId,
+            let body = try Data.fetchOne(
+                db.cachedStatement(
+                    sql: "SELECT body FROM events WHERE conversation_pk = ? AND actor = ? AND client_message_id = ?"
+                ),
+                arguments: [conversationPK, sender, clientMessageId]
+            )
+        else { throw DomainError(.internalError, "A message was neither stored nor found as a duplicate.") }
+        let stored = try JSONDecoder().decode(Event.self, from: body)
+        guard case .messageSent(let message) = stored.payload else {
+            throw DomainError(.internalError, "Stored event \(stored.id) is not a message.")
+        }
+        return message
+    }
+}

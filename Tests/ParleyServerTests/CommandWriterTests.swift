@@ -1,0 +1,122 @@
+import Foundation
+import Logging
+import NIOConcurrencyHelpers
+import ParleyProtocol
+import ParleyStore
+import ParleyStoreSQLite
+import ParleyTesting
+import Testing
+
+@testable import ParleyServer
+
+/// The ordered writer stores batch N+1 while it publishes batch N: answers and publications must still come in
+/// commit order, and the storing side must never run more than one batch ahead.
+@Suite(.timeLimit(.minutes(2))) struct CommandWriterTests {
+    @Test func aHandOffGivesEveryElementInOrderAndPutReturnsOnlyOnceItsElementIsTaken() async {
+        let handOff = HandOff<Int>()
+        let returned = NIOLockedValueBox(Set<Int>())
+        let count = 500
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask {
+                for value in 1...count {
+                    await handOff.put(value)
+                    returned.withLockedValue { _ = $0.insert(value) }
+                    if value.isMultiple(of: 7) { await Task.yield() }
+                }
+                handOff.finish()
+            }
+            group.addTask {
+                var expected = 1
+                while true {
+                    // Not taken yet, so the put that hands it over cannot have returned.
+                    let early = returned.withLockedValue { $0.contains(expected) }
+                    #expect(!early, "put(\(expected)) returned before its element was taken")
+                    guard let value = await handOff.take() else { break }
+                    #expect(value == expected)
+                    expected += 1
+                    if value.isMultiple(of: 5) { await Task.yield() }
+                }
+                #expect(expected == count + 1)
+                // Finished and empty: it stays at the end.
+                #expect(await handOff.take() == nil)
+            }
+        }
+    }
+
+    @Test func aHandOffFinishedWhileTheConsumerWaitsEndsIt() async {
+        let handOff = HandOff<Int>()
+        async let end = handOff.take()
+        await Task.yield()
+        handOff.finish()
+        #expect(await end == nil)
+    }
+
+    /// Many small batches, so that storing and publishing overlap all the time: each command is answered after the
+    /// ones enqueued before it (one connection's sends keep their order) and the answers follow sequence order.
+    @Test func everyCommandIsAnsweredInCommitOrderAcrossOverlappingBatches() async throws {
+        let directory = try TemporaryDirectory(prefix: "parley-writer")
+        let store = try SQLiteStore(path: directory.path + "/parley.sqlite")
+        try await store.insertApp(AppRecord(id: "a", name: "a", authKeyHash: [1], restAPIKeyHash: [2], createdAt: 1))
+        for uid in ["alice", "bob", "carol"] {
+            try await store.insertUser(appId: "a", User(uid: uid, name: uid, createdAt: 1, updatedAt: 1))
+        }
+        _ = try await store.apply([
+            .createConversation(
+                .init(appId: "a", newId: "c_g", type: .group, creator: "alice", participants: ["bob", "carol"], now: 1)
+            )
+        ])
+        let logger = Logger(label: "test")
+        let time = ServerClock(timeline: Timeline(ContinuousClock()))
+        let hub = Hub()
+        let relay = Relay(hub: hub, link: nil)
+        let publisher = EventPublisher(
+            hub: hub, typing: TypingTracker(store: store, relay: relay, timeout: .seconds(5), time: time, logger: logger),
+            unread: UnreadNotifier(store: store, hub: hub, interval: .seconds(1), time: time, logger: logger),
+            relay: relay, link: nil, logger: logger
+        )
+        let writer = CommandWriter(store: store, publisher: publisher, maxBatch: 3, logger: logger)
+        // (sender, the sender's own number, seq), in the order the answers came.
+        let answers = NIOLockedValueBox([(String, Int, Int64)]())
+        let perSender = 100
+
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await writer.run() }
+            try await withThrowingTaskGroup(of: Void.self) { senders in
+                for sender in ["alice", "bob", "carol"] {
+                    senders.addTask {
+                        let done = AsyncStream.makeStream(of: Void.self)
+                        for number in 0..<perSender {
+                            let send = Command.SendMessage(
+                                appId: "a", conversationId: "c_g", sender: sender, messageId: "m_\(sender)_\(number)",
+                                clientMessageId: nil, parts: [.text("\(number)")], metadata: nil, alert: nil, now: 2
+                            )
+                            writer.enqueue(.sendMessage(send)) { result in
+                                guard case .success(let outcome) = result, case .message(let message, false) = outcome.outcome
+                                else {
+                                    Issue.record("a send failed: \(result)")
+                                    return
+                                }
+                                answers.withLockedValue { $0.append((sender, number, message.seq)) }
+                                if number == perSender - 1 { done.continuation.finish() }
+                            }
+                            if number.isMultiple(of: 10) { await Task.yield() }
+                        }
+                        for await _ in done.stream {}
+                    }
+                }
+                try await senders.waitForAll()
+            }
+            writer.stop()
+            try await group.waitForAll()
+        }
+
+        let all = answers.withLockedValue { $0 }
+        #expect(all.count == 3 * perSender)
+        // Answered in commit order: one conversation, so in sequence order, with nothing skipped.
+        #expect(all.map(\.2) == Array(5...Int64(4 + 3 * perSender)))  // 1-4: the creation and its 3 members
+        for sender in ["alice", "bob", "carol"] {
+            #expect(all.filter { $0.0 == sender }.map(\.1) == Array(0..<perSender))
+        }
+        try await store.close()
+    }
+}
