@@ -10,10 +10,9 @@ import ServiceLifecycle
 /// gathered and pushed together when it ends, so a busy group costs each member at most one update per interval.
 ///
 /// One task (``run()``) does every push, in batches: the users whose counts must go out now are read together (one
-/// read transaction on SQLite) and written with the hand-written encoder. Users whose interval is still running wait
-/// in a queue ordered by the end of their interval (all intervals are equally long, so arrival order is end order);
-/// the task sleeps until the first of them ends or new work arrives. Recording a change costs a lock, not a task or a
-/// timer per user.
+/// read transaction on SQLite) and written with the hand-written encoder. The intervals are ``FixedDelayTimers`` (one
+/// queue, one sleeping task, ends rounded to 10 ms); when one ends with changes waiting, the user is pushed again.
+/// Recording a change costs a lock, not a task or a timer per user.
 final class UnreadNotifier: Service {
     struct UserKey: Hashable, Sendable {
         var appId: String
@@ -25,8 +24,6 @@ final class UnreadNotifier: Service {
         var dirty: [UserKey: Set<String>] = [:]
         /// Users pushed less than an interval ago.
         var held: Set<UserKey> = []
-        /// When each hold ends (timeline time), in order.
-        var holds = FIFO<(until: Duration, key: UserKey)>()
         /// Users to push now.
         var ready: [UserKey] = []
     }
@@ -38,6 +35,8 @@ final class UnreadNotifier: Service {
     private let time: ServerClock
     private let state = NIOLockedValueBox(State())
     private let wakeUp = WakeUpSignal()
+    /// The running intervals.
+    private let holds: FixedDelayTimers<UserKey>
 
     init(store: any ParleyStore, hub: Hub, interval: Duration, time: ServerClock, logger: Logger) {
         self.store = store
@@ -45,6 +44,7 @@ final class UnreadNotifier: Service {
         self.interval = interval
         self.time = time
         self.logger = logger
+        self.holds = FixedDelayTimers(delay: interval, timeline: time.timeline)
     }
 
     /// The unread counts of `uids` in a conversation changed.
@@ -70,36 +70,46 @@ final class UnreadNotifier: Service {
 
     func run() async throws {
         await cancelWhenGracefulShutdown { [self] in
-            while !Task.isCancelled {
-                let (batch, nextHoldEnd) = takeBatch(now: time.timeline.now())
-                if !batch.isEmpty {
-                    await push(batch)
-                    continue
+            await withTaskGroup(of: Void.self) { group in
+                group.addTask { await self.holds.run { self.holdEnded($0) } }
+                while !Task.isCancelled {
+                    let batch = takeBatch()
+                    if batch.isEmpty {
+                        await wakeUp.wait(orUntil: nil, on: time.timeline)
+                    } else {
+                        await push(batch)
+                    }
                 }
-                await wakeUp.wait(orUntil: nextHoldEnd, on: time.timeline)
+                group.cancelAll()
             }
         }
     }
 
-    /// Ends the holds that are over (their users are pushed now if they changed meanwhile), and takes the users to
-    /// push now with their changed conversations, holding each for an interval. Returns when the next hold ends.
-    private func takeBatch(now: Duration) -> ([(UserKey, [String])], Duration?) {
-        state.withLockedValue { state in
-            while let first = state.holds.first, first.until <= now {
-                state.holds.removeFirst()
-                state.held.remove(first.key)
-                if state.dirty[first.key] != nil { state.ready.append(first.key) }
-            }
+    /// A user's interval ended: changes made meanwhile are pushed now.
+    private func holdEnded(_ key: UserKey) {
+        let wake = state.withLockedValue { state -> Bool in
+            state.held.remove(key)
+            guard state.dirty[key] != nil else { return false }
+            state.ready.append(key)
+            return true
+        }
+        if wake { wakeUp.signal() }
+    }
+
+    /// Takes the users to push now with their changed conversations, holding each for an interval.
+    private func takeBatch() -> [(UserKey, [String])] {
+        let batch = state.withLockedValue { state -> [(UserKey, [String])] in
             var batch: [(UserKey, [String])] = []
             for key in state.ready where !state.held.contains(key) {
                 guard let conversations = state.dirty.removeValue(forKey: key) else { continue }
                 state.held.insert(key)
-                state.holds.append((now + interval, key))
                 batch.append((key, conversations.sorted()))
             }
             state.ready.removeAll(keepingCapacity: true)
-            return (batch, state.holds.first?.until)
+            return batch
         }
+        for (key, _) in batch { holds.schedule(key) }
+        return batch
     }
 
     /// Reads the counts of a batch of users and pushes them to their connections here (every node computes the

@@ -6,7 +6,9 @@ import ParleyProtocol
 ///
 /// Because every timer has the same delay, deadlines come in the order timers are scheduled: they wait in a queue and
 /// ``run(_:)`` sleeps until the first one. A timer costs a queue entry, not a task (``KeyedTimers`` starts one per
-/// key), so ten thousand sockets closing at once (a presence grace each) cost ten thousand entries.
+/// key), so ten thousand sockets closing at once (a presence grace each) cost ten thousand entries. Deadlines are
+/// rounded up to a multiple of `granularity` on the timeline, so that timers started all the time (every user's
+/// unread interval under load) wake the runner at most once per `granularity`, not once per timer.
 final class FixedDelayTimers<Key: Hashable & Sendable>: Sendable {
     private struct Entry: Sendable {
         var deadline: Duration
@@ -22,18 +24,20 @@ final class FixedDelayTimers<Key: Hashable & Sendable>: Sendable {
     }
 
     let delay: Duration
+    let granularity: Duration
     let timeline: Timeline
     private let state = NIOLockedValueBox(State())
     private let wakeUp = WakeUpSignal()
 
-    init(delay: Duration, timeline: Timeline) {
+    init(delay: Duration, granularity: Duration = .milliseconds(10), timeline: Timeline) {
         self.delay = delay
+        self.granularity = granularity
         self.timeline = timeline
     }
 
-    /// Starts (or restarts) the timer of `key`: it runs out `delay` from now.
+    /// Starts (or restarts) the timer of `key`: it runs out `delay` from now (rounded up to the granularity).
     func schedule(_ key: Key) {
-        let deadline = timeline.now() + delay
+        let deadline = Self.roundUp(timeline.now() + delay, to: granularity)
         let wasEmpty = state.withLockedValue { state -> Bool in
             state.nextGeneration += 1
             state.generations[key] = state.nextGeneration
@@ -53,6 +57,18 @@ final class FixedDelayTimers<Key: Hashable & Sendable>: Sendable {
 
     func isScheduled(_ key: Key) -> Bool {
         state.withLockedValue { $0.generations[key] != nil }
+    }
+
+    /// `time` rounded up to a whole multiple of `granularity` (in nanoseconds, so exact multiples stay as they are).
+    static func roundUp(_ time: Duration, to granularity: Duration) -> Duration {
+        func nanoseconds(_ duration: Duration) -> Int64 {
+            duration.components.seconds * 1_000_000_000 + duration.components.attoseconds / 1_000_000_000
+        }
+        let step = nanoseconds(granularity)
+        let value = nanoseconds(time)
+        guard step > 0 else { return time }
+        let steps = value / step + (value % step > 0 ? 1 : 0)
+        return .nanoseconds(steps * step)
     }
 
     /// Calls `expired` with each key whose timer ran out, in deadline order, until the task is cancelled.
