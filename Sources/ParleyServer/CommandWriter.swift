@@ -177,13 +177,17 @@ final class CommandWriter: Service {
         while let next = await stored.take() {
             switch next {
             case .committed(let batch, let results):
-                for (pending, result) in zip(batch, results) {
-                    switch result {
-                    case .success(let outcome):
-                        await publisher.publish(outcome)
-                        pending.completion(.success(outcome))
-                    case .failure(let refusal):
-                        pending.completion(.failure(refusal))
+                // Sockets are woken once the whole batch is published and answered: a sender's event and ack, or a
+                // member's events of several messages, go out in one flush.
+                await DeferredWakeUps.collect {
+                    for (pending, result) in zip(batch, results) {
+                        switch result {
+                        case .success(let outcome):
+                            await publisher.publish(outcome)
+                            pending.completion(.success(outcome))
+                        case .failure(let refusal):
+                            pending.completion(.failure(refusal))
+                        }
                     }
                 }
             case .failed(let batch, let error):

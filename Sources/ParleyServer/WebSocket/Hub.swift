@@ -95,31 +95,3 @@ final class Hub: Sendable {
         shards.reduce(0) { total, shard in total + shard.withLockedValue { $0.values.reduce(0) { $0 + $1.count } } }
     }
 }
-
-/// The writers to wake after frames were pushed to many connections: one task per event loop wakes all of that loop's
-/// sockets, instead of one task per socket.
-struct WakeUps {
-    private var loops: [(loop: any EventLoop, sockets: [SocketHandle])] = []
-
-    /// Pushes the frame; remembers the socket when its writer needs waking.
-    mutating func push(_ frame: ByteBuffer, on connection: ServerConnection) {
-        guard connection.outbound.push(frame).wakesWriter else { return }
-        let socket = connection.socket
-        if let index = loops.firstIndex(where: { $0.loop === socket.eventLoop }) {
-            loops[index].sockets.append(socket)
-        } else {
-            loops.append((socket.eventLoop, [socket]))
-        }
-    }
-
-    /// Wakes the remembered writers.
-    func run() {
-        for (loop, sockets) in loops {
-            if sockets.count == 1 {
-                sockets[0].wake()
-            } else {
-                loop.execute { for socket in sockets { socket.drainOnLoop() } }
-            }
-        }
-    }
-}
