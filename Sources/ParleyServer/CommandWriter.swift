@@ -189,6 +189,7 @@ final class CommandWriter: Service {
                             pending.completion(.failure(refusal))
                         }
                     }
+                    publisher.batchPublished()
                 }
             case .failed(let batch, let error):
                 // Answered in order with the batches around it, like the others.

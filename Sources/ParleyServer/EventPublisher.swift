@@ -64,6 +64,12 @@ final class EventPublisher: Sendable {
         }
     }
 
+    /// The batch whose events were just published is done: what follows from the whole batch goes out now (the
+    /// unread counts of its recipients, in the same flush as its events).
+    func batchPublished() {
+        unread.pushReadyInBatch()
+    }
+
     /// Publishes what other nodes committed.
     func publishCommitted(_ ranges: [CommittedRange]) async {
         for range in ranges {

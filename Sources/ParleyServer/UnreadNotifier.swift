@@ -37,6 +37,8 @@ final class UnreadNotifier: Service {
     private let wakeUp = WakeUpSignal()
     /// The running intervals.
     private let holds: FixedDelayTimers<UserKey>
+    /// The store's inline reads (SQLite): counts are then read on the publishing task, at the end of each batch.
+    private let inlineReads: (any InlineReads)?
 
     init(store: any ParleyStore, hub: Hub, interval: Duration, time: ServerClock, logger: Logger) {
         self.store = store
@@ -45,27 +47,49 @@ final class UnreadNotifier: Service {
         self.time = time
         self.logger = logger
         self.holds = FixedDelayTimers(delay: interval, timeline: time.timeline)
+        self.inlineReads = store as? any InlineReads
     }
 
     /// The unread counts of `uids` in a conversation changed.
+    ///
+    /// Inside a batch the command writer is publishing, on a store with inline reads, the users due now are pushed by
+    /// ``pushReadyInBatch()`` at the end of the batch (their update then goes out in the same flush as the event that
+    /// caused it); otherwise the notifier's task pushes them.
     func changed(appId: String, uids: some Sequence<String>, conversationId: String) {
         // Users with no live connection here read their counts when they come back.
         let connected = uids.filter { hub.hasConnections(appId: appId, uid: $0) }
         guard !connected.isEmpty else { return }
-        let wake = state.withLockedValue { state -> Bool in
-            var wake = false
+        let ready = state.withLockedValue { state -> Bool in
+            var ready = false
             for uid in connected {
                 let key = UserKey(appId: appId, uid: uid)
                 let isNew = state.dirty[key] == nil
                 state.dirty[key, default: []].insert(conversationId)
                 if isNew && !state.held.contains(key) {
                     state.ready.append(key)
-                    wake = true
+                    ready = true
                 }
             }
-            return wake
+            return ready
         }
-        if wake { wakeUp.signal() }
+        if ready && (inlineReads == nil || DeferredWakeUps.current == nil) { wakeUp.signal() }
+    }
+
+    /// Pushes, now and on this task, the users whose counts changed in the batch being published (see
+    /// ``changed(appId:uids:conversationId:)``). The command writer calls it at the end of each batch.
+    func pushReadyInBatch() {
+        guard let inlineReads else { return }
+        let batch = takeBatch()
+        guard !batch.isEmpty else { return }
+        let timestamp = time.epochMilliseconds()
+        for (appId, users) in Self.byApp(batch) {
+            do {
+                let summaries = try inlineReads.unread(appId: appId, users: users)
+                deliver(zip(users.map(\.uid), summaries), appId: appId, timestamp: timestamp)
+            } catch {
+                logger.warning("Unread counts unavailable", metadata: ["error": "\(error)"])
+            }
+        }
     }
 
     func run() async throws {
@@ -116,30 +140,35 @@ final class UnreadNotifier: Service {
     /// counts of its own users, see ``EventPublisher``).
     private func push(_ batch: [(UserKey, [String])]) async {
         let timestamp = time.epochMilliseconds()
-        for (appId, users) in Dictionary(grouping: batch, by: { $0.0.appId }) {
-            let summaries: [UnreadSummary]
+        for (appId, users) in Self.byApp(batch) {
             do {
-                if let inline = store as? any InlineReads {
-                    summaries = try inline.unread(appId: appId, users: users.map { ($0.0.uid, $0.1) })
+                var summaries: [UnreadSummary] = []
+                if let inlineReads {
+                    summaries = try inlineReads.unread(appId: appId, users: users)
                 } else {
-                    var read: [UnreadSummary] = []
-                    for (key, conversations) in users {
-                        read.append(try await store.unread(appId: appId, uid: key.uid, conversationIds: conversations))
+                    for (uid, conversations) in users {
+                        summaries.append(try await store.unread(appId: appId, uid: uid, conversationIds: conversations))
                     }
-                    summaries = read
                 }
+                deliver(zip(users.map(\.uid), summaries), appId: appId, timestamp: timestamp)
             } catch {
                 logger.warning("Unread counts unavailable", metadata: ["error": "\(error)"])
-                continue
             }
-            for ((key, _), summary) in zip(users, summaries) {
-                guard
-                    let json = EphemeralEvents.json(
-                        appId: appId, actor: nil, timestamp: timestamp, payload: .unreadUpdated(summary)
-                    )
-                else { continue }
-                hub.deliver(FrameEncoding.eventFrame(json: json), appId: appId, to: [key.uid])
-            }
+        }
+    }
+
+    private static func byApp(_ batch: [(UserKey, [String])]) -> [String: [(uid: String, conversationIds: [String]?)]] {
+        Dictionary(grouping: batch, by: { $0.0.appId }).mapValues { users in users.map { ($0.0.uid, $0.1) } }
+    }
+
+    private func deliver(_ summaries: some Sequence<(String, UnreadSummary)>, appId: String, timestamp: Int64) {
+        for (uid, summary) in summaries {
+            guard
+                let json = EphemeralEvents.json(
+                    appId: appId, actor: nil, timestamp: timestamp, payload: .unreadUpdated(summary)
+                )
+            else { continue }
+            hub.deliver(FrameEncoding.eventFrame(json: json), appId: appId, to: [uid])
         }
     }
 }
