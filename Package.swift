@@ -52,7 +52,10 @@ let package = Package(
         // SQLite storage (GRDB).
         .target(
             name: "ParleyStoreSQLite",
-            dependencies: ["ParleyStore", .product(name: "GRDB", package: "GRDB.swift")]
+            dependencies: [
+                "ParleyStore", .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "GRDBSQLite", package: "GRDB.swift"),
+            ]
         ),
         // PostgreSQL storage (postgres-nio): several server nodes may share one database.
         .target(

@@ -8,11 +8,19 @@ public final class SQLiteStore: ParleyStore {
     let pool: DatabasePool
     /// The writer connection's page cache (SQLite allocates it as pages are used).
     static let writerCacheKiB = 32 * 1024
-    /// WAL pages after which a commit checkpoints.
+    /// WAL pages after which a commit checkpoints, while the store opens (migrations).
     static let walCheckpointPages = 10_000
+    /// WAL frames after which the checkpointer copies the WAL back (see ``WALCheckpointer``).
+    public static let defaultCheckpointThreshold = 4_000
+    /// The WAL file's size after a restart of the WAL.
+    static let walSizeLimitBytes = 64 * 1024 * 1024
+    let checkpointer: WALCheckpointer
 
     /// Opens (creating if needed) the database at `path` and migrates it to the current schema.
-    public init(path: String) throws {
+    ///
+    /// - Parameter checkpointThreshold: WAL frames (pages) after a commit past which ``WALCheckpointer`` copies the
+    ///   WAL back into the database, off the writer's thread.
+    public init(path: String, checkpointThreshold: Int = SQLiteStore.defaultCheckpointThreshold) throws {
         var configuration = Configuration()
         configuration.busyMode = .timeout(10)
         configuration.prepareDatabase { db in
@@ -25,13 +33,16 @@ public final class SQLiteStore: ParleyStore {
             // evicted pages it needed again and spilled dirty ones to the WAL before its commit (1.4 pread and 3
             // pwrite calls per message in the persist benchmark; 0.2 and 2 with these two settings).
             try db.execute(sql: "PRAGMA cache_size = -\(Self.writerCacheKiB)")
-            // Checkpoints copy the WAL back into the database and fsync it, on the writer's thread at a commit.
-            // Every 10,000 pages (~40 MB of WAL) instead of SQLite's 1,000: a page written by many batches is
-            // copied once, and the writer stops for it a tenth as often.
+            // Until the checkpointer takes over (after the migrations), SQLite checkpoints on the writer's thread
+            // at a commit: every 10,000 pages (~40 MB of WAL) instead of SQLite's 1,000.
             try db.execute(sql: "PRAGMA wal_autocheckpoint = \(Self.walCheckpointPages)")
+            // The WAL file keeps the size it once grew to; a restart of the WAL truncates it back to this.
+            try db.execute(sql: "PRAGMA journal_size_limit = \(Self.walSizeLimitBytes)")
         }
         pool = try DatabasePool(path: path, configuration: configuration)
         try Self.migrator.migrate(pool)
+        checkpointer = try WALCheckpointer(path: path, threshold: checkpointThreshold)
+        try pool.writeWithoutTransaction { db in checkpointer.install(on: db) }
     }
 
     public func checkHealth() async throws {
@@ -39,6 +50,7 @@ public final class SQLiteStore: ParleyStore {
     }
 
     public func close() async throws {
+        try checkpointer.close()
         try pool.close()
     }
 

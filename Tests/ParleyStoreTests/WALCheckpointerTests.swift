@@ -1,0 +1,74 @@
+import Foundation
+import GRDB
+import ParleyProtocol
+import ParleyStore
+@testable import ParleyStoreSQLite
+import ParleyTesting
+import Testing
+
+/// The SQLite store's WAL is copied back by ``WALCheckpointer`` on its own connection, never by the writer at a
+/// commit, and stays bounded while messages keep coming (docs/ARCHITECTURE.md, "SQLite").
+@Suite struct WALCheckpointerTests {
+    static let appId = "app1"
+
+    @Test func theCheckpointerCopiesTheWALBackAndTheWriterStartsItAgain() async throws {
+        let directory = try TemporaryDirectory(prefix: "parley-checkpoint")
+        let path = directory.path + "/parley.sqlite"
+        let threshold = 64
+        let store = try SQLiteStore(path: path, checkpointThreshold: threshold)
+        try await store.insertApp(AppRecord(id: Self.appId, name: "A", authKeyHash: [1], restAPIKeyHash: [2], createdAt: 1))
+        for uid in ["alice", "bob"] {
+            try await store.insertUser(appId: Self.appId, User(uid: uid, name: uid, createdAt: 1, updatedAt: 1))
+        }
+        _ = try await store.apply([
+            .createConversation(
+                .init(appId: Self.appId, newId: "c_g", type: .group, creator: "alice", participants: ["bob"], name: "G", isPublic: false, now: 1)
+            )
+        ])[0].get()
+
+        // 3,000 messages in 300 commits: many times the threshold's worth of WAL frames.
+        for batch in 0..<300 {
+            let sends: [Command] = (0..<10).map { index in
+                .sendMessage(
+                    .init(
+                        appId: Self.appId, conversationId: "c_g", sender: "alice", messageId: "m_\(batch)_\(index)",
+                        clientMessageId: nil, parts: [.text(String(repeating: "x", count: 200))], metadata: nil,
+                        alert: nil, now: 2
+                    )
+                )
+            }
+            for result in try await store.apply(sends) { _ = try result.get() }
+        }
+        await store.checkpointer.waitUntilIdle()
+        #expect(store.checkpointer.rounds > 0)
+
+        // Everything was copied back, so the next commit starts the WAL from its beginning: it then holds only that
+        // commit's frames. Without the checkpointer it would hold every frame written above (SQLite's own checkpoint
+        // is off, and 10,000 pages were never reached).
+        _ = try await store.apply([
+            .sendMessage(
+                .init(
+                    appId: Self.appId, conversationId: "c_g", sender: "bob", messageId: "m_last", clientMessageId: nil,
+                    parts: [.text("last")], metadata: nil, alert: nil, now: 3
+                )
+            )
+        ])[0].get()
+        let observer = try DatabaseQueue(path: path)
+        let frames = try await observer.writeWithoutTransaction { db in try db.checkpoint(.passive).walFrameCount }
+        try observer.close()
+        #expect(frames > 0 && frames < threshold)
+
+        // Nothing lost on the way: a reopened store reads every message.
+        try await store.close()
+        let reopened = try SQLiteStore(path: path)
+        let newest = try await reopened.messages(appId: Self.appId, conversationId: "c_g", query: HistoryQuery(limit: 1))
+        #expect(newest.map(\.id) == ["m_last"])
+        try await reopened.close()
+        let reader = try DatabaseQueue(path: path)
+        let stored = try await reader.read { db in
+            try Int.fetchOne(db, sql: "SELECT count(*) FROM events WHERE name = 'conversationMessage.sent'")
+        }
+        try reader.close()
+        #expect(stored == 3_001)
+    }
+}
