@@ -31,6 +31,7 @@ final class WALCheckpointer: @unchecked Sendable {
 
     private struct State {
         var scheduled = false
+        var closed = false
         var rounds = 0
     }
 
@@ -59,6 +60,7 @@ final class WALCheckpointer: @unchecked Sendable {
     }
 
     func close() throws {
+        lock.withLock { state.closed = true }
         queue.sync {}
         try database.close()
     }
@@ -75,10 +77,12 @@ final class WALCheckpointer: @unchecked Sendable {
     }
 
     private func checkpoint() {
-        lock.withLock {
+        let closed = lock.withLock {
             state.scheduled = false
-            state.rounds += 1
+            if !state.closed { state.rounds += 1 }
+            return state.closed
         }
+        guard !closed else { return }
         do {
             try database.writeWithoutTransaction { db in
                 // The bulk of the work, while the writer goes on: each pass copies what the writer appended during
