@@ -71,4 +71,55 @@ import Testing
         try reader.close()
         #expect(stored == 3_001)
     }
+
+    /// Readers keep reading while the checkpointer copies and restarts the WAL under them: every read sees a whole
+    /// committed state (counts never go back), the writer is never refused, and the WAL still restarts.
+    @Test func readersAndTheWriterGoOnWhileTheCheckpointerRuns() async throws {
+        let directory = try TemporaryDirectory(prefix: "parley-checkpoint")
+        let path = directory.path + "/parley.sqlite"
+        let store = try SQLiteStore(path: path, checkpointThreshold: 32)
+        try await store.insertApp(AppRecord(id: Self.appId, name: "A", authKeyHash: [1], restAPIKeyHash: [2], createdAt: 1))
+        for uid in ["alice", "bob"] {
+            try await store.insertUser(appId: Self.appId, User(uid: uid, name: uid, createdAt: 1, updatedAt: 1))
+        }
+        _ = try await store.apply([
+            .createConversation(
+                .init(appId: Self.appId, newId: "c_g", type: .group, creator: "alice", participants: ["bob"], name: "G", isPublic: false, now: 1)
+            )
+        ])[0].get()
+        let batches = 200
+        let perBatch = 5
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for _ in 0..<3 {
+                group.addTask {
+                    var last = 0
+                    while last < batches * perBatch {
+                        let total = try store.unread(appId: Self.appId, users: [("bob", nil)])[0].total
+                        #expect(total >= last && total % perBatch == 0)
+                        last = total
+                        await Task.yield()
+                    }
+                }
+            }
+            group.addTask {
+                for batch in 0..<batches {
+                    let sends: [Command] = (0..<perBatch).map { index in
+                        .sendMessage(
+                            .init(
+                                appId: Self.appId, conversationId: "c_g", sender: "alice", messageId: "m_\(batch)_\(index)",
+                                clientMessageId: nil, parts: [.text(String(repeating: "y", count: 300))], metadata: nil,
+                                alert: nil, now: 2
+                            )
+                        )
+                    }
+                    for result in try await store.apply(sends) { _ = try result.get() }
+                }
+            }
+            try await group.waitForAll()
+        }
+        await store.checkpointer.waitUntilIdle()
+        #expect(store.checkpointer.rounds > 0)
+        #expect(try await store.unread(appId: Self.appId, uid: "bob", conversationIds: nil).total == batches * perBatch)
+        try await store.close()
+    }
 }
