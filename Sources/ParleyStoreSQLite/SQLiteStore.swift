@@ -51,6 +51,11 @@ public final class SQLiteStore: ParleyStore {
 
     public func close() async throws {
         try checkpointer.close()
+        // Everything into the database file, and the WAL emptied: a stopped server's `parley.sqlite` alone holds all
+        // its data. SQLite's own checkpoint at the last close does not happen while any other connection has the file
+        // open. Not fatal if it fails (a read still running): the WAL keeps what it holds and is replayed at the next
+        // open.
+        _ = try? await pool.writeWithoutTransaction { db in try db.checkpoint(.truncate) }
         try pool.close()
     }
 

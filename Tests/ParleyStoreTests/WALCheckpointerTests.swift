@@ -55,11 +55,15 @@ import Testing
         ])[0].get()
         let observer = try DatabaseQueue(path: path)
         let frames = try await observer.writeWithoutTransaction { db in try db.checkpoint(.passive).walFrameCount }
-        try observer.close()
         #expect(frames > 0 && frames < threshold)
 
-        // Nothing lost on the way: a reopened store reads every message.
+        // A closed store leaves an empty WAL, also while another connection keeps the file open (SQLite then does not
+        // delete the WAL at the last close): the database file alone holds everything.
         try await store.close()
+        let walSize = try FileManager.default.attributesOfItem(atPath: path + "-wal")[.size] as? Int
+        #expect(walSize == 0)
+        try observer.close()
+        // Nothing lost on the way: a reopened store reads every message.
         let reopened = try SQLiteStore(path: path)
         let newest = try await reopened.messages(appId: Self.appId, conversationId: "c_g", query: HistoryQuery(limit: 1))
         #expect(newest.map(\.id) == ["m_last"])
