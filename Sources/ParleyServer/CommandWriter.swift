@@ -180,22 +180,26 @@ final class CommandWriter: Service {
                 // Sockets are woken once the whole batch is published and answered: a sender's event and ack, or a
                 // member's events of several messages, go out in one flush.
                 await DeferredWakeUps.collect {
-                    for (pending, result) in zip(batch, results) {
-                        switch result {
-                        case .success(let outcome):
-                            await publisher.publish(outcome)
-                            pending.completion(.success(outcome))
-                        case .failure(let refusal):
-                            pending.completion(.failure(refusal))
-                        }
-                    }
-                    publisher.batchPublished()
+                    await publisher.publishingBatch { await publish(batch, results) }
                 }
             case .failed(let batch, let error):
                 // Answered in order with the batches around it, like the others.
                 for pending in batch { pending.completion(.failure(error)) }
             case .committedElsewhere(let ranges):
                 await publisher.publishCommitted(ranges)
+            }
+        }
+    }
+
+    /// Publishes a stored batch's outcomes and answers its callers, in order.
+    private func publish(_ batch: [Pending], _ results: [Result<CommandResult, DomainError>]) async {
+        for (pending, result) in zip(batch, results) {
+            switch result {
+            case .success(let outcome):
+                await publisher.publish(outcome)
+                pending.completion(.success(outcome))
+            case .failure(let refusal):
+                pending.completion(.failure(refusal))
             }
         }
     }

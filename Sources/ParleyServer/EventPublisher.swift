@@ -64,10 +64,10 @@ final class EventPublisher: Sendable {
         }
     }
 
-    /// The batch whose events were just published is done: what follows from the whole batch goes out now (the
-    /// unread counts of its recipients, in the same flush as its events).
-    func batchPublished() {
-        unread.pushReadyInBatch()
+    /// Runs `publish`, the publication of one batch the command writer stored; what follows from the whole batch (the
+    /// unread counts of its recipients) goes out at its end, in the same flush as its events.
+    func publishingBatch(_ publish: () async -> Void) async {
+        await unread.collectingBatch(publish)
     }
 
     /// Publishes what other nodes committed.

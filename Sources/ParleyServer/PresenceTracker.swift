@@ -137,19 +137,7 @@ final class PresenceTracker: Service {
     }
 
     func run() async throws {
-        await withTaskGroup(of: Void.self) { group in
-            // The timers feed the same ordered stream of changes.
-            let sink = self.sink
-            group.addTask { await self.timers.run { sink.yield(.expired($0)) } }
-            await withGracefulShutdownHandler {
-                for await change in changes {
-                    await handle(change)
-                }
-            } onGracefulShutdown: {
-                self.sink.finish()
-            }
-            group.cancelAll()
-        }
+        await timers.runInOrder(changes, sink: sink, expired: { .expired($0) }) { await handle($0) }
     }
 
     private func handle(_ change: Change) async {

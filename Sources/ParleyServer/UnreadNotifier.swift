@@ -50,11 +50,22 @@ final class UnreadNotifier: Service {
         self.inlineReads = store as? any InlineReads
     }
 
+    /// The notifier collecting the batch being published on this task (see ``collectingBatch(_:)``).
+    @TaskLocal private static var collecting: ObjectIdentifier?
+
+    /// Runs `publish` (the publication of one batch the command writer stored), then, on a store with inline reads,
+    /// pushes at once the users whose counts it changed: their updates then go out in the same flush as the events
+    /// that caused them. Without inline reads the notifier's task pushes them, as for any other change.
+    func collectingBatch(_ publish: () async -> Void) async {
+        guard let inlineReads else { return await publish() }
+        await Self.$collecting.withValue(ObjectIdentifier(self)) { await publish() }
+        push(takeBatch(), with: inlineReads)
+    }
+
     /// The unread counts of `uids` in a conversation changed.
     ///
-    /// Inside a batch the command writer is publishing, on a store with inline reads, the users due now are pushed by
-    /// ``pushReadyInBatch()`` at the end of the batch (their update then goes out in the same flush as the event that
-    /// caused it); otherwise the notifier's task pushes them.
+    /// The users due now are pushed by the notifier's task, or at the end of the batch being collected
+    /// (``collectingBatch(_:)``).
     func changed(appId: String, uids: some Sequence<String>, conversationId: String) {
         // Users with no live connection here read their counts when they come back.
         let connected = uids.filter { hub.hasConnections(appId: appId, uid: $0) }
@@ -72,14 +83,11 @@ final class UnreadNotifier: Service {
             }
             return ready
         }
-        if ready && (inlineReads == nil || DeferredWakeUps.current == nil) { wakeUp.signal() }
+        if ready && Self.collecting != ObjectIdentifier(self) { wakeUp.signal() }
     }
 
-    /// Pushes, now and on this task, the users whose counts changed in the batch being published (see
-    /// ``changed(appId:uids:conversationId:)``). The command writer calls it at the end of each batch.
-    func pushReadyInBatch() {
-        guard let inlineReads else { return }
-        let batch = takeBatch()
+    /// Pushes `batch` now, on this task.
+    private func push(_ batch: [(UserKey, [String])], with inlineReads: any InlineReads) {
         guard !batch.isEmpty else { return }
         let timestamp = time.epochMilliseconds()
         for (appId, users) in Self.byApp(batch) {
@@ -139,16 +147,13 @@ final class UnreadNotifier: Service {
     /// Reads the counts of a batch of users and pushes them to their connections here (every node computes the
     /// counts of its own users, see ``EventPublisher``).
     private func push(_ batch: [(UserKey, [String])]) async {
+        if let inlineReads { return push(batch, with: inlineReads) }
         let timestamp = time.epochMilliseconds()
         for (appId, users) in Self.byApp(batch) {
             do {
                 var summaries: [UnreadSummary] = []
-                if let inlineReads {
-                    summaries = try inlineReads.unread(appId: appId, users: users)
-                } else {
-                    for (uid, conversations) in users {
-                        summaries.append(try await store.unread(appId: appId, uid: uid, conversationIds: conversations))
-                    }
+                for (uid, conversations) in users {
+                    summaries.append(try await store.unread(appId: appId, uid: uid, conversationIds: conversations))
                 }
                 deliver(zip(users.map(\.uid), summaries), appId: appId, timestamp: timestamp)
             } catch {

@@ -15,28 +15,11 @@ import Testing
         let directory = try TemporaryDirectory(prefix: "parley-checkpoint")
         let path = directory.path + "/parley.sqlite"
         let threshold = 64
-        let store = try SQLiteStore(path: path, checkpointThreshold: threshold)
-        try await store.insertApp(AppRecord(id: Self.appId, name: "A", authKeyHash: [1], restAPIKeyHash: [2], createdAt: 1))
-        for uid in ["alice", "bob"] {
-            try await store.insertUser(appId: Self.appId, User(uid: uid, name: uid, createdAt: 1, updatedAt: 1))
-        }
-        _ = try await store.apply([
-            .createConversation(
-                .init(appId: Self.appId, newId: "c_g", type: .group, creator: "alice", participants: ["bob"], name: "G", isPublic: false, now: 1)
-            )
-        ])[0].get()
+        let store = try await Self.storeWithGroup(path: path, checkpointThreshold: threshold)
 
         // 3,000 messages in 300 commits: many times the threshold's worth of WAL frames.
         for batch in 0..<300 {
-            let sends: [Command] = (0..<10).map { index in
-                .sendMessage(
-                    .init(
-                        appId: Self.appId, conversationId: "c_g", sender: "alice", messageId: "m_\(batch)_\(index)",
-                        clientMessageId: nil, parts: [.text(String(repeating: "x", count: 200))], metadata: nil,
-                        alert: nil, now: 2
-                    )
-                )
-            }
+            let sends = (0..<10).map { Self.send(from: "alice", id: "m_\(batch)_\($0)", text: String(repeating: "x", count: 200)) }
             for result in try await store.apply(sends) { _ = try result.get() }
         }
         await store.checkpointer.waitUntilIdle()
@@ -45,14 +28,7 @@ import Testing
         // Everything was copied back, so the next commit starts the WAL from its beginning: it then holds only that
         // commit's frames. Without the checkpointer it would hold every frame written above (SQLite's own checkpoint
         // is off, and 10,000 pages were never reached).
-        _ = try await store.apply([
-            .sendMessage(
-                .init(
-                    appId: Self.appId, conversationId: "c_g", sender: "bob", messageId: "m_last", clientMessageId: nil,
-                    parts: [.text("last")], metadata: nil, alert: nil, now: 3
-                )
-            )
-        ])[0].get()
+        _ = try await store.apply([Self.send(from: "bob", id: "m_last", text: "last")])[0].get()
         let observer = try DatabaseQueue(path: path)
         let frames = try await observer.writeWithoutTransaction { db in try db.checkpoint(.passive).walFrameCount }
         #expect(frames > 0 && frames < threshold)
@@ -81,16 +57,7 @@ import Testing
     @Test func readersAndTheWriterGoOnWhileTheCheckpointerRuns() async throws {
         let directory = try TemporaryDirectory(prefix: "parley-checkpoint")
         let path = directory.path + "/parley.sqlite"
-        let store = try SQLiteStore(path: path, checkpointThreshold: 32)
-        try await store.insertApp(AppRecord(id: Self.appId, name: "A", authKeyHash: [1], restAPIKeyHash: [2], createdAt: 1))
-        for uid in ["alice", "bob"] {
-            try await store.insertUser(appId: Self.appId, User(uid: uid, name: uid, createdAt: 1, updatedAt: 1))
-        }
-        _ = try await store.apply([
-            .createConversation(
-                .init(appId: Self.appId, newId: "c_g", type: .group, creator: "alice", participants: ["bob"], name: "G", isPublic: false, now: 1)
-            )
-        ])[0].get()
+        let store = try await Self.storeWithGroup(path: path, checkpointThreshold: 32)
         let batches = 200
         let perBatch = 5
         try await withThrowingTaskGroup(of: Void.self) { group in
@@ -107,14 +74,8 @@ import Testing
             }
             group.addTask {
                 for batch in 0..<batches {
-                    let sends: [Command] = (0..<perBatch).map { index in
-                        .sendMessage(
-                            .init(
-                                appId: Self.appId, conversationId: "c_g", sender: "alice", messageId: "m_\(batch)_\(index)",
-                                clientMessageId: nil, parts: [.text(String(repeating: "y", count: 300))], metadata: nil,
-                                alert: nil, now: 2
-                            )
-                        )
+                    let sends = (0..<perBatch).map {
+                        Self.send(from: "alice", id: "m_\(batch)_\($0)", text: String(repeating: "y", count: 300))
                     }
                     for result in try await store.apply(sends) { _ = try result.get() }
                 }
@@ -125,5 +86,30 @@ import Testing
         #expect(store.checkpointer.rounds > 0)
         #expect(try await store.unread(appId: Self.appId, uid: "bob", conversationIds: nil).total == batches * perBatch)
         try await store.close()
+    }
+
+    /// A store at `path` with an app, alice and bob, and their group `c_g`.
+    static func storeWithGroup(path: String, checkpointThreshold: Int) async throws -> SQLiteStore {
+        let store = try SQLiteStore(path: path, checkpointThreshold: checkpointThreshold)
+        try await store.insertApp(AppRecord(id: appId, name: "A", authKeyHash: [1], restAPIKeyHash: [2], createdAt: 1))
+        for uid in ["alice", "bob"] {
+            try await store.insertUser(appId: appId, User(uid: uid, name: uid, createdAt: 1, updatedAt: 1))
+        }
+        _ = try await store.apply([
+            .createConversation(
+                .init(appId: appId, newId: "c_g", type: .group, creator: "alice", participants: ["bob"], name: "G", isPublic: false, now: 1)
+            )
+        ])[0].get()
+        return store
+    }
+
+    /// A message to `c_g`.
+    static func send(from sender: String, id: String, text: String) -> Command {
+        .sendMessage(
+            .init(
+                appId: appId, conversationId: "c_g", sender: sender, messageId: id, clientMessageId: nil,
+                parts: [.text(text)], metadata: nil, alert: nil, now: 2
+            )
+        )
     }
 }

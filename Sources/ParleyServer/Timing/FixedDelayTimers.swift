@@ -1,5 +1,6 @@
 import NIOConcurrencyHelpers
 import ParleyProtocol
+import ServiceLifecycle
 
 /// One-shot timers of one fixed delay by key, on a ``Timeline``, all run by one task: scheduling a key again
 /// replaces its timer, cancelling it drops it.
@@ -87,6 +88,27 @@ final class FixedDelayTimers<Key: Hashable & Sendable>: Sendable {
             }
             for key in due { await expired(key) }
             if due.isEmpty { await wakeUp.wait(orUntil: next, on: timeline) }
+        }
+    }
+}
+
+extension FixedDelayTimers {
+    /// Runs a tracker whose changes are handled one at a time, in order, with these timers' expiries fed into the same
+    /// stream (as `expired(key)`); returns at graceful shutdown, once the changes queued before it are handled.
+    func runInOrder<Change: Sendable>(
+        _ changes: AsyncStream<Change>, sink: AsyncStream<Change>.Continuation,
+        expired: @escaping @Sendable (Key) -> Change, handle: (Change) async -> Void
+    ) async {
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await self.run { sink.yield(expired($0)) } }
+            await withGracefulShutdownHandler {
+                for await change in changes {
+                    await handle(change)
+                }
+            } onGracefulShutdown: {
+                sink.finish()
+            }
+            group.cancelAll()
         }
     }
 }
