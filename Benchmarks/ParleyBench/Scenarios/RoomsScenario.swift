@@ -56,6 +56,8 @@ struct RoomsScenario: AsyncParsableCommand {
         var setupSeconds: Double
         /// Server CPU (user + system) while sending and draining, per message.
         var serverCPUMicrosPerMessage: Double?
+        /// The load tool's own CPU over the same span, per message (it shares the machine).
+        var benchCPUMicrosPerMessage: Double?
     }
 
     func run() async throws {
@@ -107,6 +109,7 @@ struct RoomsScenario: AsyncParsableCommand {
                 "\(connected.connected) connected (\(connected.failed) failed); sending \(count) messages at \(rate)/s")
 
             let cpuBefore = run.server.cpuSeconds()
+            let benchBefore = ProcFS.cpuSeconds(pid: getpid())
             var expected = 0
             var sent = 0
             let start = Monotonic.nanoseconds()
@@ -140,20 +143,25 @@ struct RoomsScenario: AsyncParsableCommand {
             _ = await waitUntilQuiet(quietFor: 0.5, deadlineSeconds: 5) { acks.count }
             let delivered = ledger.unique
             let cpu = cpuBefore.flatMap { b in run.server.cpuSeconds().map { ($0 - b) * 1e6 / Double(max(count, 1)) } }
+            let benchCPU = benchBefore.flatMap { b in
+                ProcFS.cpuSeconds(pid: getpid()).map { ($0 - b) * 1e6 / Double(max(count, 1)) }
+            }
             let span = Double(ledger.lastDelivery &- start) / 1e9
             let latency = ledger.latency
             let figures = Figures(
                 messages: count, sentPerSecond: Double(count) / sendSeconds, expected: expected, delivered: delivered,
                 lost: expected - delivered, duplicated: ledger.duplicates, acked: acks.count,
                 deliveriesPerSecond: Double(delivered) / max(span, 1e-9), latency: latency,
-                connectFailures: connected.failed, setupSeconds: setupSeconds, serverCPUMicrosPerMessage: cpu
+                connectFailures: connected.failed, setupSeconds: setupSeconds, serverCPUMicrosPerMessage: cpu,
+                benchCPUMicrosPerMessage: benchCPU
             )
             try run.report(
                 line:
                     "rooms=\(rooms)x\(size) messages=\(count) rate=\(Int(figures.sentPerSecond))/s delivered=\(delivered)/\(expected) "
                     + "lost=\(figures.lost) dup=\(figures.duplicated) acked=\(figures.acked) "
                     + latency.line([("p50", \.p50), ("p90", \.p90), ("p99", \.p99), ("max", \.max)])
-                    + (cpu.map { " server_cpu/msg=\(Format.fixed($0, 0))us" } ?? ""),
+                    + (cpu.map { " server_cpu/msg=\(Format.fixed($0, 0))us" } ?? "")
+                    + (benchCPU.map { " bench_cpu/msg=\(Format.fixed($0, 0))us" } ?? ""),
                 parameters: Parameters(
                     rooms: rooms, size: size, rate: rate, duration: duration, warmup: warmup, padding: padding
                 ),
