@@ -26,7 +26,8 @@ final class CommandWriter: Service {
 
     /// What the storing loop hands to the publishing loop, in commit order.
     private enum Stored: Sendable {
-        case committed([Pending], [Result<CommandResult, DomainError>])
+        /// With the unread counts read in the batch's transaction (``UnreadWithBatch``).
+        case committed([Pending], [Result<CommandResult, DomainError>], [(UnreadRequest, UnreadSummary)])
         case failed([Pending], any Error)
         case committedElsewhere([CommittedRange])
     }
@@ -162,25 +163,30 @@ final class CommandWriter: Service {
             }
         }
         let results: [Result<CommandResult, DomainError>]
+        var unread: [(UnreadRequest, UnreadSummary)] = []
         do {
-            results = try await store.apply(commands)
+            if let store = store as? any UnreadWithBatch {
+                (results, unread) = try await store.apply(commands) { [publisher] in publisher.unreadDue($0) }
+            } else {
+                results = try await store.apply(commands)
+            }
         } catch {
             logger.error("Storing a batch of \(batch.count) commands failed", metadata: ["error": "\(error)"])
             return .failed(batch, error)
         }
         if let pushQueued, results.contains(where: Self.storedNewMessage) { pushQueued() }
-        return .committed(batch, results)
+        return .committed(batch, results, unread)
     }
 
     /// Publishes what the storing loop stored, in order, and answers the callers; returns when it is all done.
     private func publishStored() async {
         while let next = await stored.take() {
             switch next {
-            case .committed(let batch, let results):
+            case .committed(let batch, let results, let unread):
                 // Sockets are woken once the whole batch is published and answered: a sender's event and ack, or a
-                // member's events of several messages, go out in one flush.
+                // member's events of several messages, and the unread counts they changed, go out in one flush.
                 await DeferredWakeUps.collect {
-                    await publisher.publishingBatch { await publish(batch, results) }
+                    await publisher.publishingBatch(unread) { await publish(batch, results) }
                 }
             case .failed(let batch, let error):
                 // Answered in order with the batches around it, like the others.

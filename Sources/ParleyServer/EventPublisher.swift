@@ -64,10 +64,15 @@ final class EventPublisher: Sendable {
         }
     }
 
-    /// Runs `publish`, the publication of one batch the command writer stored; what follows from the whole batch (the
-    /// unread counts of its recipients) goes out at its end, in the same flush as its events.
-    func publishingBatch(_ publish: () async -> Void) async {
-        await unread.collectingBatch(publish)
+    /// Runs `publish`, the publication of one batch the command writer stored; the unread counts read with the batch
+    /// (``UnreadNotifier/dueWithBatch(_:)``) go out at its end, in the same flush as its events.
+    func publishingBatch(_ unread: [(UnreadRequest, UnreadSummary)], _ publish: () async -> Void) async {
+        await self.unread.publishingBatch(unread, publish)
+    }
+
+    /// In the transaction that stores a batch: the users whose unread counts to read with it.
+    func unreadDue(_ results: [Result<CommandResult, DomainError>]) -> [UnreadRequest] {
+        unread.dueWithBatch(results)
     }
 
     /// Publishes what other nodes committed.
@@ -131,22 +136,11 @@ final class EventPublisher: Sendable {
     /// What follows from an event on this node: a sender stops typing; unread counts change (pushed to the users
     /// connected here; every node does this for its own users).
     private func followUp(_ event: Event, recipients: [String]) {
-        guard let conversationId = event.conversationId else { return }
-        let actor = event.context.createdBy
-        switch event.payload {
-        case .messageSent:
-            if let actor {
-                typing.messageSent(appId: event.appId, conversationId: conversationId, sender: actor)
-            }
-            unread.changed(appId: event.appId, uids: recipients.filter { $0 != actor }, conversationId: conversationId)
-        case .messageRead(let receipt):
-            unread.changed(appId: event.appId, uids: [receipt.uid], conversationId: conversationId)
-        case .conversationDeleted, .conversationUndeleted:
-            unread.changed(appId: event.appId, uids: recipients, conversationId: conversationId)
-        case .participantRemoved(let participant):
-            unread.changed(appId: event.appId, uids: [participant.uid], conversationId: conversationId)
-        default:
-            break
+        if case .messageSent = event.payload, let conversationId = event.conversationId,
+            let actor = event.context.createdBy
+        {
+            typing.messageSent(appId: event.appId, conversationId: conversationId, sender: actor)
         }
+        unread.published(event, recipients: recipients)
     }
 }

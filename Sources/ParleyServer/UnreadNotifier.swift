@@ -9,10 +9,12 @@ import ServiceLifecycle
 /// The first change is pushed at once; further changes within ``ServerConfiguration/unreadPushInterval`` are
 /// gathered and pushed together when it ends, so a busy group costs each member at most one update per interval.
 ///
-/// One task (``run()``) does every push, in batches: the users whose counts must go out now are read together (one
-/// read transaction on SQLite) and written with the hand-written encoder. The intervals are ``FixedDelayTimers`` (one
-/// queue, one sleeping task, ends rounded to 10 ms); when one ends with changes waiting, the user is pushed again.
-/// Recording a change costs a lock, not a task or a timer per user.
+/// Pushes go out in batches, written with the hand-written encoder. On a store that reads unread counts with a batch of
+/// commands (``UnreadWithBatch``, SQLite), the users a batch makes due are chosen in its transaction, their counts read
+/// there, and pushed with the batch's events (``dueWithBatch(_:)``, ``publishingBatch(_:_:)``). Every other push is
+/// made by one task (``run()``): the users due are read together (one read transaction on SQLite). The intervals are
+/// ``FixedDelayTimers`` (one queue, one sleeping task, ends rounded to 10 ms); when one ends with changes waiting, the
+/// user is pushed again. Recording a change costs a lock, not a task or a timer per user.
 final class UnreadNotifier: Service {
     struct UserKey: Hashable, Sendable {
         var appId: String
@@ -37,7 +39,7 @@ final class UnreadNotifier: Service {
     private let wakeUp = WakeUpSignal()
     /// The running intervals.
     private let holds: FixedDelayTimers<UserKey>
-    /// The store's inline reads (SQLite): counts are then read on the publishing task, at the end of each batch.
+    /// The store's inline reads (SQLite): the notifier's task reads counts on its own thread.
     private let inlineReads: (any InlineReads)?
 
     init(store: any ParleyStore, hub: Hub, interval: Duration, time: ServerClock, logger: Logger) {
@@ -50,25 +52,95 @@ final class UnreadNotifier: Service {
         self.inlineReads = store as? any InlineReads
     }
 
-    /// The notifier collecting the batch being published on this task (see ``collectingBatch(_:)``).
-    @TaskLocal private static var collecting: ObjectIdentifier?
+    /// Users whose counts went out with the batch being published on this task (see ``publishingBatch(_:_:)``).
+    @TaskLocal private static var pushedWithBatch: Set<UserKey> = []
 
-    /// Runs `publish` (the publication of one batch the command writer stored), then, on a store with inline reads,
-    /// pushes at once the users whose counts it changed: their updates then go out in the same flush as the events
-    /// that caused them. Without inline reads the notifier's task pushes them, as for any other change.
-    func collectingBatch(_ publish: () async -> Void) async {
-        guard let inlineReads else { return await publish() }
-        await Self.$collecting.withValue(ObjectIdentifier(self)) { await publish() }
-        push(takeBatch(), with: inlineReads)
+    /// In the transaction that stores a batch (``UnreadWithBatch``): the users whose counts the batch changes and who
+    /// are due now (connected here, not pushed less than an interval ago, no push pending). They are held from now on,
+    /// and their counts are read in the transaction and go out with the batch's events (``publishingBatch(_:_:)``).
+    /// Users who are held or pending are left to ``changed(appId:uids:conversationId:)`` when the batch is published,
+    /// after its commit, as with any store.
+    func dueWithBatch(_ results: [Result<CommandResult, DomainError>]) -> [UnreadRequest] {
+        var affected: [(UserKey, String)] = []
+        for case .success(let outcome) in results {
+            for stored in outcome.events {
+                let event = stored.event
+                guard let (conversationId, uids) = Self.affected(by: event, recipients: outcome.recipients) else {
+                    continue
+                }
+                affected += uids.map { (UserKey(appId: event.appId, uid: $0), conversationId) }
+            }
+        }
+        guard !affected.isEmpty else { return [] }
+        // Most users of a busy group are held: the hub is asked only about the others.
+        let candidates = state.withLockedValue { state -> Set<UserKey> in
+            var candidates = Set<UserKey>()
+            for (key, _) in affected where !state.held.contains(key) && state.dirty[key] == nil {
+                candidates.insert(key)
+            }
+            return candidates
+        }
+        let connected = candidates.filter { hub.hasConnections(appId: $0.appId, uid: $0.uid) }
+        guard !connected.isEmpty else { return [] }
+        let taken = state.withLockedValue { state -> [UserKey: Set<String>] in
+            var taken: [UserKey: Set<String>] = [:]
+            for (key, conversationId) in affected where connected.contains(key) {
+                if taken[key] == nil {
+                    guard !state.held.contains(key), state.dirty[key] == nil else { continue }
+                    state.held.insert(key)
+                }
+                taken[key, default: []].insert(conversationId)
+            }
+            return taken
+        }
+        for key in taken.keys { holds.schedule(key) }
+        return taken.map { UnreadRequest(appId: $0.key.appId, uid: $0.key.uid, conversationIds: $0.value.sorted()) }
     }
 
-    /// The unread counts of `uids` in a conversation changed.
-    ///
-    /// The users due now are pushed by the notifier's task, or at the end of the batch being collected
-    /// (``collectingBatch(_:)``).
+    /// Runs `publish`, the publication of a batch the command writer stored, then pushes the counts read with it
+    /// (``dueWithBatch(_:)``): they go out in the same flush as the events that changed them. The events' changes for
+    /// those users are not recorded again.
+    func publishingBatch(_ unread: [(UnreadRequest, UnreadSummary)], _ publish: () async -> Void) async {
+        guard !unread.isEmpty else { return await publish() }
+        let pushed = Set(unread.map { UserKey(appId: $0.0.appId, uid: $0.0.uid) })
+        await Self.$pushedWithBatch.withValue(pushed) { await publish() }
+        let timestamp = time.epochMilliseconds()
+        for (appId, pairs) in Dictionary(grouping: unread, by: { $0.0.appId }) {
+            deliver(pairs.map { ($0.0.uid, $0.1) }, appId: appId, timestamp: timestamp)
+        }
+    }
+
+    /// What a published event changes: the conversation and the users whose unread counts in it moved.
+    static func affected(by event: Event, recipients: [String]) -> (conversationId: String, uids: [String])? {
+        guard let conversationId = event.conversationId else { return nil }
+        switch event.payload {
+        case .messageSent:
+            let actor = event.context.createdBy
+            return (conversationId, recipients.filter { $0 != actor })
+        case .messageRead(let receipt):
+            return (conversationId, [receipt.uid])
+        case .conversationDeleted, .conversationUndeleted:
+            return (conversationId, recipients)
+        case .participantRemoved(let participant):
+            return (conversationId, [participant.uid])
+        default:
+            return nil
+        }
+    }
+
+    /// A published event: records the unread counts it changed.
+    func published(_ event: Event, recipients: [String]) {
+        guard let (conversationId, uids) = Self.affected(by: event, recipients: recipients) else { return }
+        changed(appId: event.appId, uids: uids, conversationId: conversationId)
+    }
+
+    /// The unread counts of `uids` in a conversation changed: the users due now are pushed by the notifier's task.
     func changed(appId: String, uids: some Sequence<String>, conversationId: String) {
+        let pushed = Self.pushedWithBatch
         // Users with no live connection here read their counts when they come back.
-        let connected = uids.filter { hub.hasConnections(appId: appId, uid: $0) }
+        let connected = uids.filter {
+            !pushed.contains(UserKey(appId: appId, uid: $0)) && hub.hasConnections(appId: appId, uid: $0)
+        }
         guard !connected.isEmpty else { return }
         let ready = state.withLockedValue { state -> Bool in
             var ready = false
@@ -83,21 +155,7 @@ final class UnreadNotifier: Service {
             }
             return ready
         }
-        if ready && Self.collecting != ObjectIdentifier(self) { wakeUp.signal() }
-    }
-
-    /// Pushes `batch` now, on this task.
-    private func push(_ batch: [(UserKey, [String])], with inlineReads: any InlineReads) {
-        guard !batch.isEmpty else { return }
-        let timestamp = time.epochMilliseconds()
-        for (appId, users) in Self.byApp(batch) {
-            do {
-                let summaries = try inlineReads.unread(appId: appId, users: users)
-                deliver(zip(users.map(\.uid), summaries), appId: appId, timestamp: timestamp)
-            } catch {
-                logger.warning("Unread counts unavailable", metadata: ["error": "\(error)"])
-            }
-        }
+        if ready { wakeUp.signal() }
     }
 
     func run() async throws {
@@ -147,13 +205,16 @@ final class UnreadNotifier: Service {
     /// Reads the counts of a batch of users and pushes them to their connections here (every node computes the
     /// counts of its own users, see ``EventPublisher``).
     private func push(_ batch: [(UserKey, [String])]) async {
-        if let inlineReads { return push(batch, with: inlineReads) }
         let timestamp = time.epochMilliseconds()
         for (appId, users) in Self.byApp(batch) {
             do {
                 var summaries: [UnreadSummary] = []
-                for (uid, conversations) in users {
-                    summaries.append(try await store.unread(appId: appId, uid: uid, conversationIds: conversations))
+                if let inlineReads {
+                    summaries = try inlineReads.unread(appId: appId, users: users)
+                } else {
+                    for (uid, conversations) in users {
+                        summaries.append(try await store.unread(appId: appId, uid: uid, conversationIds: conversations))
+                    }
                 }
                 deliver(zip(users.map(\.uid), summaries), appId: appId, timestamp: timestamp)
             } catch {

@@ -46,3 +46,32 @@ public protocol InlineReads: Sendable {
     /// order asked.
     func unread(appId: String, users: [(uid: String, conversationIds: [String]?)]) throws -> [UnreadSummary]
 }
+
+/// The unread counts a command writer wants read with a batch (see ``UnreadWithBatch``).
+public struct UnreadRequest: Sendable, Hashable {
+    public var appId: String
+    public var uid: String
+    /// The conversations whose counts to list (the total covers all of them).
+    public var conversationIds: [String]
+
+    public init(appId: String, uid: String, conversationIds: [String]) {
+        self.appId = appId
+        self.uid = uid
+        self.conversationIds = conversationIds
+    }
+}
+
+/// A store that reads unread counts in the transaction that stores a batch of commands, after the commands.
+///
+/// SQLite: the writer's connection keeps its page cache across transactions and has just touched the conversation
+/// and participant rows the counts come from, where a reader connection starts every transaction with an empty cache
+/// once the database changed; and no read transaction of its own is needed.
+public protocol UnreadWithBatch: Sendable {
+    /// ``ParleyStore/apply(_:)``, then, before the commit, ``ParleyStore/unread(appId:uid:conversationIds:)`` of each
+    /// user `wanted` names for the results, in that order; a count that cannot be read is left out (the batch is
+    /// stored all the same). `wanted` runs inside the transaction, on the store's writer.
+    func apply(
+        _ commands: [Command],
+        readingUnread wanted: @escaping @Sendable ([Result<CommandResult, DomainError>]) -> [UnreadRequest]
+    ) async throws -> (results: [Result<CommandResult, DomainError>], unread: [(UnreadRequest, UnreadSummary)])
+}

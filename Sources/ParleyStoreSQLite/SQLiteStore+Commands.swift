@@ -3,38 +3,57 @@ import GRDB
 import ParleyProtocol
 import ParleyStore
 
-extension SQLiteStore {
+extension SQLiteStore: UnreadWithBatch {
     public func apply(_ commands: [Command]) async throws -> [Result<CommandResult, DomainError>] {
+        try await pool.write { db in try Self.applyBatch(commands, in: db) }
+    }
+
+    public func apply(
+        _ commands: [Command],
+        readingUnread wanted: @escaping @Sendable ([Result<CommandResult, DomainError>]) -> [UnreadRequest]
+    ) async throws -> (results: [Result<CommandResult, DomainError>], unread: [(UnreadRequest, UnreadSummary)]) {
         try await pool.write { db in
-            var results: [Result<CommandResult, DomainError>] = []
-            results.reserveCapacity(commands.count)
-            var sends = SendBatch()
-            for command in commands {
-                if case .sendMessage(let send) = command {
-                    // Decided before anything is written: no savepoint needed.
-                    results.append(try sends.send(send, in: db))
-                    continue
-                }
-                // Other commands read the tables: first write what the sends kept in memory.
-                try sends.flush(db)
-                // A savepoint per command: a rule that refuses one command halfway undoes only that command.
-                var result: Result<CommandResult, DomainError>!
-                try db.inSavepoint {
-                    do {
-                        result = .success(try Self.apply(command, in: db))
-                        return .commit
-                    } catch let error as DomainError {
-                        result = .failure(error)
-                        return .rollback
-                    }
-                }
-                results.append(result)
-                // A receipt changes no conversation and no membership; anything else may have.
-                if case .markReceipt = command {} else { sends.forget() }
+            let results = try Self.applyBatch(commands, in: db)
+            // A count that cannot be read is not pushed (its user reads it at the next change or connect); the batch
+            // is stored all the same.
+            let unread = wanted(results).compactMap { request in
+                (try? Self.fetchUnread(
+                    db, appId: request.appId, uid: request.uid, conversationIds: request.conversationIds
+                )).map { (request, $0) }
             }
-            try sends.flush(db)
-            return results
+            return (results, unread)
         }
+    }
+
+    static func applyBatch(_ commands: [Command], in db: Database) throws -> [Result<CommandResult, DomainError>] {
+        var results: [Result<CommandResult, DomainError>] = []
+        results.reserveCapacity(commands.count)
+        var sends = SendBatch()
+        for command in commands {
+            if case .sendMessage(let send) = command {
+                // Decided before anything is written: no savepoint needed.
+                results.append(try sends.send(send, in: db))
+                continue
+            }
+            // Other commands read the tables: first write what the sends kept in memory.
+            try sends.flush(db)
+            // A savepoint per command: a rule that refuses one command halfway undoes only that command.
+            var result: Result<CommandResult, DomainError>!
+            try db.inSavepoint {
+                do {
+                    result = .success(try Self.apply(command, in: db))
+                    return .commit
+                } catch let error as DomainError {
+                    result = .failure(error)
+                    return .rollback
+                }
+            }
+            results.append(result)
+            // A receipt changes no conversation and no membership; anything else may have.
+            if case .markReceipt = command {} else { sends.forget() }
+        }
+        try sends.flush(db)
+        return results
     }
 
     static func apply(_ command: Command, in db: Database) throws -> CommandResult {

@@ -387,6 +387,36 @@ import Testing
         try await party.stop()
     }
 
+    @Test func aCountPushedWithItsMessageIsNotPushedAgainWhenTheIntervalEnds() async throws {
+        let party = try await party()
+        let group = try await party["alice"].createGroup(name: "Team", participants: ["bob"])
+        func unreadPushes() -> [Int] {
+            party.observed(by: "bob", ignoring: []).compactMap { event in
+                guard case .unreadUpdated(let summary) = event.payload else { return nil }
+                return summary.conversations.first { $0.conversationId == group.id }?.unread
+            }
+        }
+        try await party.fence()
+        party.mark()
+        try await party["alice"].sendTextMessage("one", to: .conversation(group.id))
+        _ = await party.waitFor("bob") { event in
+            if case .unreadUpdated(let summary) = event.payload { return summary.conversations.first?.unread == 1 }
+            return false
+        }
+        // The interval ends with nothing changed since the push: nothing is pushed then, so the next message's count
+        // goes out at once. Had the first message been recorded again (as a change still to push), its count would be
+        // pushed when the interval ends, and the next message's held for another interval.
+        party.clock.advance(by: .seconds(1))
+        try await party["alice"].sendTextMessage("two", to: .conversation(group.id))
+        let second = await party.waitFor("bob") { event in
+            if case .unreadUpdated(let summary) = event.payload { return summary.conversations.first?.unread == 2 }
+            return false
+        }
+        #expect(second != nil)
+        #expect(unreadPushes() == [1, 2])
+        try await party.stop()
+    }
+
     // MARK: messages
 
     @Test func aMessageWithPartsMetadataAndAlertReachesEveryParticipantOnce() async throws {
