@@ -68,8 +68,8 @@ public struct UnreadRequest: Sendable, Hashable {
 /// once the database changed; and no read transaction of its own is needed.
 public protocol UnreadWithBatch: Sendable {
     /// ``ParleyStore/apply(_:)``, then, before the commit, ``ParleyStore/unread(appId:uid:conversationIds:)`` of each
-    /// user `wanted` names for the results, in that order; a count that cannot be read is left out (the batch is
-    /// stored all the same). `wanted` runs inside the transaction, on the store's writer.
+    /// user `wanted` names for the results, in that order; a count that cannot be read is left out and the batch is
+    /// stored all the same. `wanted` runs inside the transaction, on the store's writer.
     func apply(
         _ commands: [Command],
         readingUnread wanted: @escaping @Sendable ([Result<CommandResult, DomainError>]) -> [UnreadRequest]

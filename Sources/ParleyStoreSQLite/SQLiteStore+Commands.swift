@@ -14,8 +14,8 @@ extension SQLiteStore: UnreadWithBatch {
     ) async throws -> (results: [Result<CommandResult, DomainError>], unread: [(UnreadRequest, UnreadSummary)]) {
         try await pool.write { db in
             let results = try Self.applyBatch(commands, in: db)
-            // A count that cannot be read is not pushed (its user reads it at the next change or connect); the batch
-            // is stored all the same.
+            // A count that cannot be read is left out: the batch is stored all the same, and the publication then
+            // records its user's change like any other, to be pushed when the user's interval ends.
             let unread = wanted(results).compactMap { request in
                 (try? Self.fetchUnread(
                     db, appId: request.appId, uid: request.uid, conversationIds: request.conversationIds
