@@ -15,6 +15,8 @@ public final class SQLiteStore: ParleyStore {
     /// The WAL file's size after a restart of the WAL.
     static let walSizeLimitBytes = 64 * 1024 * 1024
     let checkpointer: WALCheckpointer
+    /// The connections of the inline reads (``InlineReads``), lent to one thread at a time.
+    let inlineReaders: InlineReaders
 
     /// Opens (creating if needed) the database at `path` and migrates it to the current schema.
     ///
@@ -42,7 +44,8 @@ public final class SQLiteStore: ParleyStore {
         pool = try DatabasePool(path: path, configuration: configuration)
         try Self.migrator.migrate(pool)
         checkpointer = try WALCheckpointer(path: path, threshold: checkpointThreshold)
-        try pool.writeWithoutTransaction { db in checkpointer.install(on: db) }
+        inlineReaders = InlineReaders(path: path, configuration: configuration, pool: pool)
+        pool.writeWithoutTransaction { db in checkpointer.install(on: db) }
     }
 
     public func checkHealth() async throws {
@@ -50,6 +53,7 @@ public final class SQLiteStore: ParleyStore {
     }
 
     public func close() async throws {
+        inlineReaders.close()
         try checkpointer.close()
         // Everything into the database file, and the WAL emptied: a stopped server's `parley.sqlite` alone holds all
         // its data. SQLite's own checkpoint at the last close does not happen while any other connection has the file
