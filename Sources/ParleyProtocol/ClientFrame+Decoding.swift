@@ -5,11 +5,11 @@ extension ClientFrame {
     /// `JSONDecoder().decode(ClientFrame.self, from:)`: the same frame, ``UnknownFrameType`` for a `type` this
     /// version does not know, and a `DecodingError` for anything else that is not a valid frame.
     ///
-    /// The frames clients send all the time (`send`, `receipt`, `typing`, `ping`) written as plain JSON (what
-    /// the SDK's encoder produces) are read by a hand-written parser, without Foundation's intermediate tree of
-    /// boxed values. Everything else (a `connect`, a member this version does not know, a key given twice, a number
-    /// written with a fraction where an integer is expected, a lone surrogate, anything malformed) goes to
-    /// `JSONDecoder`, which decides; so the result never depends on which path read the frame.
+    /// The frames clients send all the time (`send`, `receipt`, `typing`, `ping`), and the `connect` that opens every
+    /// connection, written as plain JSON (what the SDK's encoder produces) are read by a hand-written parser, without
+    /// Foundation's intermediate tree of boxed values. Everything else (a member this version does not know, a key
+    /// given twice, a number written with a fraction where an integer is expected, a lone surrogate, anything
+    /// malformed) goes to `JSONDecoder`, which decides; so the result never depends on which path read the frame.
     ///
     /// ```swift
     /// let frame = try ClientFrame.decode(bytes: Array(#"{"type":"ping","id":"p1"}"#.utf8))
@@ -113,8 +113,41 @@ struct ClientFrameReader {
         case "ping":
             guard fields.only(["type", "id"]), let id = fields.optionalString("id") else { return nil }
             return .ping(PingFrame(id: id))
+        case "connect":
+            guard fields.only(["type", "protocolVersion", "subscribePresenceForAllUsers", "resume"]),
+                let protocolVersion = fields.int64("protocolVersion", reader).flatMap(Int.init(exactly:)),
+                let subscribe = fields.optionalBool("subscribePresenceForAllUsers"),
+                let resume = resumeRequest(fields.value("resume"), reader: reader)
+            else { return nil }
+            return .connect(
+                ConnectFrame(protocolVersion: protocolVersion, subscribePresenceForAllUsers: subscribe, resume: resume)
+            )
         default:
-            // `connect` (once per connection) and unknown types: JSONDecoder decides.
+            // Unknown types: JSONDecoder decides.
+            return nil
+        }
+    }
+
+    /// A connect frame's `resume`: `.some(nil)` when absent or `null`; nil when JSONDecoder must decide (a member it
+    /// would ignore, a conversation named twice: keys equal as Swift strings would be one dictionary key).
+    private static func resumeRequest(_ node: Node?, reader: ClientFrameReader) -> ResumeRequest?? {
+        switch node {
+        case nil, .null?:
+            return .some(nil)
+        case .object(let members)?:
+            let fields = Fields(members: members)
+            guard fields.only(["userSeq", "conversations"]), let userSeq = fields.int64("userSeq", reader),
+                case .object(let entries)? = fields.value("conversations")
+            else { return nil }
+            var conversations: [String: Int64] = [:]
+            conversations.reserveCapacity(entries.count)
+            for (conversationId, value) in entries {
+                guard case .number(let range) = value, let seq = reader.int64(range),
+                    conversations.updateValue(seq, forKey: conversationId) == nil
+                else { return nil }
+            }
+            return .some(ResumeRequest(userSeq: userSeq, conversations: conversations))
+        default:
             return nil
         }
     }
@@ -161,6 +194,19 @@ struct ClientFrameReader {
         func array(_ key: String) -> [Node]? {
             guard case .array(let value)? = value(key) else { return nil }
             return value
+        }
+
+        func int64(_ key: String, _ reader: ClientFrameReader) -> Int64? {
+            guard case .number(let range)? = value(key) else { return nil }
+            return reader.int64(range)
+        }
+
+        func optionalBool(_ key: String) -> Bool?? {
+            switch value(key) {
+            case nil, .null?: return .some(nil)
+            case .bool(let value)?: return .some(value)
+            default: return nil
+            }
         }
 
         func optionalString(_ key: String) -> String?? {

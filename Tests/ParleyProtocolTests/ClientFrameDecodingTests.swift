@@ -83,6 +83,15 @@ import Testing
             .typing(TypingFrame(conversationId: "c_1", isTyping: false)),
             .ping(PingFrame(id: "p1")),
             .ping(PingFrame()),
+            .connect(ConnectFrame()),
+            .connect(
+                ConnectFrame(
+                    subscribePresenceForAllUsers: true,
+                    resume: ResumeRequest(userSeq: Int64.max, conversations: ["c_1": 4, "c_2": 0, "c_3": -1])
+                )
+            ),
+            .connect(ConnectFrame(protocolVersion: 2, subscribePresenceForAllUsers: false)),
+            .connect(ConnectFrame(resume: ResumeRequest(userSeq: 0, conversations: [:]))),
         ]
         for text in WireJSONTests.awkwardStrings {
             frames.append(
@@ -91,6 +100,7 @@ import Testing
                 )
             )
             frames.append(.ping(PingFrame(id: text)))
+            frames.append(.connect(ConnectFrame(resume: ResumeRequest(userSeq: 1, conversations: [text: 2]))))
         }
         for value in WireJSONTests.awkwardValues {
             frames.append(.send(SendFrame(ref: "r", conversationId: "c", parts: [.data(value)], metadata: value)))
@@ -105,7 +115,7 @@ import Testing
             expectSameOutcome(bytes)
         }
         // The frame itself comes back.
-        for frame in Self.sdkFrames.prefix(10) {
+        for frame in Self.sdkFrames.prefix(14) {
             #expect(try ClientFrame.decode(bytes: WireCoding.encode(frame)) == frame)
         }
     }
@@ -184,6 +194,29 @@ import Testing
         // Types.
         #"{"type":"connect","protocolVersion":1}"#,
         #"{"type":"connect","protocolVersion":1,"resume":{"userSeq":3,"conversations":{"c":4}}}"#,
+        // connect, member by member.
+        #"{"type":"connect"}"#, #"{"type":"connect","protocolVersion":null}"#,
+        #"{"type":"connect","protocolVersion":"1"}"#, #"{"type":"connect","protocolVersion":1.0}"#,
+        #"{"type":"connect","protocolVersion":1e0}"#, #"{"type":"connect","protocolVersion":-0}"#,
+        #"{"type":"connect","protocolVersion":9223372036854775808}"#,
+        #"{"type":"connect","protocolVersion":1,"protocolVersion":2}"#,
+        #"{"type":"connect","protocolVersion":1,"subscribePresenceForAllUsers":null}"#,
+        #"{"type":"connect","protocolVersion":1,"subscribePresenceForAllUsers":1}"#,
+        #"{"type":"connect","protocolVersion":1,"resume":null}"#,
+        #"{"type":"connect","protocolVersion":1,"resume":{}}"#,
+        #"{"type":"connect","protocolVersion":1,"resume":[]}"#,
+        #"{"type":"connect","protocolVersion":1,"resume":{"userSeq":3}}"#,
+        #"{"type":"connect","protocolVersion":1,"resume":{"conversations":{}}}"#,
+        #"{"type":"connect","protocolVersion":1,"resume":{"userSeq":3,"conversations":null}}"#,
+        #"{"type":"connect","protocolVersion":1,"resume":{"userSeq":3,"conversations":[]}}"#,
+        #"{"type":"connect","protocolVersion":1,"resume":{"userSeq":3,"conversations":{"c":null}}}"#,
+        #"{"type":"connect","protocolVersion":1,"resume":{"userSeq":3,"conversations":{"c":"4"}}}"#,
+        #"{"type":"connect","protocolVersion":1,"resume":{"userSeq":3,"conversations":{"c":4.5}}}"#,
+        #"{"type":"connect","protocolVersion":1,"resume":{"userSeq":3,"conversations":{"c":4,"c":5}}}"#,
+        #"{"type":"connect","protocolVersion":1,"resume":{"userSeq":3,"conversations":{"\u00e9":1,"e\u0301":2}}}"#,
+        #"{"type":"connect","protocolVersion":1,"resume":{"userSeq":3,"conversations":{},"extra":1}}"#,
+        #"{"type":"connect","protocolVersion":1,"resume":{"userSeq":-1,"conversations":{"a":1,"b":2}}}"#,
+        #"{"type":"connect","protocolVersion":1,"extra":true}"#,
         #"{"type":"shout","text":"x"}"#, #"{"type":"","id":"x"}"#, #"{"type":"Ping"}"#,
         #"{"type":"shout","x":[}"#,
         #"{"type":null}"#, #"{"type":1}"#, #"{"id":"x"}"#, #"{}"#, #"{"type":"ping","type":"ping"}"#,
@@ -278,7 +311,7 @@ import Testing
     }
 
     static func frame(_ generator: inout Generator) -> ClientFrame {
-        switch Int.random(in: 0..<4, using: &generator) {
+        switch Int.random(in: 0..<5, using: &generator) {
         case 0:
             let parts = (0..<Int.random(in: 0...3, using: &generator)).map { _ in
                 MessagePart(
@@ -303,6 +336,20 @@ import Testing
             )
         case 2:
             return .typing(TypingFrame(conversationId: string(&generator), isTyping: Bool.random(using: &generator)))
+        case 3:
+            var conversations: [String: Int64] = [:]
+            for _ in 0..<Int.random(in: 0...3, using: &generator) {
+                conversations[string(&generator)] = Int64.random(in: .min ... .max, using: &generator)
+            }
+            return .connect(
+                ConnectFrame(
+                    protocolVersion: Int.random(in: -1...2, using: &generator),
+                    subscribePresenceForAllUsers: optional(&generator) { Bool.random(using: &$0) },
+                    resume: optional(&generator) {
+                        ResumeRequest(userSeq: Int64.random(in: 0...1000, using: &$0), conversations: conversations)
+                    }
+                )
+            )
         default: return .ping(PingFrame(id: optional(&generator, string)))
         }
     }
