@@ -24,7 +24,7 @@ public final class SQLiteStore: ParleyStore {
     ///   WAL back into the database, off the writer's thread.
     public init(path: String, checkpointThreshold: Int = SQLiteStore.defaultCheckpointThreshold) throws {
         var configuration = Configuration()
-        configuration.busyMode = .timeout(10)
+        configuration.busyMode = .polling(seconds: 10)
         configuration.prepareDatabase { db in
             // WAL with synchronous=NORMAL is durable across process crashes; a power loss may lose the last
             // transactions but never corrupts the file.

@@ -39,7 +39,7 @@ final class WALCheckpointer: @unchecked Sendable {
     init(path: String, threshold: Int) throws {
         var configuration = Configuration()
         // RESTART waits for the writer's transaction in progress and for readers of older snapshots.
-        configuration.busyMode = .timeout(10)
+        configuration.busyMode = .polling(seconds: 10)
         configuration.label = "parley.sqlite.checkpointer"
         database = try DatabaseQueue(path: path, configuration: configuration)
         self.threshold = threshold

@@ -88,6 +88,44 @@ import Testing
         try await store.close()
     }
 
+    /// The writer and the checkpointer wait for each other's locks by trying again every 100 µs (not SQLite's 1, 2,
+    /// 5, 10... ms steps), for at least the time given, then give up.
+    @Test func aLockedDatabaseIsTriedAgainEveryIntervalUntilTheTimeIsUp() throws {
+        guard case .callback(let tryAgain) = Database.BusyMode.polling(seconds: 0.002, interval: 100) else {
+            Issue.record("not a callback")
+            return
+        }
+        #expect((0..<20).allSatisfy { tryAgain($0) })
+        #expect(!tryAgain(20))
+
+        // A write that finds another connection's write transaction is refused once its tries are used up (2 ms
+        // here); once that transaction ends, writes go on.
+        let directory = try TemporaryDirectory(prefix: "parley-busy")
+        var configuration = Configuration()
+        configuration.busyMode = .polling(seconds: 10)
+        let pool = try DatabasePool(path: directory.path + "/db.sqlite", configuration: configuration)
+        try pool.write { db in try db.execute(sql: "CREATE TABLE t (x INTEGER)") }
+        let other = try DatabaseQueue(path: directory.path + "/db.sqlite")
+        var quick = Configuration()
+        quick.busyMode = .polling(seconds: 0.002)
+        let refused = try DatabaseQueue(path: directory.path + "/db.sqlite", configuration: quick)
+        try other.inDatabase { db in
+            try db.execute(sql: "BEGIN IMMEDIATE")
+            try db.execute(sql: "INSERT INTO t (x) VALUES (1)")
+            #expect(throws: DatabaseError.self) {
+                try refused.write { db in try db.execute(sql: "INSERT INTO t (x) VALUES (2)") }
+            }
+            try db.execute(sql: "COMMIT")
+        }
+        try refused.write { db in try db.execute(sql: "INSERT INTO t (x) VALUES (3)") }
+        try pool.write { db in try db.execute(sql: "INSERT INTO t (x) VALUES (4)") }
+        #expect(try pool.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM t") } == 3)
+        try refused.close()
+        try other.close()
+        try pool.close()
+        directory.remove()
+    }
+
     /// A store at `path` with an app, alice and bob, and their group `c_g`.
     static func storeWithGroup(path: String, checkpointThreshold: Int) async throws -> SQLiteStore {
         let store = try SQLiteStore(path: path, checkpointThreshold: checkpointThreshold)
