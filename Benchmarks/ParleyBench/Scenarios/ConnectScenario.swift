@@ -59,6 +59,7 @@ struct ConnectScenario: AsyncParsableCommand {
             try await Task.sleep(for: .seconds(1))
             let before = run.server.residentBytes()
 
+            run.startMeasuring()
             let cpuBefore = run.server.cpuSeconds()
             let benchBefore = ProcFS.cpuSeconds(pid: getpid())
             let processes = max(1, (connections + perProcess - 1) / perProcess)

@@ -92,18 +92,16 @@ struct FanoutScenario: AsyncParsableCommand {
             let setupSeconds = Monotonic.seconds(since: setupStart)
             run.note("\(receiving) receivers connected (\(connected.failed) failed); sending \(messages) at \(rate)/s")
 
+            run.startMeasuring()
             let cpuBefore = run.server.cpuSeconds()
             let benchBefore = ProcFS.cpuSeconds(pid: getpid())
-            let firstSend = Monotonic.nanoseconds()
-            let interval = 1e9 / rate
-            for number in 0..<messages {
-                let due = firstSend + UInt64(Double(number) * interval)
-                let now = Monotonic.nanoseconds()
-                if due > now { try await Task.sleep(for: .nanoseconds(Int64(due - now))) }
+            let (padding, runID) = (self.padding, run.runID)
+            let firstSend = await PacedSender.run(count: messages, interval: 1e9 / rate, sender: { _ in sender }) {
+                number, socket in
                 let text = marker.text(number: number, sentAt: Monotonic.nanoseconds(), padding: padding)
-                sender.send(
+                socket.send(
                     text:
-                        #"{"type":"send","ref":"\#(number)","conversationId":"\#(conversation)","clientMessageId":"m\#(run.runID)-\#(number)","parts":[{"type":"text","text":"\#(text)"}]}"#
+                        #"{"type":"send","ref":"\#(number)","conversationId":"\#(conversation)","clientMessageId":"m\#(runID)-\#(number)","parts":[{"type":"text","text":"\#(text)"}]}"#
                 )
             }
             let expected = receiving * messages

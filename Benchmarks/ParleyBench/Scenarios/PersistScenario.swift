@@ -88,6 +88,7 @@ struct PersistScenario: AsyncParsableCommand {
                     #"{"type":"send","ref":"\#(number)","conversationId":"\#(conversations[sender])","clientMessageId":"m\#(runID)-\#(number)","parts":[{"type":"text","text":"\#(text)"}]}"#
             }
 
+            run.startMeasuring()
             let cpuBefore = run.server.cpuSeconds()
             let started: UInt64
             switch via {

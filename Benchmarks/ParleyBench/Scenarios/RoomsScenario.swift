@@ -108,32 +108,28 @@ struct RoomsScenario: AsyncParsableCommand {
             run.note(
                 "\(connected.connected) connected (\(connected.failed) failed); sending \(count) messages at \(rate)/s")
 
+            run.startMeasuring()
             let cpuBefore = run.server.cpuSeconds()
             let benchBefore = ProcFS.cpuSeconds(pid: getpid())
             var expected = 0
-            var sent = 0
-            let start = Monotonic.nanoseconds()
-            let interval = 1e9 / rate
-            while sent < count {
-                let now = Monotonic.nanoseconds()
-                let due = min(count, Int(Double(now - start) / interval) + 1)
-                while sent < due {
-                    let from = Int(senders[sent])
-                    let room = from / size
-                    if let socket = connected.sockets[from] {
-                        let text = marker.text(number: sent, sentAt: Monotonic.nanoseconds(), padding: padding)
-                        socket.send(
-                            text:
-                                #"{"type":"send","ref":"\#(sent)","conversationId":"\#(conversations[room])","clientMessageId":"m\#(run.runID)-\#(sent)","parts":[{"type":"text","text":"\#(text)"}]}"#
-                        )
-                        for member in room * size..<(room + 1) * size
-                        where member != from && connected.sockets[member] != nil {
-                            expected += 1
-                        }
-                    }
-                    sent += 1
+            for number in 0..<count {
+                let from = Int(senders[number])
+                guard connected.sockets[from] != nil else { continue }
+                let room = from / size
+                for member in room * size..<(room + 1) * size where member != from && connected.sockets[member] != nil {
+                    expected += 1
                 }
-                try await Task.sleep(for: .microseconds(500))
+            }
+            let (groupSize, padding, runID) = (size, self.padding, run.runID)
+            let start = await PacedSender.run(
+                count: count, interval: 1e9 / rate, sender: { connected.sockets[Int(senders[$0])] }
+            ) { number, socket in
+                let conversation = conversations[Int(senders[number]) / groupSize]
+                let text = marker.text(number: number, sentAt: Monotonic.nanoseconds(), padding: padding)
+                socket.send(
+                    text:
+                        #"{"type":"send","ref":"\#(number)","conversationId":"\#(conversation)","clientMessageId":"m\#(runID)-\#(number)","parts":[{"type":"text","text":"\#(text)"}]}"#
+                )
             }
             let sendSeconds = Monotonic.seconds(since: start)
             let drainDeadline = Monotonic.nanoseconds() + UInt64(drainTimeout * 1e9)

@@ -87,6 +87,7 @@ struct StormScenario: AsyncParsableCommand {
             let healthBefore = probe.take()
 
             run.note("dropping every connection (\(drop.rawValue))")
+            run.startMeasuring()
             let cpuBefore = run.server.cpuSeconds()
             let dropped = Monotonic.nanoseconds()
             storm.begin(at: dropped)

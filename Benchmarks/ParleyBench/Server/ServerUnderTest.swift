@@ -95,6 +95,18 @@ enum ProcFS {
         return nil
     }
 
+    /// The machine's CPU time so far (all CPUs), and the part of it the hypervisor gave to other virtual machines
+    /// (`steal`, from the `cpu` line of /proc/stat), in clock ticks.
+    static func machineCPUTicks() -> (total: UInt64, steal: UInt64)? {
+        guard let stat = try? String(contentsOfFile: "/proc/stat", encoding: .utf8),
+            let line = stat.split(separator: "\n").first(where: { $0.hasPrefix("cpu ") })
+        else { return nil }
+        // user nice system idle iowait irq softirq steal guest guest_nice; guest time is counted in user already.
+        let ticks = line.split(separator: " ").dropFirst().compactMap { UInt64($0) }
+        guard ticks.count >= 8 else { return nil }
+        return (ticks.prefix(8).reduce(0, +), ticks[7])
+    }
+
     /// User + system CPU seconds of a process (/proc/<pid>/stat).
     static func cpuSeconds(pid: Int32) -> Double? {
         guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
