@@ -32,8 +32,17 @@ final class TypingTracker: Service {
     private let time: ServerClock
     private let changes: AsyncStream<Change>
     private let sink: AsyncStream<Change>.Continuation
-    /// Active indicators and the connection that started each; only `run()` touches it after start.
-    private let active = NIOLockedValueBox([Key: String]())
+    /// What may stop an indicator; ``messageSent(appId:conversationId:sender:)`` and
+    /// ``connectionClosed(_:)`` pass nothing to ``run()`` when there is nothing to stop.
+    private struct Indicators {
+        /// Active indicators and the connection that started each; changed only by `run()`.
+        var active: [Key: String] = [:]
+        /// `typing` changes with `isTyping` passed to `run()` and not handled yet, per key: while one is pending, the
+        /// indicator may come on.
+        var pendingOn: [Key: Int] = [:]
+    }
+
+    private let indicators = NIOLockedValueBox(Indicators())
 
     init(store: any ParleyStore, relay: Relay, timeout: Duration, time: ServerClock, logger: Logger) {
         self.store = store
@@ -47,14 +56,22 @@ final class TypingTracker: Service {
 
     func typing(conversationId: String, isTyping: Bool, on connection: ServerConnection) {
         let key = Key(appId: connection.principal.appId, conversationId: conversationId, uid: connection.principal.uid)
+        // Counted before it is passed on: a message sent after this sees that the indicator may be on.
+        if isTyping { indicators.withLockedValue { $0.pendingOn[key, default: 0] += 1 } }
         sink.yield(.typing(key, connection, isTyping: isTyping))
     }
 
+    /// A message was sent: the sender's indicator in the conversation stops. Called for every message (by the command
+    /// writer), so it passes nothing on when the indicator is neither on nor about to come on: most messages are sent
+    /// without one, and waking the tracker's task for each cost the writer 7% of its time.
     func messageSent(appId: String, conversationId: String, sender: String) {
-        sink.yield(.messageSent(Key(appId: appId, conversationId: conversationId, uid: sender)))
+        let key = Key(appId: appId, conversationId: conversationId, uid: sender)
+        guard indicators.withLockedValue({ $0.active[key] != nil || $0.pendingOn[key] != nil }) else { return }
+        sink.yield(.messageSent(key))
     }
 
     func connectionClosed(_ connection: ServerConnection) {
+        guard indicators.withLockedValue({ !$0.active.isEmpty || !$0.pendingOn.isEmpty }) else { return }
         sink.yield(.connectionClosed(connection))
     }
 
@@ -65,7 +82,9 @@ final class TypingTracker: Service {
     private func handle(_ change: Change) async {
         switch change {
         case .typing(let key, let connection, let isTyping):
-            let isActive = active.withLockedValue { $0[key] != nil }
+            // Once handled (the indicator is on, or was refused), it is no longer pending.
+            defer { if isTyping { handledOn(key) } }
+            let isActive = indicators.withLockedValue { $0.active[key] != nil }
             if isTyping && isActive {
                 scheduleExpiry(key)
                 return
@@ -80,7 +99,7 @@ final class TypingTracker: Service {
                 return
             }
             if isTyping {
-                active.withLockedValue { $0[key] = connection.id }
+                indicators.withLockedValue { $0.active[key] = connection.id }
                 scheduleExpiry(key)
                 publish(key, on: true, to: participants)
             } else {
@@ -89,17 +108,24 @@ final class TypingTracker: Service {
         case .expired(let key), .messageSent(let key):
             await stop(key, knownParticipants: nil)
         case .connectionClosed(let connection):
-            let keys = active.withLockedValue { active in active.filter { $0.value == connection.id }.map(\.key) }
+            let keys = indicators.withLockedValue { $0.active.filter { $0.value == connection.id }.map(\.key) }
             for key in keys { await stop(key, knownParticipants: nil) }
         }
     }
 
     private func stop(_ key: Key, knownParticipants: [String]?) async {
-        guard active.withLockedValue({ $0.removeValue(forKey: key) }) != nil else { return }
+        guard indicators.withLockedValue({ $0.active.removeValue(forKey: key) }) != nil else { return }
         timers.cancel(key)
         var participants = knownParticipants
         if participants == nil { participants = await self.participants(of: key) }
         if let participants { publish(key, on: false, to: participants) }
+    }
+
+    private func handledOn(_ key: Key) {
+        indicators.withLockedValue { indicators in
+            guard let pending = indicators.pendingOn[key] else { return }
+            indicators.pendingOn[key] = pending > 1 ? pending - 1 : nil
+        }
     }
 
     private func scheduleExpiry(_ key: Key) {

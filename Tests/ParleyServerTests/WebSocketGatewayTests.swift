@@ -84,6 +84,36 @@ import Testing
         try await server.stop()
     }
 
+    /// The writer publishes a message on its own thread while the typing tracker takes frames on its task: a message
+    /// sent right after a typing frame (both handled in one turn of the socket's loop) turns the indicator off, also
+    /// when it is published before the tracker switched the indicator on. The typing timeout is an hour: only the
+    /// message can turn it off within the test.
+    @Test func aMessageSentRightAfterATypingFrameTurnsTheIndicatorOff() async throws {
+        let server = try await TestServer.start { $0.typingTimeout = .seconds(3600) }
+        let alice = try await server.login("alice")
+        let bob = try await server.login("bob")
+        let conversation = try await server.createConversation(token: alice, type: .direct, with: ["bob"])
+        let (aliceProbe, _) = try await connect(server, token: alice)
+        let typing = #"{"type":"typing","conversationId":"\#(conversation.id)","isTyping":true}"#
+        for round in 1...20 {
+            let send = #"{"type":"send","ref":"r\#(round)","conversationId":"\#(conversation.id)","parts":[{"type":"text","text":"m"}]}"#
+            // Held until the connection is live, then handled back to back.
+            let bobProbe = WebSocketProbe(url: server.webSocketURL, token: bob, afterConnect: [typing, send])
+            _ = try await bobProbe.nextFrame { if case .ack = $0 { true } else { false } }
+            var seen: [EventName] = []
+            while !seen.contains(.participantTypingOff) {
+                guard case .event(let stored) = try await aliceProbe.nextFrame() else { continue }
+                if [.participantTyping, .participantTypingOff, .messageSent].contains(stored.event.name) {
+                    seen.append(stored.event.name)
+                }
+            }
+            // On, then off; the message may come before or between them.
+            #expect(seen.filter { $0 != .messageSent } == [.participantTyping, .participantTypingOff], "round \(round)")
+            await bobProbe.close()
+        }
+        try await server.stop()
+    }
+
     @Test func malformedFramesGetAnErrorFrameAndTheConnectionKeepsServing() async throws {
         let server = try await TestServer.start()
         let (probe, _) = try await connect(server, token: try await server.login("alice"))
