@@ -1,3 +1,4 @@
+import Foundation
 import Logging
 import NIOConcurrencyHelpers
 import NIOCore
@@ -12,10 +13,15 @@ import ServiceLifecycle
 /// publishing happens here, one batch after another, receivers see each conversation's events in sequence order.
 /// With several nodes, the wake-ups for other nodes' commits are published on this same path, between batches.
 ///
-/// Storing and publishing overlap: while batch N's events are published and its callers answered, batch N+1 is
-/// being stored. Publication still follows commit order (one publishing loop takes the stored batches in order, and
-/// the storing loop hands it each one only when it has taken the one before), each command is answered only after
-/// its batch committed and its events were published, and the storing loop is never more than one batch ahead.
+/// On a single node whose store applies batches on the calling thread (SQLite, ``SynchronousBatches``), one thread
+/// of the writer's own takes each batch, stores it and publishes it: a batch crosses no thread on its way, and the
+/// only wake-ups are the writer's (when a command arrives while it sleeps) and the event loops' of the recipients.
+///
+/// Otherwise (PostgreSQL, several nodes) storing and publishing overlap: while batch N's events are published and its
+/// callers answered, batch N+1 is being stored. Publication still follows commit order (one publishing loop takes the
+/// stored batches in order, and the storing loop hands it each one only when it has taken the one before), each
+/// command is answered only after its batch committed and its events were published, and the storing loop is never
+/// more than one batch ahead.
 final class CommandWriter: Service {
     typealias Completion = @Sendable (Result<CommandResult, any Error>) -> Void
 
@@ -41,7 +47,23 @@ final class CommandWriter: Service {
         var queue: [Pending] = []
         var committedElsewhere: [CommittedRange] = []
         var waiter: CheckedContinuation<Void, Never>?
+        /// The writer's thread sleeps on ``CommandWriter/threadWakeUp`` until work arrives or it must stop.
+        var threadSleeping = false
         var stopping = false
+
+        /// Takes the next work: other nodes' commits first (they are older than anything this node commits next),
+        /// then up to `maxBatch` commands.
+        mutating func take(maxBatch: Int) -> Work? {
+            if !committedElsewhere.isEmpty {
+                defer { committedElsewhere = [] }
+                return .committedElsewhere(committedElsewhere)
+            }
+            guard !queue.isEmpty else { return nil }
+            let count = min(maxBatch, queue.count)
+            let batch = Array(queue.prefix(count))
+            queue.removeFirst(count)
+            return .commands(batch)
+        }
     }
 
     private let store: any ParleyStore
@@ -49,18 +71,25 @@ final class CommandWriter: Service {
     private let maxBatch: Int
     private let logger: Logger
     private let state = NIOLockedValueBox(State())
+    /// What the writer's thread sleeps on (``SynchronousBatches``); signalled with it held, after `state` changed.
+    private let threadWakeUp = NSCondition()
     private let stored = HandOff<Stored>()
     /// With push on: called after a batch that stored new messages (they are in the push outbox).
     private let pushQueued: (@Sendable () -> Void)?
+    /// Whether to store and publish on a thread of the writer's own when the store and the deployment allow it.
+    private let ownThread: Bool
 
+    /// - Parameter ownThread: store and publish on a thread of the writer's own on a single node whose store applies
+    ///   batches on the calling thread (see the type's discussion); false keeps the overlapping loops there too.
     init(
         store: any ParleyStore, publisher: EventPublisher, maxBatch: Int, pushQueued: (@Sendable () -> Void)? = nil,
-        logger: Logger
+        ownThread: Bool = true, logger: Logger
     ) {
         self.store = store
         self.publisher = publisher
         self.maxBatch = maxBatch
         self.pushQueued = pushQueued
+        self.ownThread = ownThread
         self.logger = logger
     }
 
@@ -78,14 +107,27 @@ final class CommandWriter: Service {
     /// Adds work unless the writer is stopping, and wakes the loop; returns whether the work was taken.
     @discardableResult
     private func addWork(_ add: (inout State) -> Void) -> Bool {
-        let (accepted, waiter) = state.withLockedValue { state -> (Bool, CheckedContinuation<Void, Never>?) in
-            guard !state.stopping else { return (false, nil) }
+        let (accepted, waiter, threadSleeping) = state.withLockedValue {
+            state -> (Bool, CheckedContinuation<Void, Never>?, Bool) in
+            guard !state.stopping else { return (false, nil, false) }
             add(&state)
-            defer { state.waiter = nil }
-            return (true, state.waiter)
+            defer { (state.waiter, state.threadSleeping) = (nil, false) }
+            return (true, state.waiter, state.threadSleeping)
         }
-        waiter?.resume()
+        wake(waiter, threadSleeping: threadSleeping)
         return accepted
+    }
+
+    /// Wakes the writer's loop, or its thread, when it was waiting for work.
+    private func wake(_ waiter: CheckedContinuation<Void, Never>?, threadSleeping: Bool) {
+        waiter?.resume()
+        if threadSleeping {
+            // The thread marked itself sleeping with `threadWakeUp` held and holds it until it waits: this signal
+            // cannot come before its wait.
+            threadWakeUp.lock()
+            threadWakeUp.signal()
+            threadWakeUp.unlock()
+        }
     }
 
     /// Applies a command and returns its result, or throws its ``DomainError``.
@@ -96,6 +138,14 @@ final class CommandWriter: Service {
     }
 
     func run() async throws {
+        if ownThread, let store = store as? any SynchronousBatches, publisher.isSingleNode {
+            await withGracefulShutdownHandler {
+                await runOnThread(store)
+            } onGracefulShutdown: {
+                self.stop()
+            }
+            return
+        }
         await withGracefulShutdownHandler {
             await withDiscardingTaskGroup { group in
                 group.addTask { await self.publishStored() }
@@ -113,30 +163,39 @@ final class CommandWriter: Service {
         }
     }
 
+    /// The writer on a thread of its own (``SynchronousBatches``, single node): takes a batch, stores it, publishes
+    /// it and answers its callers, then the next; returns once everything queued before ``stop()`` is done.
+    private func runOnThread(_ store: any SynchronousBatches) async {
+        await withCheckedContinuation { (finished: CheckedContinuation<Void, Never>) in
+            let thread = Thread { [self] in
+                // Named from inside: on Linux a name given before `start()` does not reach the system's thread
+                // (profilers and `top -H` show it).
+                Thread.current.name = "parley-writer"
+                while let work = nextWorkOnThread() {
+                    // A single node has no other nodes' commits to publish.
+                    guard case .commands(let batch) = work else { continue }
+                    publishOnThread(commitOnThread(batch, in: store))
+                }
+                finished.resume()
+            }
+            thread.start()
+        }
+    }
+
     /// Stops taking commands; those already queued are still applied.
     func stop() {
-        let waiter = state.withLockedValue { state -> CheckedContinuation<Void, Never>? in
+        let (waiter, threadSleeping) = state.withLockedValue { state -> (CheckedContinuation<Void, Never>?, Bool) in
             state.stopping = true
-            defer { state.waiter = nil }
-            return state.waiter
+            defer { (state.waiter, state.threadSleeping) = (nil, false) }
+            return (state.waiter, state.threadSleeping)
         }
-        waiter?.resume()
+        wake(waiter, threadSleeping: threadSleeping)
     }
 
     private func nextWork() async -> Work? {
         while true {
             let work = state.withLockedValue { state -> Work?? in
-                // Other nodes' commits first: they are older than anything this node commits next.
-                if !state.committedElsewhere.isEmpty {
-                    defer { state.committedElsewhere = [] }
-                    return .some(.committedElsewhere(state.committedElsewhere))
-                }
-                if !state.queue.isEmpty {
-                    let count = min(maxBatch, state.queue.count)
-                    let batch = Array(state.queue.prefix(count))
-                    state.queue.removeFirst(count)
-                    return .some(.commands(batch))
-                }
+                if let work = state.take(maxBatch: maxBatch) { return .some(work) }
                 return state.stopping ? .some(nil) : nil
             }
             if let work { return work }
@@ -151,8 +210,24 @@ final class CommandWriter: Service {
         }
     }
 
-    /// Applies a batch in one transaction.
-    private func commit(_ batch: [Pending]) async -> Stored {
+    /// ``nextWork()`` on the writer's thread: sleeps until there is work; nil once stopped and everything is taken.
+    private func nextWorkOnThread() -> Work? {
+        threadWakeUp.lock()
+        defer { threadWakeUp.unlock() }
+        while true {
+            let work = state.withLockedValue { state -> Work?? in
+                if let work = state.take(maxBatch: maxBatch) { return .some(work) }
+                if state.stopping { return .some(nil) }
+                state.threadSleeping = true
+                return nil
+            }
+            if let work { return work }
+            threadWakeUp.wait()
+        }
+    }
+
+    /// The commands of a batch as the store applies them (sends queue a push when push is on).
+    private func commands(of batch: [Pending]) -> [Command] {
         var commands = batch.map(\.command)
         if pushQueued != nil {
             for index in commands.indices {
@@ -162,6 +237,46 @@ final class CommandWriter: Service {
                 }
             }
         }
+        return commands
+    }
+
+    /// ``commit(_:)`` on the writer's thread.
+    private func commitOnThread(_ batch: [Pending], in store: any SynchronousBatches) -> Stored {
+        do {
+            let (results, unread) = try store.applySynchronously(commands(of: batch)) { publisher.unreadDue($0) }
+            return committed(batch, results, unread)
+        } catch {
+            return failed(batch, error)
+        }
+    }
+
+    /// Publishes a batch the writer's thread stored and answers its callers (see ``publishStored()``).
+    private func publishOnThread(_ stored: Stored) {
+        switch stored {
+        case .committed(let batch, let results, let unread):
+            DeferredWakeUps.collectOnThread {
+                publisher.publishingBatch(unread) {
+                    for (pending, result) in zip(batch, results) {
+                        switch result {
+                        case .success(let outcome):
+                            publisher.publishLocally(outcome)
+                            pending.completion(.success(outcome))
+                        case .failure(let refusal):
+                            pending.completion(.failure(refusal))
+                        }
+                    }
+                }
+            }
+        case .failed(let batch, let error):
+            for pending in batch { pending.completion(.failure(error)) }
+        case .committedElsewhere:
+            preconditionFailure("CommandWriter: a single node publishes no other node's commits")
+        }
+    }
+
+    /// Applies a batch in one transaction.
+    private func commit(_ batch: [Pending]) async -> Stored {
+        let commands = commands(of: batch)
         let results: [Result<CommandResult, DomainError>]
         var unread: [(UnreadRequest, UnreadSummary)] = []
         do {
@@ -171,11 +286,21 @@ final class CommandWriter: Service {
                 results = try await store.apply(commands)
             }
         } catch {
-            logger.error("Storing a batch of \(batch.count) commands failed", metadata: ["error": "\(error)"])
-            return .failed(batch, error)
+            return failed(batch, error)
         }
+        return committed(batch, results, unread)
+    }
+
+    private func committed(
+        _ batch: [Pending], _ results: [Result<CommandResult, DomainError>], _ unread: [(UnreadRequest, UnreadSummary)]
+    ) -> Stored {
         if let pushQueued, results.contains(where: Self.storedNewMessage) { pushQueued() }
         return .committed(batch, results, unread)
+    }
+
+    private func failed(_ batch: [Pending], _ error: any Error) -> Stored {
+        logger.error("Storing a batch of \(batch.count) commands failed", metadata: ["error": "\(error)"])
+        return .failed(batch, error)
     }
 
     /// Publishes what the storing loop stored, in order, and answers the callers; returns when it is all done.
@@ -231,6 +356,8 @@ final class HandOff<Element: Sendable>: Sendable {
     }
 
     private let state = NIOLockedValueBox(State())
+    /// What the writer's thread sleeps on (``SynchronousBatches``); signalled with it held, after `state` changed.
+    private let threadWakeUp = NSCondition()
 
     /// Hands `element` over; returns when the consumer has it. One producer: never called while a put is pending.
     func put(_ element: Element) async {

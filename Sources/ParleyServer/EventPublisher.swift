@@ -39,10 +39,20 @@ final class EventPublisher: Sendable {
         self.logger = logger
     }
 
+    /// Whether this node is the whole deployment (no cluster link): its own commits are all there is to publish, and
+    /// ``publishLocally(_:)`` publishes them without waiting for anything.
+    var isSingleNode: Bool { link == nil }
+
+    /// Publishes the events of a command this node applied, on a single node (``isSingleNode``).
+    func publishLocally(_ result: CommandResult) {
+        precondition(link == nil, "EventPublisher.publishLocally: only a single node publishes without the tables")
+        deliver(result.events.map { RoutedEvent(stored: $0, recipients: result.recipients) })
+    }
+
     /// Publishes the events of a command this node applied.
     func publish(_ result: CommandResult) async {
         guard link != nil else {
-            deliver(result.events.map { RoutedEvent(stored: $0, recipients: result.recipients) })
+            publishLocally(result)
             return
         }
         // Events without a sequence number (receipts) are not in the tables: they travel as signals.
@@ -68,6 +78,11 @@ final class EventPublisher: Sendable {
     /// (``UnreadNotifier/dueWithBatch(_:)``) go out at its end, in the same flush as its events.
     func publishingBatch(_ unread: [(UnreadRequest, UnreadSummary)], _ publish: () async -> Void) async {
         await self.unread.publishingBatch(unread, publish)
+    }
+
+    /// ``publishingBatch(_:_:)`` for a synchronous `publish` (the command writer's thread, single node).
+    func publishingBatch(_ unread: [(UnreadRequest, UnreadSummary)], _ publish: () -> Void) {
+        self.unread.publishingBatch(unread, publish)
     }
 
     /// In the transaction that stores a batch: the users whose unread counts to read with it.

@@ -102,8 +102,22 @@ final class UnreadNotifier: Service {
     /// those users are not recorded again.
     func publishingBatch(_ unread: [(UnreadRequest, UnreadSummary)], _ publish: () async -> Void) async {
         guard !unread.isEmpty else { return await publish() }
-        let pushed = Set(unread.map { UserKey(appId: $0.0.appId, uid: $0.0.uid) })
-        await Self.$pushedWithBatch.withValue(pushed) { await publish() }
+        await Self.$pushedWithBatch.withValue(Self.users(unread)) { await publish() }
+        deliverWithBatch(unread)
+    }
+
+    /// ``publishingBatch(_:_:)`` for a synchronous `publish` (the command writer's thread).
+    func publishingBatch(_ unread: [(UnreadRequest, UnreadSummary)], _ publish: () -> Void) {
+        guard !unread.isEmpty else { return publish() }
+        Self.$pushedWithBatch.withValue(Self.users(unread)) { publish() }
+        deliverWithBatch(unread)
+    }
+
+    private static func users(_ unread: [(UnreadRequest, UnreadSummary)]) -> Set<UserKey> {
+        Set(unread.map { UserKey(appId: $0.0.appId, uid: $0.0.uid) })
+    }
+
+    private func deliverWithBatch(_ unread: [(UnreadRequest, UnreadSummary)]) {
         let timestamp = time.epochMilliseconds()
         for (appId, pairs) in Dictionary(grouping: unread, by: { $0.0.appId }) {
             deliver(pairs.map { ($0.0.uid, $0.1) }, appId: appId, timestamp: timestamp)

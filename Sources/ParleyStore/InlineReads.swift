@@ -75,3 +75,16 @@ public protocol UnreadWithBatch: Sendable {
         readingUnread wanted: @escaping @Sendable ([Result<CommandResult, DomainError>]) -> [UnreadRequest]
     ) async throws -> (results: [Result<CommandResult, DomainError>], unread: [(UnreadRequest, UnreadSummary)])
 }
+
+/// A store that applies a batch of commands on the calling thread, blocking it until the commit (SQLite: the writer's
+/// connection, a page cache and a file, no round trip to a server).
+///
+/// The command writer then takes, stores and publishes each batch on one thread of its own: a batch is not handed
+/// from the thread that takes it to the store's and back, and to a publishing task, which on two cores cost more
+/// than storing a small batch.
+public protocol SynchronousBatches: Sendable {
+    /// ``UnreadWithBatch/apply(_:readingUnread:)``, on the calling thread.
+    func applySynchronously(
+        _ commands: [Command], readingUnread wanted: ([Result<CommandResult, DomainError>]) -> [UnreadRequest]
+    ) throws -> (results: [Result<CommandResult, DomainError>], unread: [(UnreadRequest, UnreadSummary)])
+}

@@ -3,32 +3,57 @@ import GRDB
 import ParleyProtocol
 import ParleyStore
 
-extension SQLiteStore: UnreadWithBatch {
+extension SQLiteStore: UnreadWithBatch, SynchronousBatches {
     public func apply(_ commands: [Command]) async throws -> [Result<CommandResult, DomainError>] {
-        try await pool.write { db in try Self.applyBatch(commands, in: db) }
+        try await pool.writeWithoutTransaction { [writerMemory] db in
+            try Self.writeBatch(db, memory: writerMemory) { sends in
+                try Self.applyBatch(commands, in: db, sends: &sends)
+            }
+        }
     }
 
     public func apply(
         _ commands: [Command],
         readingUnread wanted: @escaping @Sendable ([Result<CommandResult, DomainError>]) -> [UnreadRequest]
     ) async throws -> (results: [Result<CommandResult, DomainError>], unread: [(UnreadRequest, UnreadSummary)]) {
-        try await pool.write { db in
-            let results = try Self.applyBatch(commands, in: db)
-            // A count that cannot be read is left out: the batch is stored all the same, and the publication then
-            // records its user's change like any other, to be pushed when the user's interval ends.
-            let unread = wanted(results).compactMap { request in
-                (try? Self.fetchUnread(
-                    db, appId: request.appId, uid: request.uid, conversationIds: request.conversationIds
-                )).map { (request, $0) }
+        try await pool.writeWithoutTransaction { [writerMemory] db in
+            try Self.writeBatch(db, memory: writerMemory) { sends in
+                try Self.applyBatch(commands, in: db, sends: &sends, readingUnread: wanted)
             }
-            return (results, unread)
         }
     }
 
-    static func applyBatch(_ commands: [Command], in db: Database) throws -> [Result<CommandResult, DomainError>] {
+    public func applySynchronously(
+        _ commands: [Command], readingUnread wanted: ([Result<CommandResult, DomainError>]) -> [UnreadRequest]
+    ) throws -> (results: [Result<CommandResult, DomainError>], unread: [(UnreadRequest, UnreadSummary)]) {
+        try pool.writeWithoutTransaction { db in
+            try Self.writeBatch(db, memory: writerMemory) { sends in
+                try Self.applyBatch(commands, in: db, sends: &sends, readingUnread: wanted)
+            }
+        }
+    }
+
+    /// The batch, then the unread counts `wanted` names for its results, in the batch's transaction.
+    private static func applyBatch(
+        _ commands: [Command], in db: Database, sends: inout SendBatch,
+        readingUnread wanted: ([Result<CommandResult, DomainError>]) -> [UnreadRequest]
+    ) throws -> (results: [Result<CommandResult, DomainError>], unread: [(UnreadRequest, UnreadSummary)]) {
+        let results = try applyBatch(commands, in: db, sends: &sends)
+        // A count that cannot be read is left out: the batch is stored all the same, and the publication then
+        // records its user's change like any other, to be pushed when the user's interval ends.
+        let unread = wanted(results).compactMap { request in
+            (try? fetchUnread(db, appId: request.appId, uid: request.uid, conversationIds: request.conversationIds))
+                .map { (request, $0) }
+        }
+        return (results, unread)
+    }
+
+    /// Applies the commands in the transaction open on `db`; `sends` carries what sends read (``SendBatch``).
+    static func applyBatch(_ commands: [Command], in db: Database, sends: inout SendBatch) throws
+        -> [Result<CommandResult, DomainError>]
+    {
         var results: [Result<CommandResult, DomainError>] = []
         results.reserveCapacity(commands.count)
-        var sends = SendBatch()
         for command in commands {
             if case .sendMessage(let send) = command {
                 // Decided before anything is written: no savepoint needed.

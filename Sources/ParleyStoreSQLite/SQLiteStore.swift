@@ -7,7 +7,14 @@ import ParleyStore
 public final class SQLiteStore: ParleyStore {
     let pool: DatabasePool
     /// The writer connection's page cache (SQLite allocates it as pages are used).
-    static let writerCacheKiB = 32 * 1024
+    ///
+    /// Not larger: every write transaction that splits B-tree pages out of order (most batches of `parley-bench
+    /// rooms`, whose messages land in the middle of the events table) gives a page the temporary number of the
+    /// 1 GiB "pending byte" page (`balance_nonroot`), and SQLite then ends the transaction by walking every page in
+    /// the cache (`pcache1Truncate`, until the database passes 1 GiB). With 32 MiB that walk was 14% of the writer's
+    /// time in `rooms`; 4 MiB measured 488-491 µs of server CPU per message there against 520-539 µs (p99 5.8-6.6 ms
+    /// against 13.6-25 ms), and `persist` the same either way (35,000-44,000 messages/s).
+    static let writerCacheKiB = 4 * 1024
     /// WAL pages after which a commit checkpoints, while the store opens (migrations).
     static let walCheckpointPages = 10_000
     /// WAL frames after which the checkpointer copies the WAL back (see ``WALCheckpointer``).
@@ -17,6 +24,8 @@ public final class SQLiteStore: ParleyStore {
     let checkpointer: WALCheckpointer
     /// The connections of the inline reads (``InlineReads``), lent to one thread at a time.
     let inlineReaders: InlineReaders
+    /// What the writer's batches carry from one to the next (``writeBatch(_:memory:_:)``).
+    let writerMemory = WriterMemory()
 
     /// Opens (creating if needed) the database at `path` and migrates it to the current schema.
     ///
@@ -31,9 +40,9 @@ public final class SQLiteStore: ParleyStore {
             try db.execute(sql: "PRAGMA synchronous = NORMAL")
             guard !db.configuration.readonly else { return }
             // The writer (one connection) touches the newest pages of every active conversation, and the
-            // client-message-id index at random places: with SQLite's default 2 MB page cache, a batch of sends
-            // evicted pages it needed again and spilled dirty ones to the WAL before its commit (1.4 pread and 3
-            // pwrite calls per message in the persist benchmark; 0.2 and 2 with these two settings).
+            // client-message-id index at random places: a cache a little larger than SQLite's default 2 MB keeps a
+            // large batch of sends from evicting pages it needs again and spilling dirty ones to the WAL before its
+            // commit; a much larger one costs a walk through all of it after most commits (see `writerCacheKiB`).
             try db.execute(sql: "PRAGMA cache_size = -\(Self.writerCacheKiB)")
             // Until the checkpointer takes over (after the migrations), SQLite checkpoints on the writer's thread
             // at a commit: every 10,000 pages (~40 MB of WAL) instead of SQLite's 1,000.

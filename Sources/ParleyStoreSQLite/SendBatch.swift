@@ -16,7 +16,21 @@ import ParleyStore
 /// reads the positions the sends reached, and calls ``forget()`` after it (unless it is a receipt, which changes
 /// nothing kept here), so that a send after it reads again what it may have changed: a participant removed or added,
 /// a conversation deleted, restored or created.
+///
+/// What the sends read outlives the transaction (``known``): the store's writer hands it to the next batch once this
+/// one committed (``SQLiteStore/writeBatch(_:memory:_:)``), so that a conversation that receives a message every
+/// second is not read again for every one of them when batches hold a message or two. It is dropped when a batch
+/// fails, and when another connection changed the database in between.
 struct SendBatch {
+    /// What sends know of conversations, from one transaction to the next.
+    struct Known: Sendable {
+        /// By conversation id; `.some(nil)` when there is no conversation with this id.
+        fileprivate var conversations: [String: Conversation?] = [:]
+    }
+
+    /// Conversations kept at most; past this many, what is known is dropped and read again as needed.
+    static let knownLimit = 10_000
+
     /// A conversation as the sends of this transaction see it.
     struct Conversation {
         var pk: Int64
@@ -46,6 +60,17 @@ struct SendBatch {
     /// Senders' new read positions (sending reads the conversation up to the message).
     private var readers: [ReaderKey: (seq: Int64, messageIndex: Int64)] = [:]
     private var insertEvent: Statement?
+
+    init(known: consuming Known = Known()) {
+        conversations = known.conversations
+    }
+
+    /// What this batch's sends know, for the next batch once this one committed. ``flush(_:)`` must have written
+    /// everything.
+    var known: Known {
+        precondition(moved.isEmpty && readers.isEmpty, "SendBatch: known before flush()")
+        return Known(conversations: conversations)
+    }
 
     /// Forgets what was read, after a command that may have changed it. ``flush(_:)`` must have written everything.
     mutating func forget() {
@@ -175,7 +200,7 @@ struct SendBatch {
                 arguments: [id]
             )
         else {
-            conversations[id] = .some(nil)
+            remember(id, nil)
             return nil
         }
         let pk: Int64 = row[0]
@@ -184,8 +209,17 @@ struct SendBatch {
             pk: pk, appId: row[1], id: id, isPublic: row[2], isDeleted: row[3], lastSeq: row[4], messageCount: row[5],
             lastActivityAt: row[6], participants: participants, members: Set(participants)
         )
-        conversations[id] = conversation
+        remember(id, conversation)
         return conversation
+    }
+
+    /// Keeps a conversation that was read (nil: there is none with this id), within ``knownLimit``. Only those that
+    /// no send moved yet may be dropped, and none is: a full map is emptied only before a conversation is added.
+    private mutating func remember(_ id: String, _ conversation: Conversation?) {
+        if conversations.count >= Self.knownLimit {
+            conversations = conversations.filter { $0.value?.moved == true }
+        }
+        conversations[id] = conversation
     }
 
     /// The message this sender stored first with this client message id.

@@ -9,9 +9,27 @@ import Testing
 
 @testable import ParleyServer
 
-/// The ordered writer stores batch N+1 while it publishes batch N: answers and publications must still come in
-/// commit order, and the storing side must never run more than one batch ahead.
+/// The ordered writer, on a thread of its own (SQLite on a single node) or in two loops that store batch N+1 while
+/// batch N is published: answers and publications must come in commit order, and the storing side must never run
+/// more than one batch ahead.
 @Suite(.timeLimit(.minutes(2))) struct CommandWriterTests {
+    /// A writer over `store` on a single node, publishing to a hub nobody listens to.
+    static func writer(store: SQLiteStore, maxBatch: Int, ownThread: Bool) -> CommandWriter {
+        let logger = Logger(label: "test")
+        let time = ServerClock(timeline: Timeline(ContinuousClock()))
+        let hub = Hub()
+        let relay = Relay(hub: hub, link: nil)
+        let publisher = EventPublisher(
+            hub: hub,
+            typing: TypingTracker(store: store, relay: relay, timeout: .seconds(5), time: time, logger: logger),
+            unread: UnreadNotifier(store: store, hub: hub, interval: .seconds(1), time: time, logger: logger),
+            relay: relay, link: nil, logger: logger
+        )
+        return CommandWriter(
+            store: store, publisher: publisher, maxBatch: maxBatch, ownThread: ownThread, logger: logger
+        )
+    }
+
     @Test func aHandOffGivesEveryElementInOrderAndPutReturnsOnlyOnceItsElementIsTaken() async {
         let handOff = HandOff<Int>()
         let returned = NIOLockedValueBox(Set<Int>())
@@ -51,9 +69,12 @@ import Testing
         #expect(await end == nil)
     }
 
-    /// Many small batches, so that storing and publishing overlap all the time: each command is answered after the
-    /// ones enqueued before it (one connection's sends keep their order) and the answers follow sequence order.
-    @Test func everyCommandIsAnsweredInCommitOrderAcrossOverlappingBatches() async throws {
+    /// Many small batches (on the writer's thread, or with storing and publishing overlapping all the time): each
+    /// command is answered after the ones enqueued before it (one connection's sends keep their order) and the
+    /// answers follow sequence order.
+    @Test(arguments: [true, false]) func everyCommandIsAnsweredInCommitOrderAcrossSmallBatches(ownThread: Bool)
+        async throws
+    {
         let directory = try TemporaryDirectory(prefix: "parley-writer")
         let store = try SQLiteStore(path: directory.path + "/parley.sqlite")
         try await store.insertApp(AppRecord(id: "a", name: "a", authKeyHash: [1], restAPIKeyHash: [2], createdAt: 1))
@@ -65,16 +86,7 @@ import Testing
                 .init(appId: "a", newId: "c_g", type: .group, creator: "alice", participants: ["bob", "carol"], now: 1)
             )
         ])
-        let logger = Logger(label: "test")
-        let time = ServerClock(timeline: Timeline(ContinuousClock()))
-        let hub = Hub()
-        let relay = Relay(hub: hub, link: nil)
-        let publisher = EventPublisher(
-            hub: hub, typing: TypingTracker(store: store, relay: relay, timeout: .seconds(5), time: time, logger: logger),
-            unread: UnreadNotifier(store: store, hub: hub, interval: .seconds(1), time: time, logger: logger),
-            relay: relay, link: nil, logger: logger
-        )
-        let writer = CommandWriter(store: store, publisher: publisher, maxBatch: 3, logger: logger)
+        let writer = Self.writer(store: store, maxBatch: 3, ownThread: ownThread)
         // (sender, the sender's own number, seq), in the order the answers came.
         let answers = NIOLockedValueBox([(String, Int, Int64)]())
         let perSender = 100
@@ -117,6 +129,48 @@ import Testing
         for sender in ["alice", "bob", "carol"] {
             #expect(all.filter { $0.0 == sender }.map(\.1) == Array(0..<perSender))
         }
+        try await store.close()
+    }
+    /// Stopping: what was queued before is still stored and answered, what comes after is refused, and `run()`
+    /// returns once the queue is empty.
+    @Test(arguments: [true, false]) func commandsQueuedBeforeStopAreAppliedAndLaterOnesRefused(ownThread: Bool)
+        async throws
+    {
+        let directory = try TemporaryDirectory(prefix: "parley-writer-stop")
+        let store = try SQLiteStore(path: directory.path + "/parley.sqlite")
+        try await store.insertApp(AppRecord(id: "a", name: "a", authKeyHash: [1], restAPIKeyHash: [2], createdAt: 1))
+        try await store.insertUser(appId: "a", User(uid: "alice", name: "alice", createdAt: 1, updatedAt: 1))
+        _ = try await store.apply([
+            .createConversation(
+                .init(appId: "a", newId: "c_g", type: .group, creator: "alice", participants: [], now: 1)
+            )
+        ])
+        let writer = Self.writer(store: store, maxBatch: 4, ownThread: ownThread)
+        let seqs = NIOLockedValueBox([Int64]())
+        let refusals = NIOLockedValueBox([ErrorCode]())
+        func send(_ number: Int) {
+            let send = Command.SendMessage(
+                appId: "a", conversationId: "c_g", sender: "alice", messageId: "m_\(number)", clientMessageId: nil,
+                parts: [.text("\(number)")], metadata: nil, alert: nil, now: 2
+            )
+            writer.enqueue(.sendMessage(send)) { result in
+                switch result {
+                case .success(let outcome):
+                    if case .message(let message, _) = outcome.outcome {
+                        seqs.withLockedValue { $0.append(message.seq) }
+                    }
+                case .failure(let error):
+                    refusals.withLockedValue { $0.append((error as? DomainError)?.code ?? .internalError) }
+                }
+            }
+        }
+        // Queued before the writer runs, then stopped: it must still take all of them before it returns.
+        for number in 0..<50 { send(number) }
+        writer.stop()
+        send(50)
+        try await writer.run()
+        #expect(seqs.withLockedValue { $0 } == Array(3...52))  // 1-2: the creation and its creator
+        #expect(refusals.withLockedValue { $0 } == [.serverShuttingDown])
         try await store.close()
     }
 }

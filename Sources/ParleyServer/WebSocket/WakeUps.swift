@@ -57,6 +57,13 @@ final class DeferredWakeUps: Sendable {
         return try await $current.withValue(deferred) { try await body() }
     }
 
+    /// ``collect(_:)`` for a synchronous `body` (the command writer's thread).
+    static func collectOnThread<T>(_ body: () throws -> T) rethrows -> T {
+        let deferred = DeferredWakeUps()
+        defer { deferred.wakeUps.withLockedValue { $0 }.runNow() }
+        return try $current.withValue(deferred) { try body() }
+    }
+
     /// Wakes `socket`'s writer at the end of the batch being collected, if there is one; else now.
     static func wake(_ socket: SocketHandle) {
         guard let deferred = current else {
