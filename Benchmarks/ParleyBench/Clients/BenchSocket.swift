@@ -180,11 +180,12 @@ private final class WebSocketClientHandler: ChannelInboundHandler, RemovableChan
             pending = nil  // keep the buffer uniquely referenced while it is consumed
             defer { pending = buffer }
             if case .upgrading = state {
-                guard let end = buffer.readableBytesView.firstRange(of: [13, 10, 13, 10]) else { return }
-                let headLength = buffer.readableBytesView.distance(
-                    from: buffer.readableBytesView.startIndex, to: end.upperBound
-                )
-                let head = buffer.readString(length: headLength) ?? ""
+                // memchr and memcmp: the standard library's generic `firstRange(of:)` was 11% of the tool's CPU in
+                // `connect`.
+                guard let end = buffer.withUnsafeReadableBytes({ ByteSearch.first(Self.headEnd, in: $0) }) else {
+                    return
+                }
+                let head = buffer.readString(length: end + Self.headEnd.count) ?? ""
                 guard head.hasPrefix("HTTP/1.1 101") else {
                     fail(
                         context: context, BenchSocket.Failure.upgradeRefused(String(head.prefix(while: { $0 != "\r" })))
@@ -266,13 +267,16 @@ private final class WebSocketClientHandler: ChannelInboundHandler, RemovableChan
     }
 
     private static let helloPrefix = Array(#"{"type":"hello""#.utf8)
+    private static let helloTag = Array(#""type":"hello""#.utf8)
+    /// The end of an HTTP head.
+    private static let headEnd: [UInt8] = [13, 10, 13, 10]
 
     private func text(context: ChannelHandlerContext, _ frame: ByteBuffer) {
         switch state {
         case .awaitingHello:
             let isHello =
                 frame.readableBytesView.starts(with: Self.helloPrefix)
-                || frame.readableBytesView.firstRange(of: Array(#""type":"hello""#.utf8)) != nil
+                || FrameKind.contains(frame, Self.helloTag)
             guard isHello else {
                 fail(context: context, BenchSocket.Failure.refused(code: nil, frame: String(buffer: frame)))
                 return

@@ -60,44 +60,55 @@ struct Fleet: Sendable {
         return outcome
     }
 
+    /// Connects `positions`, at most ``concurrency`` attempts at a time. The attempts follow one another on the event
+    /// loops: the callback that ends one starts the next, with no task in between (a task per attempt chain, woken for
+    /// each result on a thread of the concurrency runtime, was a sixth of the tool's CPU in `connect`).
     private func connectOnce(tokens: [String], positions: [Int], indices: [Int]?, callbacks: SocketCallbacks) async
         -> Outcome
     {
         let count = positions.count
         let latency = LatencyRecorder()
         let next = NIOLockedValueBox(0)
+        let results = NIOLockedValueBox([(Int, Result<BenchSocket, any Error>)]())
         let started = Monotonic.nanoseconds()
-        let results = await withTaskGroup(of: [(Int, Result<BenchSocket, any Error>)].self) { tasks in
-            for _ in 0..<min(concurrency, max(count, 1)) {
-                tasks.addTask {
-                    var done: [(Int, Result<BenchSocket, any Error>)] = []
-                    while true {
-                        let slot = next.withLockedValue { value -> Int in
-                            defer { value += 1 }
+        if count > 0 {
+            await withCheckedContinuation { (finished: CheckedContinuation<Void, Never>) in
+                let left = NIOLockedValueBox(count)
+                @Sendable func startNext() {
+                    let slot = next.withLockedValue { value -> Int in
+                        defer { value += 1 }
+                        return value
+                    }
+                    guard slot < count else { return }
+                    let position = positions[slot]
+                    let index = indices?[position] ?? position
+                    let begin = Monotonic.nanoseconds()
+                    let attempt = BenchSocket.connect(
+                        index: index, target: target,
+                        source: sources.isEmpty ? nil : sources[index % sources.count], hostHeader: hostHeader,
+                        token: tokens[position], group: group, timeout: connectTimeout, callbacks: callbacks
+                    )
+                    attempt.whenComplete { result in
+                        if case .success(let socket) = result { latency.record(from: begin, to: socket.connectedAt) }
+                        results.withLockedValue { $0.append((position, result)) }
+                        let remaining = left.withLockedValue { value -> Int in
+                            value -= 1
                             return value
                         }
-                        guard slot < count else { break }
-                        let position = positions[slot]
-                        let index = indices?[position] ?? position
-                        let begin = Monotonic.nanoseconds()
-                        do {
-                            let socket = try await attempt(index: index, token: tokens[position], callbacks: callbacks)
-                            latency.record(from: begin, to: socket.connectedAt)
-                            done.append((position, .success(socket)))
-                        } catch {
-                            done.append((position, .failure(error)))
+                        if remaining == 0 {
+                            finished.resume()
+                        } else {
+                            // Not from inside this callback: an attempt that fails at once would nest the next.
+                            attempt.eventLoop.execute { startNext() }
                         }
                     }
-                    return done
                 }
+                for _ in 0..<min(concurrency, count) { startNext() }
             }
-            var all: [(Int, Result<BenchSocket, any Error>)] = []
-            for await part in tasks { all += part }
-            return all
         }
         var sockets = [BenchSocket?](repeating: nil, count: tokens.count)
         var failures: [String: Int] = [:]
-        for (position, result) in results {
+        for (position, result) in results.withLockedValue({ $0 }) {
             switch result {
             case .success(let socket): sockets[position] = socket
             case .failure(let error): failures[Self.describe(error), default: 0] += 1
@@ -106,14 +117,6 @@ struct Fleet: Sendable {
         return Outcome(
             sockets: sockets, latency: latency, failures: failures, started: started, finished: Monotonic.nanoseconds()
         )
-    }
-
-    /// One connection attempt, from the source address its index picks.
-    func attempt(index: Int, token: String, callbacks: SocketCallbacks) async throws -> BenchSocket {
-        try await BenchSocket.connect(
-            index: index, target: target, source: sources.isEmpty ? nil : sources[index % sources.count],
-            hostHeader: hostHeader, token: token, group: group, timeout: connectTimeout, callbacks: callbacks
-        ).get()
     }
 
     static func describe(_ error: any Error) -> String {
