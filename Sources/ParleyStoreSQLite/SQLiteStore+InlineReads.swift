@@ -9,9 +9,12 @@ extension SQLiteStore: InlineReads {
     public func connectionOpening(tokenHash: [UInt8]) throws -> ConnectionOpening? {
         try inlineReaders.read { db in
             guard let token = try Self.fetchToken(db, hash: tokenHash) else { return nil }
+            // The user and their stream's end in one lookup (a user that no longer exists has none: 0).
+            let user = try Self.fetchUserAndStream(db, appId: token.appId, uid: token.uid)
+            let conversations = try Self.fetchConversationPositions(db, appId: token.appId, uid: token.uid)
             return ConnectionOpening(
-                token: token, user: try Self.fetchUser(db, appId: token.appId, uid: token.uid),
-                positions: try Self.fetchStreamPositions(db, appId: token.appId, uid: token.uid)
+                token: token, user: user?.user,
+                positions: StreamPositions(userSeq: user?.lastUserSeq ?? 0, conversations: conversations)
             )
         }
     }

@@ -182,15 +182,32 @@ public final class SQLiteStore: ParleyStore {
     }
 
     static func fetchUser(_ db: Database, appId: String, uid: String) throws -> User? {
-        guard
-            let row = try Row.fetchOne(
-                db.cachedStatement(sql: "SELECT * FROM users WHERE app_id = ? AND uid = ?"), arguments: [appId, uid]
-            )
-        else { return nil }
-        return User(
-            uid: row["uid"], name: row["name"], avatarURL: row["avatar_url"],
-            metadata: try jsonValue(row["metadata"]), createdAt: row["created_at"], updatedAt: row["updated_at"]
+        try fetchUserAndStream(db, appId: appId, uid: uid)?.user
+    }
+
+    /// A user and the end of their membership stream (`users.last_user_seq`), in one lookup.
+    ///
+    /// The hot reads (a WebSocket's handshake, unread counts) name their columns and read them by position from a
+    /// cursor on the statement: GRDB's `Row.fetchOne` copies every column of the row, and a column read by name
+    /// compares lowercased names, which together cost more than SQLite's lookup itself.
+    static func fetchUserAndStream(_ db: Database, appId: String, uid: String) throws
+        -> (user: User, lastUserSeq: Int64)?
+    {
+        let rows = try Row.fetchCursor(
+            db.cachedStatement(
+                sql: """
+                    SELECT name, avatar_url, metadata, created_at, updated_at, last_user_seq
+                    FROM users WHERE app_id = ? AND uid = ?
+                    """
+            ),
+            arguments: [appId, uid]
         )
+        guard let row = try rows.next() else { return nil }
+        let user = User(
+            uid: uid, name: row[0], avatarURL: row[1], metadata: try jsonValue(row[2]), createdAt: row[3],
+            updatedAt: row[4]
+        )
+        return (user, row[5])
     }
 
     // MARK: Tokens
@@ -215,9 +232,18 @@ public final class SQLiteStore: ParleyStore {
     }
 
     static func fetchToken(_ db: Database, hash: [UInt8]) throws -> TokenRecord? {
-        try Row.fetchOne(
-            db.cachedStatement(sql: "SELECT * FROM auth_tokens WHERE hash = ?"), arguments: [Data(hash)]
-        ).map(Self.tokenRecord)
+        // Columns by position from the statement (see `fetchUserAndStream`): every WebSocket handshake reads this.
+        let rows = try Row.fetchCursor(
+            db.cachedStatement(
+                sql: "SELECT id, app_id, uid, created_at, expires_at, revoked_at FROM auth_tokens WHERE hash = ?"
+            ),
+            arguments: [Data(hash)]
+        )
+        guard let row = try rows.next() else { return nil }
+        return TokenRecord(
+            id: row[0], hash: hash, appId: row[1], uid: row[2], createdAt: row[3], expiresAt: row[4],
+            revokedAt: row[5]
+        )
     }
 
     public func tokens(appId: String, uid: String, now: Int64) async throws -> [TokenRecord] {
@@ -339,7 +365,8 @@ public final class SQLiteStore: ParleyStore {
         // CROSS JOIN keeps the user's participations as the outer loop: with a plain JOIN, SQLite's planner
         // walks every conversation of the app (its (app_id, direct_key) index) and probes each for the user,
         // which made every unread push cost O(conversations in the app).
-        let rows = try Row.fetchAll(
+        // By position from a cursor (see `fetchUserAndStream`): read for every unread push.
+        let rows = try Row.fetchCursor(
             db.cachedStatement(
                 sql: """
                     SELECT c.id, c.last_seq, c.message_count, p.read_seq, p.read_message_count
@@ -352,14 +379,12 @@ public final class SQLiteStore: ParleyStore {
         let wanted = conversationIds.map(Set.init)
         var total = 0
         var conversations: [ConversationUnread] = []
-        for row in rows {
-            let count = max(0, Int(row["message_count"] as Int64) - Int(row["read_message_count"] as Int64))
+        while let row = try rows.next() {
+            let count = max(0, Int(row[2] as Int64) - Int(row[4] as Int64))
             total += count
-            let id: String = row["id"]
+            let id: String = row[0]
             if wanted?.contains(id) ?? true {
-                conversations.append(
-                    ConversationUnread(conversationId: id, unread: count, readSeq: row["read_seq"], lastSeq: row["last_seq"])
-                )
+                conversations.append(ConversationUnread(conversationId: id, unread: count, readSeq: row[3], lastSeq: row[1]))
             }
         }
         return UnreadSummary(total: total, conversations: conversations.sorted { $0.conversationId < $1.conversationId })
@@ -441,7 +466,13 @@ public final class SQLiteStore: ParleyStore {
             db.cachedStatement(sql: "SELECT last_user_seq FROM users WHERE app_id = ? AND uid = ?"),
             arguments: [appId, uid]
         ) ?? 0
-        let rows = try Row.fetchAll(
+        return StreamPositions(userSeq: userSeq, conversations: try fetchConversationPositions(db, appId: appId, uid: uid))
+    }
+
+    /// The last sequence number of each conversation the user participates in (by position from a cursor, see
+    /// `fetchUserAndStream`).
+    static func fetchConversationPositions(_ db: Database, appId: String, uid: String) throws -> [String: Int64] {
+        let rows = try Row.fetchCursor(
             db.cachedStatement(
                 sql: """
                     SELECT c.id, c.last_seq FROM participants p CROSS JOIN conversations c
@@ -451,8 +482,8 @@ public final class SQLiteStore: ParleyStore {
             arguments: [uid, appId]
         )
         var conversations: [String: Int64] = [:]
-        for row in rows { conversations[row[0]] = row[1] }
-        return StreamPositions(userSeq: userSeq, conversations: conversations)
+        while let row = try rows.next() { conversations[row[0]] = row[1] }
+        return conversations
     }
 
     static func fetchConversation(_ db: Database, appId: String, id: String) throws -> ConversationRow? {
