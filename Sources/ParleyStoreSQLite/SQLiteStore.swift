@@ -384,7 +384,9 @@ public final class SQLiteStore: ParleyStore {
             total += count
             let id: String = row[0]
             if wanted?.contains(id) ?? true {
-                conversations.append(ConversationUnread(conversationId: id, unread: count, readSeq: row[3], lastSeq: row[1]))
+                conversations.append(
+                    ConversationUnread(conversationId: id, unread: count, readSeq: row[3], lastSeq: row[1])
+                )
             }
         }
         return UnreadSummary(total: total, conversations: conversations.sorted { $0.conversationId < $1.conversationId })
@@ -466,7 +468,8 @@ public final class SQLiteStore: ParleyStore {
             db.cachedStatement(sql: "SELECT last_user_seq FROM users WHERE app_id = ? AND uid = ?"),
             arguments: [appId, uid]
         ) ?? 0
-        return StreamPositions(userSeq: userSeq, conversations: try fetchConversationPositions(db, appId: appId, uid: uid))
+        let conversations = try fetchConversationPositions(db, appId: appId, uid: uid)
+        return StreamPositions(userSeq: userSeq, conversations: conversations)
     }
 
     /// The last sequence number of each conversation the user participates in (by position from a cursor, see
