@@ -123,6 +123,23 @@ final class RawWebSocket: Sendable {
 
     /// Connects to 127.0.0.1:`port`, upgrades to a WebSocket with the token, and sends `connect`.
     static func open(port: Int, token: String, receiveBuffer: Int32) async throws -> RawWebSocket {
+        let socket = try await connected(port: port, receiveBuffer: receiveBuffer)
+        try await socket.send(Array(upgradeRequest(port: port, token: token).utf8))
+        let head = try await socket.readHead()
+        guard head.hasPrefix("HTTP/1.1 101") else { throw Failure(description: "upgrade refused: \(head)") }
+        try await socket.send(clientFrame(Array(#"{"type":"connect","protocolVersion":1}"#.utf8)))
+        return socket
+    }
+
+    /// The upgrade request of a client, with its token.
+    static func upgradeRequest(port: Int, token: String, path: String = "/v1/ws") -> String {
+        "GET \(path) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            + "Sec-WebSocket-Key: c2xvdy1jb25zdW1lci10ZXN0\r\nSec-WebSocket-Version: 13\r\n"
+            + "Authorization: Bearer \(token)\r\n\r\n"
+    }
+
+    /// A TCP connection to 127.0.0.1:`port`, nothing sent yet.
+    static func connected(port: Int, receiveBuffer: Int32? = nil) async throws -> RawWebSocket {
         try await onThread {
             #if canImport(Glibc)
                 let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
@@ -130,8 +147,9 @@ final class RawWebSocket: Sendable {
                 let descriptor = socket(AF_INET, SOCK_STREAM, 0)
             #endif
             guard descriptor >= 0 else { throw Failure(description: "socket() failed") }
-            var size = receiveBuffer
-            setsockopt(descriptor, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+            if var size = receiveBuffer {
+                setsockopt(descriptor, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+            }
             var timeout = timeval(tv_sec: 30, tv_usec: 0)
             setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
             var address = sockaddr_in()
@@ -147,25 +165,27 @@ final class RawWebSocket: Sendable {
                 _ = systemClose(descriptor)
                 throw Failure(description: "connect() failed")
             }
-            let socket = RawWebSocket(descriptor: descriptor)
-            try socket.write(
-                Array(
-                    ("GET /v1/ws HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-                        + "Sec-WebSocket-Key: c2xvdy1jb25zdW1lci10ZXN0\r\nSec-WebSocket-Version: 13\r\n"
-                        + "Authorization: Bearer \(token)\r\n\r\n").utf8
-                )
-            )
+            return RawWebSocket(descriptor: descriptor)
+        }
+    }
+
+    /// Sends bytes as they are.
+    func send(_ bytes: [UInt8]) async throws {
+        try await Self.onThread { try self.write(bytes) }
+    }
+
+    /// Reads an HTTP response head, through its empty line (byte by byte: nothing after it is consumed).
+    func readHead() async throws -> String {
+        try await Self.onThread {
             var head: [UInt8] = []
             while !head.ends(with: [13, 10, 13, 10]) {
                 var byte: UInt8 = 0
-                guard recv(descriptor, &byte, 1, 0) == 1 else { throw Failure(description: "no upgrade response") }
+                guard recv(self.descriptor, &byte, 1, 0) == 1 else {
+                    throw Failure(description: "no response head (got \(String(decoding: head, as: UTF8.self)))")
+                }
                 head.append(byte)
             }
-            guard String(decoding: head, as: UTF8.self).hasPrefix("HTTP/1.1 101") else {
-                throw Failure(description: "upgrade refused: \(String(decoding: head, as: UTF8.self))")
-            }
-            try socket.write(Self.clientFrame(Array(#"{"type":"connect","protocolVersion":1}"#.utf8)))
-            return socket
+            return String(decoding: head, as: UTF8.self)
         }
     }
 
@@ -180,7 +200,7 @@ final class RawWebSocket: Sendable {
     private func write(_ bytes: [UInt8]) throws {
         var sent = 0
         while sent < bytes.count {
-            let written = bytes[sent...].withUnsafeBytes { send(descriptor, $0.baseAddress, $0.count, 0) }
+            let written = bytes[sent...].withUnsafeBytes { systemSend(descriptor, $0.baseAddress, $0.count, 0) }
             guard written > 0 else { throw Failure(description: "send() failed") }
             sent += written
         }
@@ -253,9 +273,11 @@ final class RawWebSocket: Sendable {
 #if canImport(Glibc)
     private let systemConnect = Glibc.connect
     private let systemClose = Glibc.close
+    private let systemSend = Glibc.send
 #else
     private let systemConnect = Darwin.connect
     private let systemClose = Darwin.close
+    private let systemSend = Darwin.send
 #endif
 
 extension Array where Element == UInt8 {

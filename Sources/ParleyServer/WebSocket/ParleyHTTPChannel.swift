@@ -37,55 +37,68 @@ struct ParleyHTTPChannel: ServerChildChannel, HTTPChannelHandler {
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
         channel.eventLoop.makeCompletedFuture {
-            let upgradeAttempted = NIOLoopBoundBox(false, eventLoop: channel.eventLoop)
+            let result = channel.eventLoop.makePromise(of: UpgradeResult.self)
             let gateway = self.gateway
-            let upgrader = NIOTypedWebSocketServerUpgrader<UpgradeResult>(
-                maxFrameSize: gateway.configuration.maxInboundFrameSize,
-                // Protocol errors are answered by the connection's handler, with Parley's close reasons.
-                enableAutomaticErrorHandling: false,
-                shouldUpgrade: { channel, head in
-                    upgradeAttempted.value = true
-                    return channel.eventLoop.makeSucceededFuture(WebSocketGateway.accepts(uri: head.uri) ? [:] : nil)
+            let sniffer = WebSocketUpgradeSniffer(
+                result: result, maxFrameSize: gateway.configuration.maxInboundFrameSize,
+                upgrade: { channel, authorization in
+                    try gateway.addHandlers(to: channel, authorization: authorization)
                 },
-                upgradePipelineHandler: { channel, head in
-                    channel.eventLoop.makeCompletedFuture {
-                        try gateway.addHandlers(to: channel, authorization: head.headers.first(name: "authorization"))
-                        return UpgradeResult.websocket
-                    }
-                }
+                fallBack: { channel in try self.configureHTTP(channel: channel, logger: logger) }
             )
-            let http1 = self.http1
-            let serverUpgradeConfiguration = NIOTypedHTTPServerUpgradeConfiguration(
-                upgraders: [upgrader],
-                notUpgradingCompletionHandler: { channel in
-                    channel.eventLoop.makeCompletedFuture {
-                        try channel.pipeline.syncOperations.addHandler(HTTP1ToHTTPServerCodec(secure: false))
-                        try channel.pipeline.syncOperations.addHandlers(http1.additionalChannelHandlers())
-                        try channel.pipeline.syncOperations.addHandler(
-                            HTTPConnectionStateHandler(idleTimeout: http1.idleTimeout.map { .init($0) }, logger: logger)
-                        )
-                        let asyncChannel = try NIOAsyncChannel<HTTPRequestPart, HTTPResponsePart>(
-                            wrappingChannelSynchronously: channel,
-                            configuration: .init(isOutboundHalfClosureEnabled: true)
-                        )
-                        return upgradeAttempted.value ? .failedUpgrade(asyncChannel) : .notUpgraded(asyncChannel)
-                    }
-                }
-            )
-            var configuration = NIOUpgradableHTTPServerPipelineConfiguration<UpgradeResult>(
-                upgradeConfiguration: serverUpgradeConfiguration
-            )
-            configuration.enablePipelining = false  // HTTP is pipelined by NIOAsyncChannel
-            configuration.enableErrorHandling = false  // handled by Hummingbird
-            configuration.enableResponseHeaderValidation = false  // Swift HTTP Types validate already
-            configuration.decoderConfiguration.maxHeaderFieldSize = http1.httpDecoder.maxHeaderFieldSize
-            configuration.decoderConfiguration.maxHeaderListSize = http1.httpDecoder.maxHeaderListSize
-            configuration.decoderConfiguration.maxHeaderFieldCount = http1.httpDecoder.maxHeaderFieldCount
-            let negotiated = try channel.pipeline.syncOperations.configureUpgradableHTTPServerPipeline(
-                configuration: configuration
-            )
-            return Value(upgradeResult: negotiated, channel: channel)
+            try channel.pipeline.syncOperations.addHandler(sniffer)
+            return Value(upgradeResult: result.futureResult, channel: channel)
         }
+    }
+
+    /// NIO's HTTP/1 pipeline with the WebSocket upgrader, for every connection whose first request is not a plain
+    /// upgrade to `/v1/ws` (``WebSocketUpgradeSniffer``): REST, and upgrades NIO answers itself (another path: 400).
+    private func configureHTTP(channel: any Channel, logger: Logger) throws -> EventLoopFuture<UpgradeResult> {
+        let upgradeAttempted = NIOLoopBoundBox(false, eventLoop: channel.eventLoop)
+        let gateway = self.gateway
+        let upgrader = NIOTypedWebSocketServerUpgrader<UpgradeResult>(
+            maxFrameSize: gateway.configuration.maxInboundFrameSize,
+            // Protocol errors are answered by the connection's handler, with Parley's close reasons.
+            enableAutomaticErrorHandling: false,
+            shouldUpgrade: { channel, head in
+                upgradeAttempted.value = true
+                return channel.eventLoop.makeSucceededFuture(WebSocketGateway.accepts(uri: head.uri) ? [:] : nil)
+            },
+            upgradePipelineHandler: { channel, head in
+                channel.eventLoop.makeCompletedFuture {
+                    try gateway.addHandlers(to: channel, authorization: head.headers.first(name: "authorization"))
+                    return UpgradeResult.websocket
+                }
+            }
+        )
+        let http1 = self.http1
+        let serverUpgradeConfiguration = NIOTypedHTTPServerUpgradeConfiguration(
+            upgraders: [upgrader],
+            notUpgradingCompletionHandler: { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(HTTP1ToHTTPServerCodec(secure: false))
+                    try channel.pipeline.syncOperations.addHandlers(http1.additionalChannelHandlers())
+                    try channel.pipeline.syncOperations.addHandler(
+                        HTTPConnectionStateHandler(idleTimeout: http1.idleTimeout.map { .init($0) }, logger: logger)
+                    )
+                    let asyncChannel = try NIOAsyncChannel<HTTPRequestPart, HTTPResponsePart>(
+                        wrappingChannelSynchronously: channel,
+                        configuration: .init(isOutboundHalfClosureEnabled: true)
+                    )
+                    return upgradeAttempted.value ? .failedUpgrade(asyncChannel) : .notUpgraded(asyncChannel)
+                }
+            }
+        )
+        var configuration = NIOUpgradableHTTPServerPipelineConfiguration<UpgradeResult>(
+            upgradeConfiguration: serverUpgradeConfiguration
+        )
+        configuration.enablePipelining = false  // HTTP is pipelined by NIOAsyncChannel
+        configuration.enableErrorHandling = false  // handled by Hummingbird
+        configuration.enableResponseHeaderValidation = false  // Swift HTTP Types validate already
+        configuration.decoderConfiguration.maxHeaderFieldSize = http1.httpDecoder.maxHeaderFieldSize
+        configuration.decoderConfiguration.maxHeaderListSize = http1.httpDecoder.maxHeaderListSize
+        configuration.decoderConfiguration.maxHeaderFieldCount = http1.httpDecoder.maxHeaderFieldCount
+        return try channel.pipeline.syncOperations.configureUpgradableHTTPServerPipeline(configuration: configuration)
     }
 
     func handle(value: Value, logger: Logger) async {

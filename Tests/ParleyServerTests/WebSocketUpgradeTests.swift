@@ -1,0 +1,76 @@
+import Foundation
+import ParleyTesting
+import Testing
+
+/// Upgrades on the wire, with a raw socket: the ones the server answers itself (``WebSocketUpgradeSniffer``), however
+/// their bytes arrive, and the ones it leaves to NIO's pipeline, answered as before.
+@Suite(.timeLimit(.minutes(2))) struct WebSocketUpgradeTests {
+    static let connectFrame = RawWebSocket.clientFrame(Array(#"{"type":"connect","protocolVersion":1}"#.utf8))
+
+    /// The next frame is `hello`.
+    static func expectHello(_ socket: RawWebSocket) async throws {
+        let frame = try await socket.readFrame()
+        #expect(frame.opcode == 1 && String(decoding: frame.payload, as: UTF8.self).contains(#""type":"hello""#))
+    }
+
+    /// How a client's upgrade reaches the server.
+    enum Arrival: String, CaseIterable, Sendable {
+        /// The upgrade and the connect frame in one write: bytes follow the head before the server answered.
+        case withTheConnectFrame
+        /// One byte per write: the head arrives in pieces.
+        case aByteAtATime
+    }
+
+    @Test(arguments: Arrival.allCases) func anUpgradeIsServedHoweverItsBytesArrive(_ arrival: Arrival) async throws {
+        let server = try await TestServer.start()
+        let token = try await server.login("alice")
+        let socket = try await RawWebSocket.connected(port: server.port)
+        let request = Array(RawWebSocket.upgradeRequest(port: server.port, token: token).utf8)
+        switch arrival {
+        case .withTheConnectFrame:
+            try await socket.send(request + Self.connectFrame)
+        case .aByteAtATime:
+            for byte in request { try await socket.send([byte]) }
+        }
+        let head = try await socket.readHead()
+        #expect(head.hasPrefix("HTTP/1.1 101 Switching Protocols\r\n") && head.contains("Sec-WebSocket-Accept: "))
+        if arrival == .aByteAtATime { try await socket.send(Self.connectFrame) }
+        try await Self.expectHello(socket)
+        socket.close()
+        try await server.stop()
+    }
+
+    @Test func requestsTheServerDoesNotUpgradeItselfAreAnsweredByNIOAsBefore() async throws {
+        let server = try await TestServer.start()
+        let token = try await server.login("alice")
+        let request = RawWebSocket.upgradeRequest(port: server.port, token: token)
+
+        // Another path: 400, and the connection closes.
+        let other = try await RawWebSocket.connected(port: server.port)
+        try await other.send(
+            Array(RawWebSocket.upgradeRequest(port: server.port, token: token, path: "/v1/other").utf8))
+        #expect(try await other.readHead().hasPrefix("HTTP/1.1 400 Bad Request\r\n"))
+        other.close()
+
+        // An unsupported version: closed without an answer.
+        let version = try await RawWebSocket.connected(port: server.port)
+        try await version.send(Array(request.replacingOccurrences(of: "Version: 13", with: "Version: 12").utf8))
+        await #expect(throws: RawWebSocket.Failure.self) { _ = try await version.readHead() }
+        version.close()
+
+        // No Connection header: NIO's upgrader does not ask for one, so it still upgrades.
+        let noConnection = try await RawWebSocket.connected(port: server.port)
+        try await noConnection.send(Array(request.replacingOccurrences(of: "Connection: Upgrade\r\n", with: "").utf8))
+        #expect(try await noConnection.readHead().hasPrefix("HTTP/1.1 101 Switching Protocols\r\n"))
+        try await noConnection.send(Self.connectFrame)
+        try await Self.expectHello(noConnection)
+        noConnection.close()
+
+        // A REST request on a connection of its own.
+        let rest = try await RawWebSocket.connected(port: server.port)
+        try await rest.send(Array("GET /health HTTP/1.1\r\nHost: x\r\n\r\n".utf8))
+        #expect(try await rest.readHead().hasPrefix("HTTP/1.1 200 OK\r\n"))
+        rest.close()
+        try await server.stop()
+    }
+}
