@@ -67,73 +67,93 @@ struct WebSocketUpgradeRequest: Equatable, Sendable {
         return nil
     }
 
-    /// The key and authorization of a head (without its final empty line) that is a plain upgrade, else nil.
+    /// The key and authorization of a head (without its final empty line) that is a plain upgrade, else nil. Reads the
+    /// bytes where they are: only the key and the token become strings.
     private static func upgrade(inHead head: UnsafeRawBufferPointer) -> (key: String, authorization: String?)? {
-        var lines: [UnsafeRawBufferPointer] = []
+        var upgrades = 0
+        var connectionUpgrade = false
+        var key: Slice<UnsafeRawBufferPointer>?
+        var versions = 0
+        var authorization: Slice<UnsafeRawBufferPointer>?
+        var authorizations = 0
         var start = 0
-        for index in 0..<head.count {
-            let byte = head[index]
-            if byte == 13 {
-                guard index + 1 < head.count, head[index + 1] == 10 else { return nil }
-                lines.append(UnsafeRawBufferPointer(rebasing: head[start..<index]))
-                start = index + 2
-            } else if byte == 10 {
-                if index == 0 || head[index - 1] != 13 { return nil }  // a bare line feed
-            } else if (byte < 0x20 && byte != 9) || byte >= 0x7F {
+        var isRequestLine = true
+        var index = 0
+        while index <= head.count {
+            let atEnd = index == head.count
+            let byte = atEnd ? 13 : head[index]
+            if byte == 10 || (byte < 0x20 && byte != 9 && byte != 13) || byte >= 0x7F { return nil }
+            guard byte == 13 else {
+                index += 1
+                continue
+            }
+            if !atEnd { guard index + 1 < head.count, head[index + 1] == 10 else { return nil } }
+            let line = head[start..<index]
+            start = index + 2
+            index += 2
+            if isRequestLine {
+                isRequestLine = false
+                guard requestLine(line) else { return nil }
+                continue
+            }
+            // A folded line (obsolete continuation), a header without a name or a colon: not for the fast path.
+            guard let first = line.first, first != 32, first != 9, let colon = line.firstIndex(of: UInt8(ascii: ":")),
+                colon > line.startIndex, !line[..<colon].contains(32), !line[..<colon].contains(9)
+            else { return nil }
+            let name = line[..<colon]
+            let value = trimmed(line[(colon + 1)...])
+            if matches(name, "upgrade") {
+                guard matches(value, "websocket") else { return nil }
+                upgrades += 1
+            } else if matches(name, "connection") {
+                if value.split(separator: UInt8(ascii: ",")).contains(where: { matches(trimmed($0), "upgrade") }) {
+                    connectionUpgrade = true
+                }
+            } else if matches(name, "sec-websocket-key") {
+                guard key == nil else { return nil }
+                key = value
+            } else if matches(name, "sec-websocket-version") {
+                guard value.elementsEqual("13".utf8) else { return nil }
+                versions += 1
+            } else if matches(name, "authorization") {
+                authorizations += 1
+                authorization = value
+            } else if matches(name, "content-length") {
+                guard value.elementsEqual("0".utf8) else { return nil }
+            } else if matches(name, "transfer-encoding") {
                 return nil
             }
         }
-        lines.append(UnsafeRawBufferPointer(rebasing: head[start...]))
-        guard let requestLine = lines.first, requestLine.starts(with: requestLinePrefix),
-            requestLine.count >= requestLinePrefix.count + requestLineSuffix.count,
-            requestLine.suffix(requestLineSuffix.count).elementsEqual(requestLineSuffix)
-        else { return nil }
-        let target = String(decoding: requestLine.dropFirst(4).dropLast(requestLineSuffix.count), as: UTF8.self)
-        guard !target.contains(" "), WebSocketGateway.accepts(uri: target) else { return nil }
-
-        var upgrades = 0
-        var connectionUpgrade = false
-        var keys: [String] = []
-        var versions: [String] = []
-        var authorizations: [String] = []
-        for line in lines.dropFirst() {
-            // A folded line (obsolete continuation), a header without a name or a colon: not for the fast path.
-            guard let first = line.first, first != 32, first != 9, let colon = line.firstIndex(of: UInt8(ascii: ":")),
-                colon > 0, !line[..<colon].contains(32), !line[..<colon].contains(9)
-            else { return nil }
-            let name = String(decoding: line[..<colon], as: UTF8.self).lowercased()
-            let value = trimmed(line[(colon + 1)...])
-            switch name {
-            case "upgrade":
-                guard value.lowercased() == "websocket" else { return nil }
-                upgrades += 1
-            case "connection":
-                if value.split(separator: ",").contains(where: { trimmed($0).lowercased() == "upgrade" }) {
-                    connectionUpgrade = true
-                }
-            case "sec-websocket-key": keys.append(value)
-            case "sec-websocket-version": versions.append(value)
-            case "authorization": authorizations.append(value)
-            case "content-length": guard value == "0" else { return nil }
-            case "transfer-encoding": return nil
-            default: break
-            }
+        guard upgrades == 1, connectionUpgrade, let key, !key.isEmpty, versions == 1, authorizations <= 1 else {
+            return nil
         }
-        guard upgrades == 1, connectionUpgrade, keys.count == 1, !keys[0].isEmpty, versions == ["13"],
-            authorizations.count <= 1
-        else { return nil }
-        return (keys[0], authorizations.first)
+        return (String(decoding: key, as: UTF8.self), authorization.map { String(decoding: $0, as: UTF8.self) })
     }
 
-    private static func trimmed(_ bytes: Slice<UnsafeRawBufferPointer>) -> String {
-        var value = bytes[...]
+    /// `GET <gateway path>[?query] HTTP/1.1`.
+    private static func requestLine(_ line: Slice<UnsafeRawBufferPointer>) -> Bool {
+        guard line.starts(with: requestLinePrefix), line.count >= requestLinePrefix.count + requestLineSuffix.count,
+            line.suffix(requestLineSuffix.count).elementsEqual(requestLineSuffix)
+        else { return false }
+        let target = line.dropFirst(4).dropLast(requestLineSuffix.count)
+        guard !target.contains(32) else { return false }
+        // The path itself, or with a query after it.
+        return target.count == requestLinePrefix.count - 4
+            || target[target.startIndex + requestLinePrefix.count - 4] == UInt8(ascii: "?")
+    }
+
+    /// Whether `bytes` are `lowercase` (letters and `-`) in any case.
+    private static func matches(_ bytes: Slice<UnsafeRawBufferPointer>, _ lowercase: StaticString) -> Bool {
+        guard bytes.count == lowercase.utf8CodeUnitCount else { return false }
+        let expected = UnsafeRawBufferPointer(start: lowercase.utf8Start, count: lowercase.utf8CodeUnitCount)
+        return zip(bytes, expected).allSatisfy { $0 | 0x20 == $1 }
+    }
+
+    private static func trimmed(_ bytes: Slice<UnsafeRawBufferPointer>) -> Slice<UnsafeRawBufferPointer> {
+        var value = bytes
         while let first = value.first, first == 32 || first == 9 { value = value.dropFirst() }
         while let last = value.last, last == 32 || last == 9 { value = value.dropLast() }
-        return String(decoding: value, as: UTF8.self)
-    }
-
-    private static func trimmed(_ text: Substring) -> String {
-        String(text.drop { $0 == " " || $0 == "\t" }.reversed().drop { $0 == " " || $0 == "\t" }.reversed())
+        return value
     }
 
     /// The GUID of RFC 6455 section 1.3, hashed with the client's key into `Sec-WebSocket-Accept`.
