@@ -137,29 +137,36 @@ final class CommandWriter: Service {
         }
     }
 
+    /// Runs until ``stop()``, a graceful shutdown or the task's cancellation (which all stop it the same way: what
+    /// is queued is still applied), then returns once everything taken is published and answered.
     func run() async throws {
-        if ownThread, let store = store as? any SynchronousBatches, publisher.isSingleNode {
+        await withTaskCancellationHandler {
             await withGracefulShutdownHandler {
-                await runOnThread(store)
+                if ownThread, let store = store as? any SynchronousBatches, publisher.isSingleNode {
+                    await runOnThread(store)
+                } else {
+                    await runOverlapping()
+                }
             } onGracefulShutdown: {
                 self.stop()
             }
-            return
-        }
-        await withGracefulShutdownHandler {
-            await withDiscardingTaskGroup { group in
-                group.addTask { await self.publishStored() }
-                while let work = await nextWork() {
-                    switch work {
-                    case .commands(let batch): await stored.put(await commit(batch))
-                    case .committedElsewhere(let ranges): await stored.put(.committedElsewhere(ranges))
-                    }
-                }
-                // Everything queued is stored: the publishing loop ends once it has published it.
-                stored.finish()
-            }
-        } onGracefulShutdown: {
+        } onCancel: {
             self.stop()
+        }
+    }
+
+    /// The writer in two loops: one stores batches, the other publishes them (see the type's discussion).
+    private func runOverlapping() async {
+        await withDiscardingTaskGroup { group in
+            group.addTask { await self.publishStored() }
+            while let work = await nextWork() {
+                switch work {
+                case .commands(let batch): await stored.put(await commit(batch))
+                case .committedElsewhere(let ranges): await stored.put(.committedElsewhere(ranges))
+                }
+            }
+            // Everything queued is stored: the publishing loop ends once it has published it.
+            stored.finish()
         }
     }
 

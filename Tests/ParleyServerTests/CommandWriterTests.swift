@@ -173,4 +173,32 @@ import Testing
         #expect(refusals.withLockedValue { $0 } == [.serverShuttingDown])
         try await store.close()
     }
+    /// A cancelled writer (its service group cancels it when another service fails) stops like a stopped one: every
+    /// command queued is answered and `run()` returns. On its own thread they are also stored; in the overlapping
+    /// loops the store's async calls see the cancellation and refuse (GRDB throws `CancellationError`).
+    @Test(arguments: [true, false]) func aCancelledWriterAnswersWhatWasQueuedAndReturns(ownThread: Bool) async throws {
+        let directory = try TemporaryDirectory(prefix: "parley-writer-cancel")
+        let store = try SQLiteStore(path: directory.path + "/parley.sqlite")
+        try await store.insertApp(AppRecord(id: "a", name: "a", authKeyHash: [1], restAPIKeyHash: [2], createdAt: 1))
+        try await store.insertUser(appId: "a", User(uid: "alice", name: "alice", createdAt: 1, updatedAt: 1))
+        let writer = Self.writer(store: store, maxBatch: 4, ownThread: ownThread)
+        let answers = NIOLockedValueBox((succeeded: 0, failed: 0))
+        let running = Task { try await writer.run() }
+        for number in 0..<20 {
+            let create = Command.CreateConversation(
+                appId: "a", newId: "c_\(number)", type: .group, creator: "alice", participants: [], now: 1
+            )
+            writer.enqueue(.createConversation(create)) { result in
+                answers.withLockedValue {
+                    if case .success = result { $0.succeeded += 1 } else { $0.failed += 1 }
+                }
+            }
+        }
+        running.cancel()
+        try await running.value
+        let (succeeded, failed) = answers.withLockedValue { $0 }
+        #expect(succeeded + failed == 20)
+        if ownThread { #expect(succeeded == 20) }
+        try await store.close()
+    }
 }
