@@ -19,6 +19,9 @@ public final class SQLiteStore: ParleyStore {
     static let walCheckpointPages = 10_000
     /// WAL frames after which the checkpointer copies the WAL back (see ``WALCheckpointer``).
     public static let defaultCheckpointThreshold = 4_000
+    /// WAL frames past which the checkpointer restarts the WAL, holding the writer off for two `fdatasync`s: 16,000
+    /// frames of 4 KiB, the WAL's size after a restart (`walSizeLimitBytes`). See ``WALCheckpointer``.
+    public static let defaultRestartThreshold = 16_000
     /// The WAL file's size after a restart of the WAL.
     static let walSizeLimitBytes = 64 * 1024 * 1024
     let checkpointer: WALCheckpointer
@@ -29,9 +32,14 @@ public final class SQLiteStore: ParleyStore {
 
     /// Opens (creating if needed) the database at `path` and migrates it to the current schema.
     ///
-    /// - Parameter checkpointThreshold: WAL frames (pages) after a commit past which ``WALCheckpointer`` copies the
-    ///   WAL back into the database, off the writer's thread.
-    public init(path: String, checkpointThreshold: Int = SQLiteStore.defaultCheckpointThreshold) throws {
+    /// - Parameters:
+    ///   - checkpointThreshold: WAL frames (pages) after a commit past which ``WALCheckpointer`` copies the WAL back
+    ///     into the database, off the writer's thread.
+    ///   - restartThreshold: WAL frames past which it also restarts the WAL (at least `checkpointThreshold`).
+    public init(
+        path: String, checkpointThreshold: Int = SQLiteStore.defaultCheckpointThreshold,
+        restartThreshold: Int = SQLiteStore.defaultRestartThreshold
+    ) throws {
         var configuration = Configuration()
         configuration.busyMode = .polling(seconds: 10)
         configuration.prepareDatabase { db in
@@ -52,7 +60,9 @@ public final class SQLiteStore: ParleyStore {
         }
         pool = try DatabasePool(path: path, configuration: configuration)
         try Self.migrator.migrate(pool)
-        checkpointer = try WALCheckpointer(path: path, threshold: checkpointThreshold)
+        checkpointer = try WALCheckpointer(
+            path: path, threshold: checkpointThreshold, restartThreshold: restartThreshold
+        )
         inlineReaders = InlineReaders(path: path, configuration: configuration, pool: pool)
         pool.writeWithoutTransaction { db in checkpointer.install(on: db) }
     }

@@ -88,6 +88,35 @@ import Testing
         try await store.close()
     }
 
+    /// Below the restart threshold a round only copies (PASSIVE), never holding the writer off: the WAL grows instead,
+    /// and nothing is lost.
+    @Test func roundsBelowTheRestartThresholdNeverRestartTheWAL() async throws {
+        let directory = try TemporaryDirectory(prefix: "parley-checkpoint")
+        let path = directory.path + "/parley.sqlite"
+        let store = try await Self.storeWithGroup(path: path, checkpointThreshold: 32, restartThreshold: 1_000_000)
+        // Four senders keep the writer committing while the checkpointer copies, so rounds end with frames left.
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for sender in 0..<4 {
+                group.addTask {
+                    for batch in 0..<100 {
+                        let text = String(repeating: "z", count: 200)
+                        let sends = (0..<10).map {
+                            Self.send(from: "alice", id: "m_\(sender)_\(batch)_\($0)", text: text)
+                        }
+                        for result in try await store.apply(sends) { _ = try result.get() }
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        await store.checkpointer.waitUntilIdle()
+        #expect(store.checkpointer.rounds > 0)
+        #expect(store.checkpointer.restarts == 0)
+        #expect(try await store.unread(appId: Self.appId, uid: "bob", conversationIds: nil).total == 4_000)
+        try await store.close()
+        directory.remove()
+    }
+
     /// The writer and the checkpointer wait for each other's locks by trying again every 100 µs (not SQLite's 1, 2,
     /// 5, 10... ms steps), for at least the time given, then give up.
     @Test func aLockedDatabaseIsTriedAgainEveryIntervalUntilTheTimeIsUp() throws {
@@ -126,9 +155,15 @@ import Testing
         directory.remove()
     }
 
-    /// A store at `path` with an app, alice and bob, and their group `c_g`.
-    static func storeWithGroup(path: String, checkpointThreshold: Int) async throws -> SQLiteStore {
-        let store = try SQLiteStore(path: path, checkpointThreshold: checkpointThreshold)
+    /// A store at `path` with an app, alice and bob, and their group `c_g`; its checkpoint rounds end with a RESTART
+    /// from `restartThreshold` frames on (by default every round does, unless it copied everything).
+    static func storeWithGroup(path: String, checkpointThreshold: Int, restartThreshold: Int? = nil) async throws
+        -> SQLiteStore
+    {
+        let store = try SQLiteStore(
+            path: path, checkpointThreshold: checkpointThreshold,
+            restartThreshold: restartThreshold ?? checkpointThreshold
+        )
         try await store.insertApp(AppRecord(id: appId, name: "A", authKeyHash: [1], restAPIKeyHash: [2], createdAt: 1))
         for uid in ["alice", "bob"] {
             try await store.insertUser(appId: appId, User(uid: uid, name: uid, createdAt: 1, updatedAt: 1))
