@@ -21,7 +21,7 @@ struct ParleyHTTPChannel: ServerChildChannel, HTTPChannelHandler {
     }
 
     struct Value: ServerChildChannelValue {
-        let upgradeResult: EventLoopFuture<UpgradeResult>
+        let upgradeOutcome: UpgradeOutcome
         let channel: any Channel
     }
 
@@ -47,7 +47,9 @@ struct ParleyHTTPChannel: ServerChildChannel, HTTPChannelHandler {
                 fallBack: { channel in try self.configureHTTP(channel: channel, logger: logger) }
             )
             try channel.pipeline.syncOperations.addHandler(sniffer)
-            return Value(upgradeResult: result.futureResult, channel: channel)
+            let outcome = UpgradeOutcome()
+            result.futureResult.whenComplete { outcome.decide($0) }
+            return Value(upgradeOutcome: outcome, channel: channel)
         }
     }
 
@@ -103,7 +105,7 @@ struct ParleyHTTPChannel: ServerChildChannel, HTTPChannelHandler {
 
     func handle(value: Value, logger: Logger) async {
         do {
-            switch try await value.upgradeResult.get() {
+            switch try await value.upgradeOutcome.value() {
             case .websocket:
                 // The socket's handler runs it from here on (and tells the admission gate when it is live).
                 return
