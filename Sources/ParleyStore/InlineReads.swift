@@ -40,8 +40,9 @@ public protocol InlineReads: Sendable {
     /// The user's stream positions and their membership changes after `afterUserSeq` (at most `limit`), in one read
     /// transaction.
     func catchUpState(appId: String, uid: String, afterUserSeq: Int64, limit: Int) throws -> CatchUpState
-    /// ``ParleyStore/contacts(appId:uid:)``, for the presence change of a user who just connected.
-    func contacts(appId: String, uid: String) throws -> [String]
+    /// ``ParleyStore/contacts(appId:uid:)`` of each user, in one read transaction, in the order asked: for the
+    /// presence changes of users who just connected.
+    func contacts(of users: [(appId: String, uid: String)]) throws -> [[String]]
     /// ``ParleyStore/unread(appId:uid:conversationIds:)`` of several users of an app, in one read transaction, in the
     /// order asked.
     func unread(appId: String, users: [(uid: String, conversationIds: [String]?)]) throws -> [UnreadSummary]

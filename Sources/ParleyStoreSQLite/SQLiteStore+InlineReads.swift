@@ -30,8 +30,8 @@ extension SQLiteStore: InlineReads {
         }
     }
 
-    public func contacts(appId: String, uid: String) throws -> [String] {
-        try inlineReaders.read { db in try Self.fetchContacts(db, appId: appId, uid: uid) }
+    public func contacts(of users: [(appId: String, uid: String)]) throws -> [[String]] {
+        try inlineReaders.read { db in try users.map { try Self.fetchContacts(db, appId: $0.appId, uid: $0.uid) } }
     }
 
     public func unread(appId: String, users: [(uid: String, conversationIds: [String]?)]) throws -> [UnreadSummary] {

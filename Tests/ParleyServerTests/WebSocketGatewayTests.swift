@@ -84,6 +84,41 @@ import Testing
         try await server.stop()
     }
 
+    /// Users who connect together are announced in batches (the presence tracker looks once per turn of a loop, at
+    /// everyone who connected meanwhile): each of them exactly once, online, to a contact already there.
+    @Test func usersConnectingTogetherAreEachAnnouncedOnceToTheirContacts() async throws {
+        let server = try await TestServer.start()
+        let alice = try await server.login("alice")
+        let members = (1...12).map { "u\($0)" }
+        var tokens: [String] = []
+        for uid in members { tokens.append(try await server.login(uid)) }
+        _ = try await server.createConversation(token: alice, type: .group, with: members)
+        let (aliceProbe, _) = try await connect(server, token: alice)
+        let probes = try await withThrowingTaskGroup(of: WebSocketProbe.self) { group in
+            for token in tokens { group.addTask { try await connect(server, token: token).0 } }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        var announced: [String: Int] = [:]
+        while announced.count < members.count {
+            guard case .event(let stored) = try await aliceProbe.nextFrame(),
+                case .presenceUpdated(let presence) = stored.event.payload
+            else { continue }
+            #expect(presence.online, "\(presence.uid)")
+            announced[presence.uid, default: 0] += 1
+        }
+        let later = try await drain(aliceProbe).compactMap { frame -> Presence? in
+            guard case .event(let stored) = frame, case .presenceUpdated(let presence) = stored.event.payload else {
+                return nil
+            }
+            return presence
+        }
+        #expect(later.isEmpty)
+        #expect(announced == Dictionary(uniqueKeysWithValues: members.map { ($0, 1) }))
+        for probe in probes { await probe.close() }
+        await aliceProbe.close()
+        try await server.stop()
+    }
+
     /// The writer publishes a message on its own thread while the typing tracker takes frames on its task: a message
     /// sent right after a typing frame (both handled in one turn of the socket's loop) turns the indicator off, also
     /// when it is published before the tracker switched the indicator on. The typing timeout is an hour: only the

@@ -435,6 +435,16 @@ extension StoreConformanceTests {
         _ = try await group(store, id: "c_2", owner: "carol", members: ["alice", "dave"])
         #expect(Set(try await store.contacts(appId: Self.appId, uid: "alice")) == ["bob", "carol", "dave"])
         #expect(Set(try await store.contacts(appId: Self.appId, uid: "bob")) == ["alice"])
+        if let inline = store as? any InlineReads {
+            // Several users' contacts in one read (the presence tracker's batches), in the order asked.
+            let asked = [(Self.appId, "bob"), (Self.appId, "alice"), (Self.otherApp, "alice"), (Self.appId, "nobody")]
+            let together = try inline.contacts(of: asked)
+            #expect(together.count == asked.count)
+            for (index, (appId, uid)) in asked.enumerated() where index < together.count {
+                #expect(Set(together[index]) == Set(try await store.contacts(appId: appId, uid: uid)), "\(uid)")
+            }
+            #expect(Set(together[1]) == ["bob", "carol", "dave"])
+        }
         _ = try await apply(store, .deleteConversation(action("c_2", by: "carol")))
         #expect(Set(try await store.contacts(appId: Self.appId, uid: "alice")) == ["bob"])
         #expect(try await store.contacts(appId: Self.otherApp, uid: "alice").isEmpty)
