@@ -3,6 +3,7 @@ import NIOCore
 import NIOEmbedded
 import NIOWebSocket
 import ParleyProtocol
+import ParleyStore
 import ParleyStoreSQLite
 import ParleyTesting
 import Testing
@@ -19,11 +20,19 @@ import Testing
         let gateway: WebSocketGateway
         let directory: TemporaryDirectory
 
-        init(_ configure: (inout ServerConfiguration) -> Void = { _ in }) async throws {
+        /// With `token`, the store has an app with alice and that token of hers.
+        init(token: String? = nil, _ configure: (inout ServerConfiguration) -> Void = { _ in }) async throws {
             var configuration = ServerConfiguration()
             configure(&configuration)
             directory = try TemporaryDirectory(prefix: "parley-ws-handler")
             let store = try openSQLiteStore(in: directory.path)
+            if let token {
+                try await store.insertApp(AppRecord(id: "app1", name: "A", authKeyHash: [1], restAPIKeyHash: [2], createdAt: 1))
+                try await store.insertUser(appId: "app1", User(uid: "alice", name: "Alice", createdAt: 1, updatedAt: 1))
+                try await store.insertToken(
+                    TokenRecord(id: "t1", hash: try Authenticator.hash(of: token), appId: "app1", uid: "alice", createdAt: 1)
+                )
+            }
             let logger = Logger(label: "test")
             let time = ServerClock(timeline: Timeline(ContinuousClock()))
             let hub = Hub()
@@ -45,7 +54,7 @@ import Testing
             let raw = RawFrameWriter()
             try await channel.pipeline.addHandler(raw).get()
             try await channel.pipeline.addHandler(
-                WebSocketConnectionHandler(gateway: gateway, token: nil, raw: raw, logger: logger)
+                WebSocketConnectionHandler(gateway: gateway, token: token, raw: raw, logger: logger)
             ).get()
         }
 
@@ -121,6 +130,34 @@ import Testing
         answer.writeInteger(WebSocketCloseCode.protocolViolation)
         try await rig.send(.connectionClose, answer)
         #expect(!rig.channel.isActive)
+        try await rig.finish()
+    }
+
+    /// The handshake's timeout and the heartbeat are never cancelled (a cancel searches the loop's whole timer heap):
+    /// the timeout fires on a live connection and changes nothing, and a heartbeat that fires after the socket closed
+    /// writes nothing.
+    @Test func timersThatFireAfterTheirMomentChangeNothing() async throws {
+        let rig = try await Rig(token: "tok_alice") {
+            $0.handshakeTimeout = .seconds(10)
+            $0.heartbeatInterval = .seconds(30)
+        }
+        try await rig.send(.text, ByteBuffer(string: #"{"type":"connect","protocolVersion":1}"#))
+        var frames: [String] = []
+        while let frame = try await rig.written() { frames.append(String(buffer: frame.unmaskedData)) }
+        #expect(frames.count == 2 && frames.first?.contains(#""type":"hello""#) == true)
+        #expect(frames.last?.contains(#""type":"caughtUp""#) == true)
+        await rig.loop.advanceTime(by: .seconds(11))
+        #expect(try await rig.written() == nil)
+        #expect(rig.channel.isActive)
+        await rig.loop.advanceTime(by: .seconds(19))
+        #expect(try await rig.written()?.opcode == .ping)
+        var close = ByteBuffer()
+        close.writeInteger(UInt16(1000))
+        try await rig.send(.connectionClose, close)
+        #expect(Self.close(try await rig.written())?.code == 1000)
+        #expect(!rig.channel.isActive)
+        await rig.loop.advanceTime(by: .seconds(60))
+        #expect(try await rig.written() == nil)
         try await rig.finish()
     }
 

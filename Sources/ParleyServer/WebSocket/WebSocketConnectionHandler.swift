@@ -37,8 +37,11 @@ final class WebSocketConnectionHandler: ChannelDuplexHandler {
     private var heldFrames: [WebSocketFrame] = []
     /// A read was asked for while the connection was not live; it is passed on when it is.
     private var readWithheld = false
-    private var heartbeat: Scheduled<Void>?
-    private var handshakeTimer: Scheduled<Void>?
+    /// Only the close timer is ever cancelled. The heartbeat and the handshake's timeout are not: NIO cancels a
+    /// scheduled task by searching its loop's timer heap from the start (`removeFirst(where:)`), so with thousands of
+    /// sockets on a loop every handshake and every close scanned thousands of timers (a storm of 10,000 resets held
+    /// the loops for over 100 ms). Those timers hold the handler weakly; one that fires late finds it gone, or its
+    /// state machine past the point where the timer mattered, and does nothing.
     private var closeTimer: Scheduled<Void>?
 
     init(gateway: WebSocketGateway, token: String?, raw: RawFrameWriter, logger: Logger) {
@@ -67,7 +70,8 @@ final class WebSocketConnectionHandler: ChannelDuplexHandler {
             return
         }
         let loop = context.eventLoop.assumeIsolated()
-        handshakeTimer = loop.scheduleTask(in: gateway.configuration.handshakeTimeout.timeAmount) { [self] in
+        loop.scheduleTask(in: gateway.configuration.handshakeTimeout.timeAmount) { [weak self] in
+            guard let self else { return }
             perform(machine.handshakeTimedOut())
         }
         scheduleHeartbeat()
@@ -148,8 +152,6 @@ final class WebSocketConnectionHandler: ChannelDuplexHandler {
             connect = frame
         }
         machine.connectAccepted()
-        handshakeTimer?.cancel()
-        handshakeTimer = nil
         if let inline = gateway.inlineReads {
             authenticated(gateway.authenticate(token: token, inline: inline), connect: connect)
             return
@@ -319,8 +321,6 @@ final class WebSocketConnectionHandler: ChannelDuplexHandler {
     private func perform(_ action: WebSocketConnectionStateMachine.CloseAction, error: DomainError? = nil, awaitAnswer: Bool = true) {
         guard case .sendClose(let code, let reason, _) = action, let context else { return }
         connection?.outbound.finish()
-        heartbeat?.cancel()
-        handshakeTimer?.cancel()
         if let error {
             raw.write(FrameEncoding.frame(.error(ErrorFrame(code: error.code, message: error.message))))
         }
@@ -371,8 +371,6 @@ final class WebSocketConnectionHandler: ChannelDuplexHandler {
             if let expiryTicket { gateway.expiry.remove(expiryTicket) }
             logger.debug("WebSocket disconnected", metadata: logMetadata)
         }
-        heartbeat?.cancel()
-        handshakeTimer?.cancel()
         closeTimer?.cancel()
         if let socket { gateway.sockets.remove(socket) }
         connection = nil
@@ -384,8 +382,9 @@ final class WebSocketConnectionHandler: ChannelDuplexHandler {
 
     private func scheduleHeartbeat() {
         guard let context else { return }
-        heartbeat = context.eventLoop.assumeIsolated().scheduleTask(in: gateway.configuration.heartbeatInterval.timeAmount) {
-            [self] in
+        context.eventLoop.assumeIsolated().scheduleTask(in: gateway.configuration.heartbeatInterval.timeAmount) {
+            [weak self] in
+            guard let self else { return }
             switch machine.pingDue() {
             case .sendPing(let payload):
                 var data = ByteBuffer()
