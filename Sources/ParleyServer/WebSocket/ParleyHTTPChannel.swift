@@ -37,18 +37,16 @@ struct ParleyHTTPChannel: ServerChildChannel, HTTPChannelHandler {
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
         channel.eventLoop.makeCompletedFuture {
-            let result = channel.eventLoop.makePromise(of: UpgradeResult.self)
+            let outcome = UpgradeOutcome()
             let gateway = self.gateway
             let sniffer = WebSocketUpgradeSniffer(
-                result: result, maxFrameSize: gateway.configuration.maxInboundFrameSize,
+                outcome: outcome, maxFrameSize: gateway.configuration.maxInboundFrameSize,
                 upgrade: { channel, authorization in
                     try gateway.addHandlers(to: channel, authorization: authorization)
                 },
                 fallBack: { channel in try self.configureHTTP(channel: channel, logger: logger) }
             )
             try channel.pipeline.syncOperations.addHandler(sniffer)
-            let outcome = UpgradeOutcome()
-            result.futureResult.whenComplete { outcome.decide($0) }
             return Value(upgradeOutcome: outcome, channel: channel)
         }
     }

@@ -8,7 +8,7 @@ import NIOWebSocket
 ///
 /// Measured in `parley-bench connect`, NIO's HTTP decoder, upgrade handler and upgrader cost a WebSocket 65 µs of
 /// server CPU before its first frame (parsing the head, then removing the HTTP handlers again); this reads the head
-/// once and changes the pipeline once. The decision completes `result`: `.websocket`, or what NIO's pipeline decides.
+/// once and changes the pipeline once. The decision goes to `outcome`: `.websocket`, or what NIO's pipeline decides.
 final class WebSocketUpgradeSniffer: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = ByteBuffer
     typealias InboundOut = ByteBuffer
@@ -19,7 +19,7 @@ final class WebSocketUpgradeSniffer: ChannelInboundHandler, RemovableChannelHand
     /// Installs NIO's HTTP pipeline after this one; its future tells how that pipeline ended.
     typealias FallBack = (any Channel) throws -> EventLoopFuture<ParleyHTTPChannel.UpgradeResult>
 
-    private let result: EventLoopPromise<ParleyHTTPChannel.UpgradeResult>
+    private let outcome: UpgradeOutcome
     private let maxFrameSize: Int
     private let upgrade: Upgrade
     private let fallBack: FallBack
@@ -27,10 +27,10 @@ final class WebSocketUpgradeSniffer: ChannelInboundHandler, RemovableChannelHand
     private var decided = false
 
     init(
-        result: EventLoopPromise<ParleyHTTPChannel.UpgradeResult>, maxFrameSize: Int, upgrade: @escaping Upgrade,
+        outcome: UpgradeOutcome, maxFrameSize: Int, upgrade: @escaping Upgrade,
         fallBack: @escaping FallBack
     ) {
-        self.result = result
+        self.outcome = outcome
         self.maxFrameSize = maxFrameSize
         self.upgrade = upgrade
         self.fallBack = fallBack
@@ -71,11 +71,11 @@ final class WebSocketUpgradeSniffer: ChannelInboundHandler, RemovableChannelHand
             try pipeline.addHandler(ByteToMessageHandler(WebSocketFrameDecoder(maxFrameSize: maxFrameSize)))
             try upgrade(context.channel, request.authorization)
         } catch {
-            result.fail(error)
+            outcome.decide(.failure(error))
             context.close(promise: nil)
             return
         }
-        result.succeed(.websocket)
+        outcome.decide(.success(.websocket))
         if rest.readableBytes > 0 { context.fireChannelRead(wrapInboundOut(rest)) }
         context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
     }
@@ -86,9 +86,10 @@ final class WebSocketUpgradeSniffer: ChannelInboundHandler, RemovableChannelHand
         let bytes = buffered!
         buffered = nil
         do {
-            try fallBack(context.channel).cascade(to: result)
+            let outcome = self.outcome
+            try fallBack(context.channel).whenComplete { outcome.decide($0) }
         } catch {
-            result.fail(error)
+            outcome.decide(.failure(error))
             context.close(promise: nil)
             return
         }
@@ -120,6 +121,6 @@ final class WebSocketUpgradeSniffer: ChannelInboundHandler, RemovableChannelHand
         guard !decided else { return }
         decided = true
         buffered = nil
-        result.fail(error)
+        outcome.decide(.failure(error))
     }
 }
