@@ -98,7 +98,7 @@ let package = Package(
         .executableTarget(
             name: "ParleyServerApp",
             dependencies: [
-                "ParleyServer", "ParleyStorePostgres",
+                "ParleyServer", "ParleyStorePostgres", "ParleyStoreSQLite",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
@@ -179,6 +179,7 @@ let package = Package(
                 .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "NIOWebSocket", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "GRDB", package: "GRDB.swift"),
                 "ParleyStoreSQLite",
             ],
             resources: []

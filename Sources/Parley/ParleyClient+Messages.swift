@@ -104,7 +104,12 @@ extension ParleyClient {
             } catch let error as ParleyError where error.isTransient {
                 outbox.release(next.clientMessageId)
                 logger.debug("Outbox: \(next.clientMessageId) not sent yet (\(error.code)); retrying")
-                await pauseOutbox(for: delay)
+                // A rate-limited send waits as long as the server asks (and is not woken early by a signal).
+                if let retryAfter = error.retryAfter {
+                    try? await clock.sleep(for: max(retryAfter, delay))
+                } else {
+                    await pauseOutbox(for: delay)
+                }
                 delay = min(delay * 2, tuning.maximumBackoff)
             } catch let error as ParleyError {
                 outbox.finish(next.clientMessageId, with: .failure(error))

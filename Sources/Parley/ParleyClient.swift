@@ -164,7 +164,9 @@ public final class ParleyClient: Sendable {
                 case .ack(let ack):
                     requests.complete(ack.ref, with: .success(ack))
                 case .error(let error):
-                    let failure = ParleyError(error.code, error.message)
+                    let failure = ParleyError(
+                        error.code, error.message, retryAfter: error.retryAfterMs.map { .milliseconds($0) }
+                    )
                     if let ref = error.ref {
                         requests.complete(ref, with: .failure(failure))
                     } else {

@@ -18,12 +18,17 @@ public struct ParleyError: Error, Sendable, Hashable, CustomStringConvertible, C
     public var status: Int?
     /// Details of an underlying failure (for logs).
     public var underlying: String?
+    /// With `ERR_RATE_LIMITED`: how long the server asks the client to wait before trying again.
+    public var retryAfter: Duration?
 
-    public init(_ code: ErrorCode, _ message: String, status: Int? = nil, underlying: String? = nil) {
+    public init(
+        _ code: ErrorCode, _ message: String, status: Int? = nil, underlying: String? = nil, retryAfter: Duration? = nil
+    ) {
         self.code = code
         self.message = message
         self.status = status
         self.underlying = underlying
+        self.retryAfter = retryAfter
     }
 
     /// CometChat-style accessor for ``code``.

@@ -79,7 +79,10 @@ private struct ErrorBodyMiddleware: ClientMiddleware {
         var bytes: [UInt8] = []
         if let responseBody { bytes = try await [UInt8](collecting: responseBody, upTo: 1 << 20) }
         if let decoded = try? WireCoding.decode(ErrorResponse.self, from: bytes) {
-            throw ParleyError(decoded.error.code, decoded.error.message, status: response.status.code)
+            throw ParleyError(
+                decoded.error.code, decoded.error.message, status: response.status.code,
+                retryAfter: decoded.error.retryAfterMs.map { .milliseconds($0) }
+            )
         }
         throw ParleyError(
             .unexpectedResponse, "The server answered \(response.status.code) without an error body.",

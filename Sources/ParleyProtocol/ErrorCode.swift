@@ -76,6 +76,8 @@ extension ErrorCode {
     /// The client broke the WebSocket protocol itself (an invalid frame: bad opcode, reserved bits, a control
     /// frame too long, fragments out of order; close 1002). Fix the client.
     public static let webSocketProtocolError: ErrorCode = "ERR_WEBSOCKET_PROTOCOL"
+    /// A text frame or a close reason is not valid UTF-8 (close 1007). Fix the client.
+    public static let invalidUTF8: ErrorCode = "ERR_INVALID_UTF8"
     /// The device id of `PUT /v1/me/devices/{deviceId}` is not 1-100 letters, digits, `_`, `-`, `.` or `:`.
     public static let invalidDeviceId: ErrorCode = "ERR_INVALID_DEVICE_ID"
     /// A push token is not an even number of 16 to 400 hexadecimal digits.
@@ -86,4 +88,18 @@ extension ErrorCode {
     public static let notFound: ErrorCode = "ERR_NOT_FOUND"
     /// An unexpected server failure. Retry later.
     public static let internalError: ErrorCode = "ERR_INTERNAL"
+    /// A name, description, avatar URL or metadata is longer than the server keeps (see PROTOCOL.md, "Limits").
+    public static let fieldTooLarge: ErrorCode = "ERR_FIELD_TOO_LARGE"
+    /// The request body is larger than the server accepts (HTTP 413); it was refused before it was read.
+    public static let requestTooLarge: ErrorCode = "ERR_REQUEST_TOO_LARGE"
+    /// The request's head or body did not arrive in time (HTTP 408); the connection is closed.
+    public static let requestTimeout: ErrorCode = "ERR_REQUEST_TIMEOUT"
+    /// The request line is longer than the server reads (HTTP 414).
+    public static let uriTooLong: ErrorCode = "ERR_URI_TOO_LONG"
+    /// The request's header fields are too large or too many (HTTP 431).
+    public static let headersTooLarge: ErrorCode = "ERR_HEADERS_TOO_LARGE"
+    /// The request method is not one the server implements (HTTP 501).
+    public static let notImplemented: ErrorCode = "ERR_NOT_IMPLEMENTED"
+    /// The request's HTTP version is not 1.0 or 1.1 (HTTP 505).
+    public static let httpVersionNotSupported: ErrorCode = "ERR_HTTP_VERSION_NOT_SUPPORTED"
 }

@@ -6,14 +6,19 @@ public struct ErrorResponse: Codable, Sendable, Hashable {
     public struct Detail: Codable, Sendable, Hashable {
         public var code: ErrorCode
         public var message: String
-        public init(code: ErrorCode, message: String) {
+        /// With `ERR_RATE_LIMITED`: milliseconds until the request may succeed (also in `Retry-After`, in seconds).
+        public var retryAfterMs: Int64?
+        public init(code: ErrorCode, message: String, retryAfterMs: Int64? = nil) {
             self.code = code
             self.message = message
+            self.retryAfterMs = retryAfterMs
         }
     }
 
     public var error: Detail
-    public init(code: ErrorCode, message: String) { self.error = Detail(code: code, message: message) }
+    public init(code: ErrorCode, message: String, retryAfterMs: Int64? = nil) {
+        self.error = Detail(code: code, message: message, retryAfterMs: retryAfterMs)
+    }
 }
 
 /// `GET /health`

@@ -101,11 +101,14 @@ public struct ErrorFrame: Codable, Sendable, Hashable {
     public var ref: String?
     public var code: ErrorCode
     public var message: String
+    /// With `ERR_RATE_LIMITED`: milliseconds until the refused frame may be sent again.
+    public var retryAfterMs: Int64?
 
-    public init(ref: String? = nil, code: ErrorCode, message: String) {
+    public init(ref: String? = nil, code: ErrorCode, message: String, retryAfterMs: Int64? = nil) {
         self.ref = ref
         self.code = code
         self.message = message
+        self.retryAfterMs = retryAfterMs
     }
 }
 

@@ -9,6 +9,8 @@ public enum WebSocketCloseCode {
     public static let protocolError: UInt16 = 1002
     /// A frame was larger than the server accepts (`ERR_MESSAGE_TOO_LARGE`).
     public static let messageTooBig: UInt16 = 1009
+    /// A text frame (or a close reason) that is not valid UTF-8 (RFC 6455 section 8.1).
+    public static let invalidPayload: UInt16 = 1007
     /// The server failed while setting up the connection (`ERR_INTERNAL`). Reconnect with backoff.
     public static let internalError: UInt16 = 1011
     /// The server node must resynchronise with the other nodes (`ERR_NODE_RESYNC`). Reconnect and resume.

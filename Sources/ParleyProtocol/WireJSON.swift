@@ -98,6 +98,10 @@ public enum WireJSON {
             writer.string(error.code.rawValue)
             writer.raw(#","message":"#)
             writer.string(error.message)
+            if let retryAfterMs = error.retryAfterMs {
+                writer.raw(#","retryAfterMs":"#)
+                writer.integer(retryAfterMs)
+            }
             writer.byte(UInt8(ascii: "}"))
         case .event, .resync:
             return try WireCoding.encode(frame)

@@ -9,6 +9,9 @@ extension APIHandler {
     {
         let principal = try await currentUser()
         guard case .json(let update) = input.body else { throw DomainError(.badRequest, "Expected JSON.") }
+        try InputRules.name(update.name, "name")
+        try InputRules.description(update.description)
+        try InputRules.metadata(update.metadata)
         let command = Command.UpdateConversation(
             appId: principal.appId, conversationId: input.path.conversationId, actor: principal.uid, update: update,
             now: time.epochMilliseconds()
@@ -65,6 +68,8 @@ extension APIHandler {
     func markReceipts(_ input: Operations.MarkReceipts.Input) async throws -> Operations.MarkReceipts.Output {
         let principal = try await currentUser()
         guard case .json(let request) = input.body else { throw DomainError(.badRequest, "Expected JSON.") }
+        try InputRules.position(request.deliveredSeq, "deliveredSeq")
+        try InputRules.position(request.readSeq, "readSeq")
         guard request.deliveredSeq != nil || request.readSeq != nil else {
             throw DomainError(.badRequest, "Give deliveredSeq, readSeq or both.")
         }

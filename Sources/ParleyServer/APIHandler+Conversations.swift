@@ -10,7 +10,11 @@ extension APIHandler {
     {
         let principal = try await currentUser()
         guard case .json(let request) = input.body else { throw DomainError(.badRequest, "Expected JSON.") }
+        try InputRules.participantCount(request.participants.count)
         for uid in request.participants { try Self.requireValidUID(uid) }
+        try InputRules.name(request.name, "name")
+        try InputRules.description(request.description)
+        try InputRules.metadata(request.metadata)
         let command = Command.CreateConversation(
             appId: principal.appId, newId: Secrets.randomID(prefix: "c_"), type: request.type, creator: principal.uid,
             participants: request.participants, name: request.name, description: request.description,
@@ -46,6 +50,7 @@ extension APIHandler {
         let principal = try await currentUser()
         guard case .json(let request) = input.body else { throw DomainError(.badRequest, "Expected JSON.") }
         guard !request.participants.isEmpty else { throw DomainError(.badRequest, "Name at least one participant.") }
+        try InputRules.participantCount(request.participants.count)
         for entry in request.participants { try Self.requireValidUID(entry.uid) }
         let command = Command.AddParticipants(
             appId: principal.appId, conversationId: input.path.conversationId, actor: principal.uid,
@@ -71,6 +76,8 @@ extension APIHandler {
     func sendMessage(_ input: Operations.SendMessage.Input) async throws -> Operations.SendMessage.Output {
         let principal = try await currentUser()
         guard case .json(let request) = input.body else { throw DomainError(.badRequest, "Expected JSON.") }
+        try limits.sends?.take(appId: principal.appId, uid: principal.uid)
+        try InputRules.message(parts: request.parts, metadata: request.metadata, alert: request.alert)
         try MessageRules.validate(
             parts: request.parts, metadata: request.metadata, alert: request.alert,
             clientMessageId: request.clientMessageId, limits: configuration.messageLimits

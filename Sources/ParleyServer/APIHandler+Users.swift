@@ -6,7 +6,12 @@ extension APIHandler {
     // MARK: Login and sessions
 
     func login(_ input: Operations.Login.Input) async throws -> Operations.Login.Output {
+        if let wait = limits.logins?.take(credentials.clientAddress ?? "") {
+            throw DomainError(.rateLimited, "Too many logins from this address; try again later.", retryAfter: wait)
+        }
         guard case .json(let request) = input.body else { throw DomainError(.badRequest, "Expected JSON.") }
+        try InputRules.identifier(request.appId, "appId")
+        try InputRules.identifier(request.authKey, "authKey", maxBytes: 256)
         guard let app = try await store.app(id: request.appId) else { throw Self.invalidApp(request.appId) }
         guard constantTimeEquals(Secrets.hash(request.authKey), app.authKeyHash) else {
             throw DomainError(.authKeyInvalid, "The Auth Key is not valid for this app.")
@@ -43,6 +48,7 @@ extension APIHandler {
         let appId = try await authenticator.server(apiKey: credentials.apiKey)
         guard case .json(let request) = input.body else { throw DomainError(.badRequest, "Expected JSON.") }
         try Self.requireValidUID(request.uid)
+        try Self.validateProfile(name: request.name, avatarURL: request.avatarURL, metadata: request.metadata)
         let now = time.epochMilliseconds()
         let user = User(
             uid: request.uid, name: request.name ?? request.uid, avatarURL: request.avatarURL,
@@ -63,6 +69,7 @@ extension APIHandler {
             throw DomainError(.forbidden, "A user may update only their own profile.")
         }
         guard case .json(let update) = input.body else { throw DomainError(.badRequest, "Expected JSON.") }
+        try Self.validateProfile(name: update.name, avatarURL: update.avatarURL, metadata: update.metadata)
         guard
             let user = try await store.updateUser(
                 appId: caller.appId, uid: input.path.uid, update, now: time.epochMilliseconds()
@@ -78,7 +85,9 @@ extension APIHandler {
         let appId = try await authenticator.server(apiKey: credentials.apiKey)
         var ttlSeconds: Int64?
         if case .json(let request) = input.body { ttlSeconds = request.ttlSeconds }
-        if let ttlSeconds, ttlSeconds < 1 { throw DomainError(.badRequest, "ttlSeconds must be at least 1.") }
+        if let ttlSeconds, !(1...InputRules.maxTokenLifetimeSeconds).contains(ttlSeconds) {
+            throw DomainError(.badRequest, "ttlSeconds must be 1 to \(InputRules.maxTokenLifetimeSeconds) (ten years).")
+        }
         let user = try await existingUser(appId: appId, uid: input.path.uid)
         return .created(.init(body: .json(try await issueToken(appId: appId, uid: user.uid, ttlSeconds: ttlSeconds))))
     }
@@ -135,6 +144,13 @@ extension APIHandler {
     func existingUser(appId: String, uid: String) async throws -> User {
         guard let user = try await store.user(appId: appId, uid: uid) else { throw DomainError.uidNotFound(uid) }
         return user
+    }
+
+    /// A profile's name, avatar and metadata (``InputRules``).
+    static func validateProfile(name: String?, avatarURL: String?, metadata: JSONValue?) throws {
+        try InputRules.name(name, "name")
+        try InputRules.avatarURL(avatarURL)
+        try InputRules.metadata(metadata)
     }
 
     static func requireValidUID(_ uid: String) throws {

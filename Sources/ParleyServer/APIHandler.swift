@@ -16,6 +16,7 @@ struct APIHandler: APIProtocol {
     let relay: Relay
     let presence: PresenceTracker
     let time: ServerClock
+    let limits: EdgeRateLimiters
     let configuration: ServerConfiguration
     let logger: Logger
 

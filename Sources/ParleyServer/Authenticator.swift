@@ -31,12 +31,15 @@ struct RequestCredentials: Sendable {
     var bearerToken: String?
     /// From `X-Parley-Api-Key`.
     var apiKey: String?
+    /// The client's IP address (the connection's peer).
+    var clientAddress: String?
 
     @TaskLocal static var current = RequestCredentials()
 
-    init(bearerToken: String? = nil, apiKey: String? = nil) {
+    init(bearerToken: String? = nil, apiKey: String? = nil, clientAddress: String? = nil) {
         self.bearerToken = bearerToken
         self.apiKey = apiKey
+        self.clientAddress = clientAddress
     }
 
     /// Parses an `Authorization` header value.

@@ -16,6 +16,12 @@ extension ErrorCode {
         case .uidAlreadyExists: return .conflict
         case .messageTooLarge: return .contentTooLarge
         case .rateLimited: return .tooManyRequests
+        case .requestTooLarge: return .contentTooLarge
+        case .requestTimeout: return .requestTimeout
+        case .uriTooLong: return .uriTooLong
+        case .headersTooLarge: return .requestHeaderFieldsTooLarge
+        case .notImplemented: return .notImplemented
+        case .httpVersionNotSupported: return .httpVersionNotSupported
         case .serverShuttingDown: return .serviceUnavailable
         case .internalError: return .internalServerError
         default: return .badRequest
@@ -38,19 +44,21 @@ struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
             let (status, body) = describe(error, request: request)
             var buffer = ByteBuffer()
             buffer.writeBytes((try? WireCoding.encode(body)) ?? [])
-            return Response(
-                status: status, headers: [.contentType: "application/json; charset=utf-8"], body: .init(byteBuffer: buffer)
-            )
+            var headers: HTTPFields = [.contentType: "application/json; charset=utf-8"]
+            if let retryAfterMs = body.error.retryAfterMs {
+                headers[.retryAfter] = "\(max(1, (retryAfterMs + 999) / 1000))"
+            }
+            return Response(status: status, headers: headers, body: .init(byteBuffer: buffer))
         }
     }
 
     private func describe(_ error: any Error, request: Request) -> (HTTPResponse.Status, ErrorResponse) {
         switch error {
         case let refusal as DomainError:
-            return (refusal.code.httpStatus, ErrorResponse(code: refusal.code, message: refusal.message))
+            return (refusal.code.httpStatus, Self.response(refusal))
         case let serverError as ServerError:
             if let refusal = serverError.underlyingError as? DomainError {
-                return (refusal.code.httpStatus, ErrorResponse(code: refusal.code, message: refusal.message))
+                return (refusal.code.httpStatus, Self.response(refusal))
             }
             if serverError.operationInput == nil {
                 // The request never reached its handler: its parameters or body do not match the API document.
@@ -69,6 +77,12 @@ struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
         }
     }
 
+    private static func response(_ refusal: DomainError) -> ErrorResponse {
+        ErrorResponse(
+            code: refusal.code, message: refusal.message, retryAfterMs: refusal.retryAfter?.roundedUpMilliseconds
+        )
+    }
+
     private func unexpected(_ error: any Error, request: Request) -> (HTTPResponse.Status, ErrorResponse) {
         logger.error(
             "Request failed", metadata: ["method": "\(request.method)", "path": "\(request.uri.path)", "error": "\(error)"]
@@ -78,13 +92,14 @@ struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
 }
 
 /// Makes the request's credentials available to the API handlers (``RequestCredentials/current``).
-struct CredentialsMiddleware<Context: RequestContext>: RouterMiddleware {
+struct CredentialsMiddleware<Context: RequestContext & RemoteAddressRequestContext>: RouterMiddleware {
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws
         -> Response
     {
         let credentials = RequestCredentials(
             bearerToken: RequestCredentials.bearer(fromAuthorization: request.headers[.authorization]),
-            apiKey: request.headers[HTTPField.Name("X-Parley-Api-Key")!]
+            apiKey: request.headers[HTTPField.Name("X-Parley-Api-Key")!],
+            clientAddress: context.remoteAddress?.ipAddress
         )
         return try await RequestCredentials.$current.withValue(credentials) {
             try await next(request, context)

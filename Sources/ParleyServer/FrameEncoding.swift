@@ -41,8 +41,18 @@ enum FrameEncoding {
     /// A close frame: the code, then the reason.
     static func close(code: UInt16, reason: String) -> ByteBuffer {
         var payload: [UInt8] = [UInt8(code >> 8), UInt8(code & 0xFF)]
-        payload += reason.utf8.prefix(123)  // a control frame carries at most 125 bytes
+        payload += utf8Prefix(reason, maxBytes: 123)  // a control frame carries at most 125 bytes
         return control(.connectionClose, payload)
+    }
+
+    /// The longest prefix of `text` that fits in `maxBytes` of UTF-8 without cutting a character in two.
+    static func utf8Prefix(_ text: String, maxBytes: Int) -> [UInt8] {
+        let bytes = Array(text.utf8)
+        guard bytes.count > maxBytes else { return bytes }
+        var end = maxBytes
+        // Back up over continuation bytes (10xxxxxx) to the start of the character that does not fit.
+        while end > 0, bytes[end] & 0xC0 == 0x80 { end -= 1 }
+        return Array(bytes[..<end])
     }
 
     /// A buffer holding the header of a final, unmasked frame, with room for `length` bytes of payload.

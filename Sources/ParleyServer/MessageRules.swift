@@ -3,10 +3,6 @@ import ParleyStore
 
 /// Checks on a message that both the REST and the WebSocket send paths apply before storing it.
 enum MessageRules {
-    static func isValidClientMessageId(_ id: String) -> Bool {
-        (1...128).contains(id.utf8.count)
-    }
-
     /// A human explanation of a ``MessageLimits`` violation.
     static func explanation(_ code: ErrorCode, limits: MessageLimits) -> String {
         switch code {
@@ -24,8 +20,6 @@ enum MessageRules {
         if let violation = limits.violation(parts: parts, metadata: metadata, alert: alert) {
             throw DomainError(violation, explanation(violation, limits: limits))
         }
-        if let clientMessageId, !isValidClientMessageId(clientMessageId) {
-            throw DomainError(.badRequest, "clientMessageId must be 1-128 characters.")
-        }
+        try InputRules.identifier(clientMessageId, "clientMessageId")
     }
 }

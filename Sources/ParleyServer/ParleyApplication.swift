@@ -23,6 +23,9 @@ public struct ParleyApplication: Service {
     let writer: CommandWriter
     let hub: Hub
     let sockets: SocketRegistry
+    let admission: AdmissionGate
+    let handshakes: HandshakeGate
+    let closeTimeout: Duration
     let expiry: TokenExpiry
     let typing: TypingTracker
     let presence: PresenceTracker
@@ -37,7 +40,10 @@ public struct ParleyApplication: Service {
         var services: [any Service] = [writer]
         if let push { services.append(push) }
         if let cluster { services.append(cluster) }
-        services += [typing, presence, unread, http, SocketCloser(sockets: sockets, logger: logger)]
+        services += [
+            typing, presence, unread, http,
+            SocketCloser(sockets: sockets, admission: admission, closeTimeout: closeTimeout, logger: logger),
+        ]
         let group = ServiceGroup(configuration: .init(services: services.map { .init(service: $0) }, logger: logger))
         defer { expiry.cancelAll() }
         do {
@@ -62,17 +68,22 @@ public struct ParleyApplication: Service {
     }
 }
 
-/// On graceful shutdown, closes every WebSocket with 1001 (refusing new ones) and waits (a bounded time) until they
-/// are gone; what is left then is dropped.
+/// On graceful shutdown, closes every WebSocket with 1001 (refusing new ones) and waits at most the close timeout
+/// until they are gone; what is left then is dropped. One second later every connection still open (an HTTP request
+/// that has not finished) is closed too: shutdown never waits longer than the close timeout plus one second for the
+/// network (docs/PROTOCOL.md, "Limits").
 struct SocketCloser: Service {
     let sockets: SocketRegistry
+    let admission: AdmissionGate
+    let closeTimeout: Duration
     let logger: Logger
 
     func run() async throws {
         try? await gracefulShutdown()
         logger.info("Shutting down: closing \(sockets.count) WebSocket connection(s)")
+        let deadline = ContinuousClock.now + closeTimeout
+        admission.closeEveryConnection(after: (closeTimeout + .seconds(1)).timeAmount)
         sockets.closeAll(code: WebSocketCloseCode.goingAway, reason: .serverShuttingDown)
-        let deadline = ContinuousClock.now + .seconds(5)
         while sockets.count > 0, ContinuousClock.now < deadline {
             try? await Task.sleep(for: .milliseconds(20))
         }
@@ -120,19 +131,23 @@ public func buildApplication(
         logger: logger
     )
     let authenticator = Authenticator(store: store, time: time)
+    let limits = EdgeRateLimiters(configuration.edge, time: time)
     let api = APIHandler(
         store: store, authenticator: authenticator, writer: writer, relay: relay, presence: presence, time: time,
-        configuration: configuration, logger: logger
+        limits: limits, configuration: configuration, logger: logger
     )
     let sockets = SocketRegistry()
     let expiry = TokenExpiry(time: time)
     let admission = AdmissionGate(limit: configuration.maxConnectionsInSetup)
     let gateway = WebSocketGateway(
         authenticator: authenticator, store: store, hub: hub, writer: writer, typing: typing, presence: presence,
-        sockets: sockets, expiry: expiry, admission: admission, time: time, configuration: configuration, logger: logger
+        sockets: sockets, expiry: expiry, admission: admission,
+        handshakes: HandshakeGate(limit: configuration.maxConnectionsInSetup), sends: limits.sends, time: time,
+        configuration: configuration, logger: logger
     )
+    let connectionAttempts = limits.connectionAttempts
 
-    let router = Router(context: BasicRequestContext.self)
+    let router = Router(context: ParleyRequestContext.self)
     router.add(middleware: ErrorMiddleware(logger: logger))
     router.add(middleware: CredentialsMiddleware())
     try api.registerHandlers(
@@ -141,14 +156,16 @@ public func buildApplication(
 
     let http = Application(
         router: router,
-        server: HTTPServerBuilder { responder in ParleyHTTPChannel(responder: responder, gateway: gateway) },
+        server: HTTPServerBuilder { responder in
+            ParleyHTTPChannel(responder: responder, gateway: gateway, connectionAttempts: connectionAttempts)
+        },
         configuration: .init(
             address: .hostname(configuration.hostname, port: configuration.port), serverName: "Parley",
             backlog: configuration.backlog
         ),
         onServerRunning: { channel in
             do {
-                try await admission.install(on: channel)
+                try await admission.install(on: channel, logger: logger)
             } catch {
                 logger.warning("Connection admission control is off", metadata: ["error": "\(error)"])
             }
@@ -159,7 +176,9 @@ public func buildApplication(
         logger: logger
     )
     return ParleyApplication(
-        store: store, http: http, writer: writer, hub: hub, sockets: sockets, expiry: expiry, typing: typing, presence: presence, unread: unread,
+        store: store, http: http, writer: writer, hub: hub, sockets: sockets, admission: admission,
+        handshakes: gateway.handshakes,
+        closeTimeout: configuration.closeTimeout, expiry: expiry, typing: typing, presence: presence, unread: unread,
         cluster: link.map {
             ClusterNode(link: $0, writer: writer, publisher: publisher, relay: relay, presence: presence, hub: hub, logger: logger)
         },
@@ -190,7 +209,16 @@ func makePushDispatcher(
 }
 
 /// Opens the SQLite database of a data directory, creating the directory if needed.
-public func openSQLiteStore(in dataDirectory: String) throws -> SQLiteStore {
+///
+/// - Parameters:
+///   - creation: Whether an existing empty `parley.sqlite` may become a new database (it is refused by default; a
+///     file that is not Parley's always is).
+///   - lock: Take the directory's lock (``DataDirectoryLock``) for as long as the store is open, so that a second
+///     server on the same directory refuses to start. Tools that only read or provision (`parley-server apps`) do not.
+public func openSQLiteStore(
+    in dataDirectory: String, creation: DatabaseCreation = .ifMissing, lock: Bool = true
+) throws -> SQLiteStore {
     try FileManager.default.createDirectory(atPath: dataDirectory, withIntermediateDirectories: true)
-    return try SQLiteStore(path: dataDirectory + "/parley.sqlite")
+    let directoryLock = lock ? try DataDirectoryLock(directory: dataDirectory) : nil
+    return try SQLiteStore(path: dataDirectory + "/parley.sqlite", creation: creation, lock: directoryLock)
 }

@@ -73,6 +73,11 @@ final class PresenceTracker: Service {
         (changes, sink) = AsyncStream.makeStream(of: Change.self)
     }
 
+    /// Users with a connection here, and users online here (``ServerSnapshot``).
+    var counts: (connected: Int, online: Int) {
+        state.withLockedValue { ($0.connections.count, $0.online.count) }
+    }
+
     func connected(_ connection: ServerConnection) {
         let key = UserKey(appId: connection.principal.appId, uid: connection.principal.uid)
         let first = state.withLockedValue { state -> Bool in
@@ -164,7 +169,14 @@ final class PresenceTracker: Service {
             for key in arrivals {
                 // Back within the grace period: no offline, no new online.
                 timers.cancel(key)
-                guard state.withLockedValue({ $0.online.insert(key).inserted }) else { continue }
+                let (inserted, connected) = state.withLockedValue { state in
+                    (state.online.insert(key).inserted, state.connections[key] != nil)
+                }
+                // Its connection closed before this turn (a client that connects and leaves at once): the grace that
+                // `disconnected` started was just cancelled, or ran out before the user was online, so it starts
+                // again; without this the user stayed online for good.
+                if !connected { timers.schedule(key) }
+                guard inserted else { continue }
                 if let link {
                     // Online on another node already: nothing changes for anyone.
                     guard await clusterAnswer({ try await link.userOnline(appId: key.appId, uid: key.uid) }) else {

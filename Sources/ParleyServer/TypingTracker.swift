@@ -44,6 +44,11 @@ final class TypingTracker: Service {
 
     private let indicators = NIOLockedValueBox(Indicators())
 
+    /// Indicators on now, and typing changes not handled yet (``ServerSnapshot``).
+    var counts: (active: Int, pending: Int) {
+        indicators.withLockedValue { ($0.active.count, $0.pendingOn.count) }
+    }
+
     init(store: any ParleyStore, relay: Relay, timeout: Duration, time: ServerClock, logger: Logger) {
         self.store = store
         self.relay = relay

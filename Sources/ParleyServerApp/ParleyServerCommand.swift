@@ -4,6 +4,7 @@ import Logging
 import ParleyServer
 import ParleyStore
 import ParleyStorePostgres
+import ParleyStoreSQLite
 
 @main
 struct ParleyServerCommand: AsyncParsableCommand {
@@ -43,10 +44,15 @@ struct DataOptions: ParsableArguments {
         return dataDirectory
     }
 
-    /// Opens the store these options name: PostgreSQL with `--database-url`, else SQLite in the data directory.
-    /// A database that cannot be reached fails within ``connectTimeout`` with a one-line reason.
-    func openStore(logger: Logger) async throws -> any ParleyStore {
-        guard let databaseURL else { return try openSQLiteStore(in: dataDirectory) }
+    /// Opens the store these options name: PostgreSQL with `--database-url`, else SQLite in the data directory (locked
+    /// for the server, `asServer`, so that a second one refuses to start on it). A database that cannot be reached,
+    /// or a file that is not Parley's, fails within ``connectTimeout`` with a one-line reason.
+    func openStore(logger: Logger, asServer: Bool = false, creation: DatabaseCreation = .ifMissing) async throws
+        -> any ParleyStore
+    {
+        guard let databaseURL else {
+            return try openSQLiteStore(in: dataDirectory, creation: creation, lock: asServer)
+        }
         return try await PostgresStore.connect(url: databaseURL, logger: logger, timeout: Self.connectTimeout)
     }
 }
@@ -69,6 +75,11 @@ struct Serve: AsyncParsableCommand {
         help: "Most connections being set up at once (accepted, not yet serving or live); more wait in the kernel's backlog."
     )
     var maxConnectionsInSetup: Int = ServerConfiguration().maxConnectionsInSetup
+
+    @Flag(help: "Make a new database in an existing empty parley.sqlite (an empty file is refused otherwise).")
+    var createDatabase = false
+
+    @OptionGroup(title: "Connection edge (docs/PROTOCOL.md, Limits)") var edge: EdgeOptions
 
     @Option(help: "With PostgreSQL: seconds between this node's heartbeats in the node table.")
     var nodeHeartbeatSeconds: Double = 2
@@ -100,11 +111,14 @@ struct Serve: AsyncParsableCommand {
         configuration.heartbeatInterval = .seconds(heartbeatSeconds)
         guard maxConnectionsInSetup >= 1 else { throw ValidationError("--max-connections-in-setup must be at least 1.") }
         configuration.maxConnectionsInSetup = maxConnectionsInSetup
+        try edge.apply(to: &configuration.edge)
         // A push configuration that cannot work stops the start before anything is written.
         configuration.apns = try apns.configuration()
         try configuration.apns?.validate()
 
-        let store = try await data.openStore(logger: logger)
+        let store = try await data.openStore(
+            logger: logger, asServer: true, creation: createDatabase ? .ifMissingOrEmpty : .ifMissing
+        )
         if data.databaseURL != nil {
             logger.info("Database: \(data.location) (PostgreSQL)")
         } else {
@@ -242,4 +256,60 @@ func toolLogger() -> Logger {
     var logger = Logger(label: "parley") { StreamLogHandler.standardError(label: $0) }
     logger.logLevel = .warning
     return logger
+}
+
+/// The limits of the connection edge that an operator may want to change: request bodies, HTTP timeouts, rate limits.
+struct EdgeOptions: ParsableArguments {
+    private static let defaults = EdgeLimits()
+
+    @Option(help: "Largest REST request body in bytes; larger ones get 413.")
+    var maxRequestBodyBytes: Int = defaults.maxRequestBodyBytes
+
+    @Option(help: "Seconds a keep-alive HTTP connection may stay idle between requests.")
+    var idleTimeoutSeconds: Double = Double(defaults.idleTimeout.components.seconds)
+
+    @Option(help: "Seconds a request head may take to arrive (its body: three times as long); past it 408.")
+    var requestTimeoutSeconds: Double = Double(defaults.requestHeadTimeout.components.seconds)
+
+    @Option(help: "New connections per second per client address (0: no limit); past it 429.")
+    var connectionsPerSecondPerAddress: Double = defaults.connectionAttemptsPerAddress?.perSecond ?? 0
+
+    @Option(help: "Connections a client address may open at once before the per-second limit applies.")
+    var connectionBurstPerAddress: Int = defaults.connectionAttemptsPerAddress?.burst ?? 0
+
+    @Option(help: "Logins per second per client address (0: no limit); past it 429.")
+    var loginsPerSecondPerAddress: Double = defaults.loginsPerAddress?.perSecond ?? 0
+
+    @Option(help: "Logins a client address may make at once before the per-second limit applies.")
+    var loginBurstPerAddress: Int = defaults.loginsPerAddress?.burst ?? 0
+
+    @Option(help: "Messages per second one user may send (0: no limit); past it ERR_RATE_LIMITED.")
+    var messagesPerSecondPerUser: Double = defaults.messagesPerUser?.perSecond ?? 0
+
+    @Option(help: "Messages a user may send at once before the per-second limit applies.")
+    var messageBurstPerUser: Int = defaults.messagesPerUser?.burst ?? 0
+
+    func apply(to limits: inout EdgeLimits) throws {
+        guard maxRequestBodyBytes >= 1024 else {
+            throw ValidationError("--max-request-body-bytes must be at least 1024.")
+        }
+        guard idleTimeoutSeconds > 0, requestTimeoutSeconds > 0 else {
+            throw ValidationError("--idle-timeout-seconds and --request-timeout-seconds must be positive.")
+        }
+        limits.maxRequestBodyBytes = maxRequestBodyBytes
+        limits.idleTimeout = .milliseconds(Int64(idleTimeoutSeconds * 1000))
+        limits.requestHeadTimeout = .milliseconds(Int64(requestTimeoutSeconds * 1000))
+        limits.requestBodyTimeout = .milliseconds(Int64(requestTimeoutSeconds * 3000))
+        limits.connectionAttemptsPerAddress = try Self.limit(
+            connectionsPerSecondPerAddress, connectionBurstPerAddress, "connection"
+        )
+        limits.loginsPerAddress = try Self.limit(loginsPerSecondPerAddress, loginBurstPerAddress, "login")
+        limits.messagesPerUser = try Self.limit(messagesPerSecondPerUser, messageBurstPerUser, "message")
+    }
+
+    private static func limit(_ perSecond: Double, _ burst: Int, _ name: String) throws -> RateLimit? {
+        guard perSecond > 0 else { return nil }
+        guard burst >= 1 else { throw ValidationError("--\(name)-burst-... must be at least 1 when its rate is on.") }
+        return RateLimit(perSecond: perSecond, burst: burst)
+    }
 }

@@ -7,10 +7,13 @@ import ParleyProtocol
 public struct DomainError: Error, Sendable, Hashable, CustomStringConvertible {
     public var code: ErrorCode
     public var message: String
+    /// With `ERR_RATE_LIMITED`: how long until the refused action may succeed.
+    public var retryAfter: Duration?
 
-    public init(_ code: ErrorCode, _ message: String) {
+    public init(_ code: ErrorCode, _ message: String, retryAfter: Duration? = nil) {
         self.code = code
         self.message = message
+        self.retryAfter = retryAfter
     }
 
     public var description: String { "\(code.rawValue): \(message)" }

@@ -29,6 +29,8 @@ public final class SQLiteStore: ParleyStore {
     let inlineReaders: InlineReaders
     /// What the writer's batches carry from one to the next (``writeBatch(_:memory:_:)``).
     let writerMemory = WriterMemory()
+    /// The data directory's lock, when the store holds it (a server does); released by ``close()``.
+    let lock: DataDirectoryLock?
 
     /// Opens (creating if needed) the database at `path` and migrates it to the current schema.
     ///
@@ -36,10 +38,16 @@ public final class SQLiteStore: ParleyStore {
     ///   - checkpointThreshold: WAL frames (pages) after a commit past which ``WALCheckpointer`` copies the WAL back
     ///     into the database, off the writer's thread.
     ///   - restartThreshold: WAL frames past which it also restarts the WAL (at least `checkpointThreshold`).
+    ///   - creation: What to do with a file that exists and holds nothing: refused unless told (a file that is not
+    ///     Parley's is always refused, with ``SQLiteStoreError``).
+    ///   - lock: The data directory's lock, held until ``close()``.
     public init(
         path: String, checkpointThreshold: Int = SQLiteStore.defaultCheckpointThreshold,
-        restartThreshold: Int = SQLiteStore.defaultRestartThreshold
+        restartThreshold: Int = SQLiteStore.defaultRestartThreshold, creation: DatabaseCreation = .ifMissing,
+        lock: DataDirectoryLock? = nil
     ) throws {
+        try DatabaseIdentity.check(path: path, creation: creation)
+        self.lock = lock
         var configuration = Configuration()
         configuration.busyMode = .polling(seconds: 10)
         configuration.prepareDatabase { db in
@@ -60,6 +68,9 @@ public final class SQLiteStore: ParleyStore {
         }
         pool = try DatabasePool(path: path, configuration: configuration)
         try Self.migrator.migrate(pool)
+        try pool.writeWithoutTransaction { db in
+            try db.execute(sql: "PRAGMA application_id = \(DatabaseIdentity.applicationID)")
+        }
         checkpointer = try WALCheckpointer(
             path: path, threshold: checkpointThreshold, restartThreshold: restartThreshold
         )
@@ -79,6 +90,7 @@ public final class SQLiteStore: ParleyStore {
         // open. Not fatal if it fails (a read still running): the WAL keeps what it holds and is replayed at the next
         // open.
         _ = try? await pool.writeWithoutTransaction { db in try db.checkpoint(.truncate) }
+        defer { lock?.release() }
         try pool.close()
     }
 

@@ -97,13 +97,22 @@ public final class ServerProcess: ParleyEndpoint {
     /// - Parameters:
     ///   - app: The app the test provisioned in the database (the server's keys are not read from its output).
     ///   - timeout: How long start-up may take (a loaded machine migrates slowly).
-    public static func start(label: String, app: ProvisionedApp, arguments: [String], timeout: Duration = .seconds(90))
-        async throws -> ServerProcess
-    {
+    ///   - fileDescriptorLimit: Runs the server with this `ulimit -n` (through `/bin/sh`).
+    public static func start(
+        label: String, app: ProvisionedApp, arguments: [String], timeout: Duration = .seconds(90),
+        fileDescriptorLimit: Int? = nil
+    ) async throws -> ServerProcess {
         guard isAvailable else { throw ServerProcessError("\(executable.path) is missing: run `swift build --build-tests` first.") }
         let process = Process()
-        process.executableURL = executable
-        process.arguments = ["serve", "--hostname", "127.0.0.1", "--port", "0"] + arguments
+        let serve = ["serve", "--hostname", "127.0.0.1", "--port", "0"] + arguments
+        if let fileDescriptorLimit {
+            process.executableURL = URL(fileURLWithPath: "/bin/sh")
+            let script = "ulimit -n \(fileDescriptorLimit) && exec \"$0\" \"$@\""
+            process.arguments = ["-c", script, executable.path] + serve
+        } else {
+            process.executableURL = executable
+            process.arguments = serve
+        }
         process.standardInput = FileHandle.nullDevice
         process.standardOutput = FileHandle.nullDevice
         let pipe = Pipe()
@@ -140,6 +149,55 @@ public final class ServerProcess: ParleyEndpoint {
 
     /// What the node logged so far.
     public var log: String { output.log }
+
+    /// The process id.
+    public var pid: Int32 { process.withLock { $0.processIdentifier } }
+
+    /// Sends SIGTERM (a graceful shutdown) and waits up to `timeout` for the process to exit; returns how long it took,
+    /// or nil if it was still running then (it is then killed).
+    public func terminate(timeout: Duration) async -> Duration? {
+        let pid = process.withLock { $0.isRunning ? $0.processIdentifier : nil }
+        guard let pid else { return .zero }
+        let start = ContinuousClock.now
+        Glibc.kill(pid, SIGTERM)
+        while process.withLock({ $0.isRunning }) {
+            guard ContinuousClock.now - start < timeout else {
+                kill()
+                return nil
+            }
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+        return ContinuousClock.now - start
+    }
+
+    /// The exit status, once the process has exited.
+    public var exitStatus: Int32? { process.withLock { $0.isRunning ? nil : $0.terminationStatus } }
+
+    /// Resident memory now, in bytes (VmRSS).
+    public var residentBytes: Int? {
+        guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
+            let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }),
+            let kibibytes = Int(line.split(separator: " ").dropFirst().first ?? "")
+        else { return nil }
+        return kibibytes * 1024
+    }
+
+    /// Open file descriptors now.
+    public var openDescriptors: Int? {
+        (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd"))?.count
+    }
+
+    /// User and system CPU time used so far.
+    public var cpuTime: Duration? {
+        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+            let end = stat.lastIndex(of: ")")
+        else { return nil }
+        // utime and stime, fields 14 and 15 of stat: the 12th and 13th after the command's closing parenthesis.
+        let fields = stat[stat.index(after: end)...].split(separator: " ")
+        guard fields.count > 12, let user = Int(fields[11]), let system = Int(fields[12]) else { return nil }
+        let ticks = sysconf(Int32(_SC_CLK_TCK))
+        return .milliseconds((user + system) * 1000 / ticks)
+    }
 
     /// Kills the node at once (`SIGKILL`): no goodbye to the other nodes or to its clients.
     public func kill() {

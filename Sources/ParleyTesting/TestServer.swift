@@ -23,13 +23,16 @@ public final class TestServer: Sendable {
     public let store: any ParleyStore
     let group: ServiceGroup
     let running: Task<Void, any Error>
+    /// The running server.
+    public let application: ParleyApplication
 
     public var baseURL: URL { URL(string: "http://127.0.0.1:\(port)")! }
 
     init(
         port: Int, app: ProvisionedApp, dataDirectory: String, configuration: ServerConfiguration,
-        store: any ParleyStore, group: ServiceGroup, running: Task<Void, any Error>
+        store: any ParleyStore, group: ServiceGroup, running: Task<Void, any Error>, application: ParleyApplication
     ) {
+        self.application = application
         self.store = store
         self.port = port
         self.app = app
@@ -92,7 +95,7 @@ public final class TestServer: Sendable {
         let port = try await bound.value(orFailureOf: running)
         return TestServer(
             port: port, app: app, dataDirectory: directory, configuration: configuration, store: store,
-            group: group, running: running
+            group: group, running: running, application: application
         )
     }
 
@@ -160,4 +163,42 @@ private final class PortPromise: Sendable {
 
 public enum TestServerError: Error {
     case stoppedBeforeListening
+}
+
+extension TestServer {
+    /// What the server holds now (``ServerSnapshot``).
+    public func snapshot() async -> ServerSnapshot {
+        await application.snapshot()
+    }
+
+    /// The server's snapshot once `condition` holds, or the last one after `timeout`. Closing a connection takes the
+    /// server's event loops a moment after the client closed its side: this waits for that (polling every 10 ms), and
+    /// the test then checks the snapshot it got.
+    public func snapshot(
+        within timeout: Duration = .seconds(10), where condition: (ServerSnapshot) -> Bool
+    ) async -> ServerSnapshot {
+        let deadline = ContinuousClock.now + timeout
+        while true {
+            let snapshot = await application.snapshot()
+            if condition(snapshot) || ContinuousClock.now >= deadline { return snapshot }
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+    }
+
+    /// A server with everything this test needs to see quickly: short HTTP deadlines, and no rate limits (the tests
+    /// of those turn them on).
+    public static func startForEdgeTests(
+        clock: any Clock<Duration> = ContinuousClock(), configure: (inout ServerConfiguration) -> Void = { _ in }
+    ) async throws -> TestServer {
+        try await start(clock: clock) { configuration in
+            configuration.edge.requestHeadTimeout = .milliseconds(500)
+            configuration.edge.requestBodyTimeout = .milliseconds(500)
+            configuration.edge.idleTimeout = .seconds(1)
+            configuration.edge.connectionAttemptsPerAddress = nil
+            configuration.edge.loginsPerAddress = nil
+            configuration.edge.messagesPerUser = nil
+            configuration.closeTimeout = .seconds(1)
+            configure(&configuration)
+        }
+    }
 }

@@ -1,3 +1,4 @@
+import Logging
 import NIOCore
 import NIOEmbedded
 import Testing
@@ -21,7 +22,7 @@ import Testing
         let loop = NIOAsyncTestingEventLoop()
         let listener = NIOAsyncTestingChannel(loop: loop)
         let gate = AdmissionGate(limit: 2, timeout: .seconds(1))
-        try await gate.install(on: listener)
+        try await gate.install(on: listener, logger: Logger(label: "test"))
         let counter = ReadCounter()
         try await listener.pipeline.addHandler(counter, position: .first).get()
         func reads() async throws -> Int { try await loop.submit { counter.reads }.get() }

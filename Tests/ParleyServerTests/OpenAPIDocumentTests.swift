@@ -45,7 +45,10 @@ import FoundationNetworking
         let token = AuthTokenInfo(id: "tok_1", uid: "alice", createdAt: 1, expiresAt: 2)
         let device = Device(deviceId: "phone", platform: .apns, token: "ab12", environment: .production, createdAt: 1, updatedAt: 2)
         return [
-            ("ErrorResponse", ErrorResponse(code: .forbidden, message: "no"), ErrorResponse(code: .forbidden, message: "no")),
+            (
+                "ErrorResponse", ErrorResponse(code: .rateLimited, message: "later", retryAfterMs: 250),
+                ErrorResponse(code: .forbidden, message: "no")
+            ),
             ("HealthStatus", HealthStatus(status: "ok"), HealthStatus(status: "ok")),
             ("AppInfo", AppInfo(id: "a", name: "n"), AppInfo(id: "a", name: "n")),
             ("LoginRequest", LoginRequest(appId: "a", uid: "u", authKey: "k"), LoginRequest(appId: "a", uid: "u", authKey: "k")),

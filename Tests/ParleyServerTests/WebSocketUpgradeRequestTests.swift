@@ -35,8 +35,8 @@ import Testing
     @Test(arguments: [
         // Header names in any case, blanks around values, a query, other Connection tokens, no token, Content-Length 0.
         "GET /v1/ws?x=1 HTTP/1.1\r\nUPGRADE:WebSocket\r\nconnection: keep-alive, upgrade\r\n"
-            + "sec-websocket-key:  k  \r\nSEC-WEBSOCKET-VERSION: 13\r\n\r\n",
-        "GET /v1/ws HTTP/1.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: k\r\n"
+            + "sec-websocket-key:  cGFybGV5LXVwZ3JhZGUxNg==  \r\nSEC-WEBSOCKET-VERSION: 13\r\n\r\n",
+        "GET /v1/ws HTTP/1.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: cGFybGV5LXVwZ3JhZGUxNg==\r\n"
             + "Sec-WebSocket-Version: 13\r\nContent-Length: 0\r\nX-Other: \t\r\n\r\n",
     ])
     func variationsOfAPlainUpgradeAreRecognised(head: String) {
@@ -44,7 +44,7 @@ import Testing
             Issue.record("not recognised: \(head)")
             return
         }
-        #expect(request.key == "k" && request.headLength == head.utf8.count)
+        #expect(request.key == "cGFybGV5LXVwZ3JhZGUxNg==" && request.headLength == head.utf8.count)
     }
 
     @Test(arguments: [
@@ -69,6 +69,15 @@ import Testing
         (
             "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n", "Sec-WebSocket-Key: a\r\nSec-WebSocket-Key: b\r\n",
             "two keys"
+        ),
+        ("Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n", "Sec-WebSocket-Key: c2hvcnQ=\r\n", "a key of 5 bytes"),
+        (
+            "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n", "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ!!\r\n",
+            "a key that is not base64"
+        ),
+        (
+            "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n", "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==AA\r\n",
+            "a key of 17 bytes"
         ),
         ("Sec-WebSocket-Version: 13\r\n", "Sec-WebSocket-Version: 12\r\n", "version 12"),
         ("Sec-WebSocket-Version: 13\r\n", "", "no version"),

@@ -5,10 +5,10 @@ import Testing
 /// Upgrades on the wire, with a raw socket: the ones the server answers itself (``WebSocketUpgradeSniffer``), however
 /// their bytes arrive, and the ones it leaves to NIO's pipeline, answered as before.
 @Suite(.timeLimit(.minutes(2))) struct WebSocketUpgradeTests {
-    static let connectFrame = RawWebSocket.clientFrame(Array(#"{"type":"connect","protocolVersion":1}"#.utf8))
+    static let connectFrame = RawSocket.clientFrame(Array(#"{"type":"connect","protocolVersion":1}"#.utf8))
 
     /// The next frame is `hello`.
-    static func expectHello(_ socket: RawWebSocket) async throws {
+    static func expectHello(_ socket: RawSocket) async throws {
         let frame = try await socket.readFrame()
         #expect(frame.opcode == 1 && String(decoding: frame.payload, as: UTF8.self).contains(#""type":"hello""#))
     }
@@ -24,8 +24,8 @@ import Testing
     @Test(arguments: Arrival.allCases) func anUpgradeIsServedHoweverItsBytesArrive(_ arrival: Arrival) async throws {
         let server = try await TestServer.start()
         let token = try await server.login("alice")
-        let socket = try await RawWebSocket.connected(port: server.port)
-        let request = Array(RawWebSocket.upgradeRequest(port: server.port, token: token).utf8)
+        let socket = try await RawSocket.connected(port: server.port)
+        let request = Array(RawSocket.upgradeRequest(port: server.port, token: token).utf8)
         switch arrival {
         case .withTheConnectFrame:
             try await socket.send(request + Self.connectFrame)
@@ -43,31 +43,45 @@ import Testing
     @Test func requestsTheServerDoesNotUpgradeItselfAreAnsweredByNIOAsBefore() async throws {
         let server = try await TestServer.start()
         let token = try await server.login("alice")
-        let request = RawWebSocket.upgradeRequest(port: server.port, token: token)
+        let request = RawSocket.upgradeRequest(port: server.port, token: token)
 
         // Another path: 400, and the connection closes.
-        let other = try await RawWebSocket.connected(port: server.port)
+        let other = try await RawSocket.connected(port: server.port)
         try await other.send(
-            Array(RawWebSocket.upgradeRequest(port: server.port, token: token, path: "/v1/other").utf8))
+            Array(RawSocket.upgradeRequest(port: server.port, token: token, path: "/v1/other").utf8))
         #expect(try await other.readHead().hasPrefix("HTTP/1.1 400 Bad Request\r\n"))
         other.close()
 
-        // An unsupported version: closed without an answer.
-        let version = try await RawWebSocket.connected(port: server.port)
+        // An unsupported version: 426 naming the one the server speaks (RFC 6455 section 4.4).
+        let version = try await RawSocket.connected(port: server.port)
         try await version.send(Array(request.replacingOccurrences(of: "Version: 13", with: "Version: 12").utf8))
-        await #expect(throws: RawWebSocket.Failure.self) { _ = try await version.readHead() }
+        let refusedVersion = try await version.readHead()
+        #expect(refusedVersion.hasPrefix("HTTP/1.1 426 Upgrade Required\r\n"))
+        #expect(refusedVersion.contains("Sec-WebSocket-Version: 13\r\n"))
         version.close()
 
-        // No Connection header: NIO's upgrader does not ask for one, so it still upgrades.
-        let noConnection = try await RawWebSocket.connected(port: server.port)
+        // No Connection header: RFC 6455 section 4.2.1 requires one, so 400.
+        let noConnection = try await RawSocket.connected(port: server.port)
         try await noConnection.send(Array(request.replacingOccurrences(of: "Connection: Upgrade\r\n", with: "").utf8))
-        #expect(try await noConnection.readHead().hasPrefix("HTTP/1.1 101 Switching Protocols\r\n"))
-        try await noConnection.send(Self.connectFrame)
-        try await Self.expectHello(noConnection)
+        #expect(try await noConnection.readHead().hasPrefix("HTTP/1.1 400 Bad Request\r\n"))
         noConnection.close()
 
+        // A valid upgrade the sniffer leaves to NIO (a header value past ASCII): upgraded by NIO's upgrader.
+        let upgraded = try await RawSocket.connected(port: server.port)
+        try await upgraded.send(
+            Array(
+                request.replacingOccurrences(
+                    of: "Connection: Upgrade", with: "Connection: keep-alive, UPGRADE\r\nX-Name: caf\u{E9}"
+                ).utf8
+            )
+        )
+        #expect(try await upgraded.readHead().hasPrefix("HTTP/1.1 101 Switching Protocols\r\n"))
+        try await upgraded.send(Self.connectFrame)
+        try await Self.expectHello(upgraded)
+        upgraded.close()
+
         // A REST request on a connection of its own.
-        let rest = try await RawWebSocket.connected(port: server.port)
+        let rest = try await RawSocket.connected(port: server.port)
         try await rest.send(Array("GET /health HTTP/1.1\r\nHost: x\r\n\r\n".utf8))
         #expect(try await rest.readHead().hasPrefix("HTTP/1.1 200 OK\r\n"))
         rest.close()

@@ -162,6 +162,16 @@ final class ManagedServer: Sendable {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         var extra = options.serverArguments
         if let url = options.databaseURL { extra += ["--database-url", url] }
+        // The scenarios are load from a few addresses (thousands of connections a second, tens of thousands of
+        // messages a second from a few users): the server's abuse limits are off for them, unless the run sets them.
+        if supports(option: "--connections-per-second-per-address", binary: binary) {
+            for option in [
+                "--connections-per-second-per-address", "--logins-per-second-per-address",
+                "--messages-per-second-per-user",
+            ] where !extra.contains(option) {
+                extra += [option, "0"]
+            }
+        }
 
         // An app for the run, created before the server starts (so the server creates no default app).
         let create = try runToCompletion(

@@ -11,6 +11,7 @@ struct FrameSession {
     let time: ServerClock
     let limits: MessageLimits
     let malformedFrameLimit: Int
+    let sends: SendRateLimiter?
     private var malformedFrames = 0
     private var typingBudget: TokenBucket
 
@@ -21,6 +22,7 @@ struct FrameSession {
         self.time = gateway.time
         self.limits = gateway.configuration.messageLimits
         self.malformedFrameLimit = gateway.configuration.malformedFrameLimit
+        self.sends = gateway.sends
         self.typingBudget = TokenBucket(
             perSecond: gateway.configuration.typingFramesPerSecond, now: gateway.time.timeline.now()
         )
@@ -41,8 +43,21 @@ struct FrameSession {
             malformedFrames += 1
             reply(error: DomainError(.malformedFrame, "The frame is not a valid protocol v1 frame."))
             if malformedFrames >= malformedFrameLimit {
-                connection.requestClose(code: WebSocketCloseCode.protocolViolation, reason: .malformedFrame)
+                // The answers to the malformed frames go out before the close.
+                connection.requestClose(
+                    code: WebSocketCloseCode.protocolViolation, reason: .malformedFrame, afterQueued: true
+                )
             }
+            return
+        }
+        do {
+            try Self.validate(frame)
+        } catch let refusal as DomainError {
+            // The ref is echoed unless it is what was refused.
+            let ref = frame.ref.flatMap { InputRules.hasControlCharacter($0) ? nil : $0 }
+            reply(.error(Self.errorFrame(refusal, ref: ref)))
+            return
+        } catch {
             return
         }
         switch frame {
@@ -63,6 +78,27 @@ struct FrameSession {
         }
     }
 
+    /// The identifiers and positions of a frame (``InputRules``); a send's content is checked with its limits.
+    static func validate(_ frame: ClientFrame) throws {
+        switch frame {
+        case .connect:
+            break
+        case .ping(let ping):
+            try InputRules.identifier(ping.id, "id")
+        case .send(let send):
+            try InputRules.identifier(send.ref, "ref")
+            try InputRules.identifier(send.conversationId, "conversationId")
+            try InputRules.identifier(send.clientMessageId, "clientMessageId")
+        case .typing(let typing):
+            try InputRules.identifier(typing.conversationId, "conversationId")
+        case .receipt(let receipt):
+            try InputRules.identifier(receipt.ref, "ref")
+            try InputRules.identifier(receipt.conversationId, "conversationId")
+            try InputRules.position(receipt.deliveredSeq, "deliveredSeq")
+            try InputRules.position(receipt.readSeq, "readSeq")
+        }
+    }
+
     private func receipt(_ frame: ReceiptFrame) {
         let principal = connection.principal
         let command = Command.MarkReceipt(
@@ -79,6 +115,8 @@ struct FrameSession {
 
     private func send(_ frame: SendFrame) {
         do {
+            try sends?.take(appId: connection.principal.appId, uid: connection.principal.uid)
+            try InputRules.message(parts: frame.parts, metadata: frame.metadata, alert: frame.alert)
             try MessageRules.validate(
                 parts: frame.parts, metadata: frame.metadata, alert: frame.alert,
                 clientMessageId: frame.clientMessageId, limits: limits
@@ -117,31 +155,22 @@ struct FrameSession {
 
     static func errorFrame(_ error: any Error, ref: String?) -> ErrorFrame {
         if let refusal = error as? DomainError {
-            return ErrorFrame(ref: ref, code: refusal.code, message: refusal.message)
+            return ErrorFrame(
+                ref: ref, code: refusal.code, message: refusal.message,
+                retryAfterMs: refusal.retryAfter?.roundedUpMilliseconds
+            )
         }
         return ErrorFrame(ref: ref, code: .internalError, message: "The server could not complete the request.")
     }
 }
 
-/// A budget of actions per second, refilled continuously on the timeline.
-struct TokenBucket {
-    let capacity: Int
-    private var tokens: Double
-    private var last: Duration
-
-    init(perSecond capacity: Int, now: Duration) {
-        self.capacity = capacity
-        self.tokens = Double(capacity)
-        self.last = now
-    }
-
-    /// Takes one token; false when the budget is spent.
-    mutating func take(now: Duration) -> Bool {
-        let elapsed = Double((now - last).components.attoseconds) / 1e18 + Double((now - last).components.seconds)
-        tokens = min(Double(capacity), tokens + elapsed * Double(capacity))
-        last = now
-        guard tokens >= 1 else { return false }
-        tokens -= 1
-        return true
+extension ClientFrame {
+    /// The `ref` a frame carries, to be echoed in its answer.
+    var ref: String? {
+        switch self {
+        case .send(let send): send.ref
+        case .receipt(let receipt): receipt.ref
+        case .connect, .ping, .typing: nil
+        }
     }
 }

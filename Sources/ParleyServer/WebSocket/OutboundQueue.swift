@@ -50,6 +50,8 @@ final class OutboundQueue: Sendable {
         var frames: [ByteBuffer] = []
         var bytes = 0
         var close: (code: UInt16, reason: ErrorCode)?
+        /// The close waits until the frames queued before it are written.
+        var closeAfterFrames = false
         var closeTaken = false
         var finished = false
         /// While held, frames wait without waking the writer (a new connection catching up).
@@ -94,14 +96,18 @@ final class OutboundQueue: Sendable {
         }
     }
 
-    /// Asks the writer to close the connection; frames still queued are dropped. The first request wins. Returns
-    /// whether the writer must be woken.
-    func requestClose(code: UInt16, reason: ErrorCode) -> Bool {
+    /// Asks the writer to close the connection; frames still queued are dropped, unless `afterQueued`: then they are
+    /// written first (the answers to the frames that led to the close). Either way nothing more is queued. The first
+    /// request wins. Returns whether the writer must be woken.
+    func requestClose(code: UInt16, reason: ErrorCode, afterQueued: Bool = false) -> Bool {
         state.withLockedValue { state in
             guard state.close == nil, !state.finished else { return false }
             state.close = (code, reason)
-            state.frames = []
-            state.bytes = 0
+            state.closeAfterFrames = afterQueued
+            if !afterQueued {
+                state.frames = []
+                state.bytes = 0
+            }
             return state.wake()
         }
     }
@@ -129,7 +135,7 @@ final class OutboundQueue: Sendable {
     func take(blocked: Bool = false) -> Next {
         state.withLockedValue { state in
             if state.finished || state.held { return .idle }
-            if let close = state.close {
+            if let close = state.close, !(state.closeAfterFrames && !state.frames.isEmpty) {
                 guard !state.closeTaken else { return .idle }
                 state.closeTaken = true
                 return .close(code: close.code, reason: close.reason)
@@ -153,10 +159,10 @@ final class OutboundQueue: Sendable {
     func putBack(_ frames: ArraySlice<ByteBuffer>) {
         guard !frames.isEmpty else { return }
         state.withLockedValue { state in
-            guard !state.finished, state.close == nil else { return }
+            guard !state.finished, state.close == nil || state.closeAfterFrames else { return }
             state.frames.insert(contentsOf: frames, at: 0)
             state.bytes += frames.reduce(0) { $0 + $1.readableBytes }
-            if state.bytes > limitBytes {
+            if state.bytes > limitBytes, !state.closeAfterFrames {
                 state.close = (WebSocketCloseCode.slowConsumer, .slowConsumer)
                 state.frames = []
                 state.bytes = 0

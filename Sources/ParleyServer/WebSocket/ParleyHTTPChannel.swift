@@ -1,3 +1,7 @@
+// Adapted from hummingbird-websocket (Sources/HummingbirdWebSocket/WebSocketChannel.swift,
+// HTTP1WebSocketUpgradeChannel): Copyright (c) the Hummingbird authors, Apache License 2.0. See NOTICE.
+// SPDX-License-Identifier: Apache-2.0
+
 import HTTPTypes
 import HummingbirdCore
 import Logging
@@ -28,19 +32,45 @@ struct ParleyHTTPChannel: ServerChildChannel, HTTPChannelHandler {
     let responder: HTTPChannelHandler.Responder
     let gateway: WebSocketGateway
     let http1: HTTP1Channel.Configuration
+    /// New connections per client address, when limited.
+    let connectionAttempts: RateLimiter<String>?
 
-    init(responder: @escaping HTTPChannelHandler.Responder, gateway: WebSocketGateway, http1: HTTP1Channel.Configuration = .init()) {
-        self.responder = Self.redirectingLateUpgrades(responder)
+    init(
+        responder: @escaping HTTPChannelHandler.Responder, gateway: WebSocketGateway,
+        connectionAttempts: RateLimiter<String>? = nil
+    ) {
+        self.responder = responder
         self.gateway = gateway
-        self.http1 = http1
+        self.connectionAttempts = connectionAttempts
+        let edge = gateway.configuration.edge
+        self.http1 = HTTP1Channel.Configuration(
+            idleTimeout: edge.idleTimeout.timeAmount,
+            httpDecoderConfiguration: .init(
+                maxHeaderFieldSize: edge.maxHeaderFieldBytes, maxHeaderListSize: edge.maxHeaderBytes,
+                maxHeaderFieldCount: edge.maxHeaderCount
+            )
+        )
     }
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
         channel.eventLoop.makeCompletedFuture {
             let outcome = UpgradeOutcome()
+            // Whatever state the connection is in when it closes, the task Hummingbird runs for it ends then.
+            channel.closeFuture.whenComplete { _ in outcome.decide(.failure(ChannelError.alreadyClosed)) }
+            if let retryAfter = refusedAttempt(channel) {
+                outcome.decide(.failure(ChannelError.alreadyClosed))
+                let answer = EdgeResponse.bytes(
+                    .tooManyRequests, code: .rateLimited, "Too many connections from this address.",
+                    retryAfter: retryAfter
+                )
+                channel.writeAndFlush(answer).whenComplete { _ in EdgeResponse.closeAfterAnswer(channel) }
+                return Value(upgradeOutcome: outcome, channel: channel)
+            }
             let gateway = self.gateway
+            let admission = gateway.admission
             let sniffer = WebSocketUpgradeSniffer(
                 outcome: outcome, maxFrameSize: gateway.configuration.maxInboundFrameSize,
+                limits: gateway.configuration.edge, admitted: { admission.admitted($0) },
                 upgrade: { channel, authorization in
                     try gateway.addHandlers(to: channel, authorization: authorization)
                 },
@@ -51,18 +81,37 @@ struct ParleyHTTPChannel: ServerChildChannel, HTTPChannelHandler {
         }
     }
 
+    /// How long until a connection from this channel's address would be accepted, when it is refused now.
+    private func refusedAttempt(_ channel: any Channel) -> Duration? {
+        guard let connectionAttempts, let address = channel.remoteAddress?.ipAddress else { return nil }
+        return connectionAttempts.take(address)
+    }
+
     /// NIO's HTTP/1 pipeline with the WebSocket upgrader, for every connection whose first request is not a plain
     /// upgrade to `/v1/ws` (``WebSocketUpgradeSniffer``): REST, and upgrades NIO answers itself (another path: 400).
     private func configureHTTP(channel: any Channel, logger: Logger) throws -> EventLoopFuture<UpgradeResult> {
         let upgradeAttempted = NIOLoopBoundBox(false, eventLoop: channel.eventLoop)
         let gateway = self.gateway
+        let admission = gateway.admission
+        let headGuard = HTTPRequestHeadGuard(limits: gateway.configuration.edge, admitted: { admission.admitted($0) })
+        let requestGuard = HTTPRequestGuard(limits: gateway.configuration.edge, head: headGuard)
+        headGuard.attach(requestGuard)
+        let guards = NIOLoopBound((headGuard, requestGuard), eventLoop: channel.eventLoop)
         let upgrader = NIOTypedWebSocketServerUpgrader<UpgradeResult>(
             maxFrameSize: gateway.configuration.maxInboundFrameSize,
             // Protocol errors are answered by the connection's handler, with Parley's close reasons.
             enableAutomaticErrorHandling: false,
             shouldUpgrade: { channel, head in
                 upgradeAttempted.value = true
-                return channel.eventLoop.makeSucceededFuture(WebSocketGateway.accepts(uri: head.uri) ? [:] : nil)
+                // HTTPRequestGuard refused every upgrade RFC 6455 does not allow (WebSocketUpgradeValidation).
+                guard WebSocketGateway.accepts(uri: head.uri) else {
+                    return channel.eventLoop.makeSucceededFuture(nil)
+                }
+                // The upgraded socket speaks WebSocket frames: the HTTP guards leave with NIO's HTTP handlers.
+                let pipeline = channel.pipeline.syncOperations
+                pipeline.removeHandler(guards.value.0, promise: nil)
+                pipeline.removeHandler(guards.value.1, promise: nil)
+                return channel.eventLoop.makeSucceededFuture([:])
             },
             upgradePipelineHandler: { channel, head in
                 channel.eventLoop.makeCompletedFuture {
@@ -98,14 +147,20 @@ struct ParleyHTTPChannel: ServerChildChannel, HTTPChannelHandler {
         configuration.decoderConfiguration.maxHeaderFieldSize = http1.httpDecoder.maxHeaderFieldSize
         configuration.decoderConfiguration.maxHeaderListSize = http1.httpDecoder.maxHeaderListSize
         configuration.decoderConfiguration.maxHeaderFieldCount = http1.httpDecoder.maxHeaderFieldCount
-        return try channel.pipeline.syncOperations.configureUpgradableHTTPServerPipeline(configuration: configuration)
+        let pipeline = channel.pipeline.syncOperations
+        try pipeline.addHandler(headGuard)
+        let upgraded = try pipeline.configureUpgradableHTTPServerPipeline(configuration: configuration)
+        // After NIO's decoder and encoder, in front of its upgrader.
+        let upgradeHandler = try pipeline.handler(type: NIOTypedHTTPServerUpgradeHandler<UpgradeResult>.self)
+        try pipeline.addHandler(requestGuard, position: .before(upgradeHandler))
+        return upgraded
     }
 
     func handle(value: Value, logger: Logger) async {
         do {
             switch try await value.upgradeOutcome.value() {
             case .websocket:
-                // The socket's handler runs it from here on (and tells the admission gate when it is live).
+                // The socket's handler runs it from here on.
                 return
             case .notUpgraded(let http1):
                 gateway.admission.admitted(value.channel)
@@ -115,39 +170,35 @@ struct ParleyHTTPChannel: ServerChildChannel, HTTPChannelHandler {
                 logger.debug("WebSocket upgrade refused")
                 await Self.writeFailedUpgrade(http1, logger: logger)
             }
-        } catch let error as ChannelError where error == .inputClosed {
-            logger.trace("Upgrade failed as input was closed")
         } catch {
-            logger.debug("Error handling upgrade result", metadata: ["error": "\(error)"])
+            // The connection ended before its first request was served (or was refused): it is closed, or closes now.
+            logger.trace("Connection ended before its first request", metadata: ["error": "\(error)"])
+            value.channel.close(promise: nil)
         }
     }
 
-    /// HTTP 400 for an upgrade to a path other than `/v1/ws`.
+    /// HTTP 400 for an upgrade to a path other than `/v1/ws`, or one RFC 6455 does not allow.
     private static func writeFailedUpgrade(_ channel: NIOAsyncChannel<HTTPRequestPart, HTTPResponsePart>, logger: Logger) async {
         do {
             try await channel.executeThenClose { _, outbound in
-                let head = HTTPResponse(status: .badRequest, headerFields: [.connection: "close", .contentLength: "0"])
-                try await outbound.write(contentsOf: [.head(head), .end(nil)])
+                let body = EdgeResponse.body(
+                    code: .badRequest,
+                    "Not a valid WebSocket upgrade: GET \(WebSocketGateway.path) over HTTP/1.1, without a body, with "
+                        + "Upgrade: websocket, Connection: Upgrade, Sec-WebSocket-Version: 13 and a Sec-WebSocket-Key of "
+                        + "16 bytes in base64.",
+                    retryAfter: nil
+                )
+                let head = HTTPResponse(
+                    status: .badRequest,
+                    headerFields: [
+                        .connection: "close", .contentLength: "\(body.count)",
+                        .contentType: "application/json; charset=utf-8",
+                    ]
+                )
+                try await outbound.write(contentsOf: [.head(head), .body(ByteBuffer(bytes: body)), .end(nil)])
             }
         } catch {
             logger.trace("Failed to write to the channel", metadata: ["error": "\(error)"])
-        }
-    }
-
-    /// An upgrade request after an HTTP request on a keep-alive connection cannot be upgraded (NIO's upgrader only
-    /// looks at a connection's first request): it is redirected to the same URI, on a new connection.
-    private static func redirectingLateUpgrades(_ responder: @escaping HTTPChannelHandler.Responder) -> HTTPChannelHandler.Responder {
-        struct RedirectCloseError: Error {}
-        return { request, responseWriter, channel in
-            guard request.headers[.upgrade] == "websocket" else {
-                try await responder(request, responseWriter, channel)
-                return
-            }
-            var path = request.uri.path
-            if let query = request.uri.query { path += "?\(query)" }
-            let response = HTTPResponse(status: .temporaryRedirect, headerFields: [.connection: "close", .location: path])
-            try await responseWriter.writeResponse(response)
-            throw RedirectCloseError()
         }
     }
 }

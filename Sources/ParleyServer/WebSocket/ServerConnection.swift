@@ -32,8 +32,9 @@ final class ServerConnection: Sendable {
         return push.accepted
     }
 
-    /// Closes the connection with this code and reason (what is still queued is dropped). The first request wins.
-    func requestClose(code: UInt16, reason: ErrorCode) {
-        if outbound.requestClose(code: code, reason: reason) { socket.wake() }
+    /// Closes the connection with this code and reason (what is still queued is dropped, unless `afterQueued`). The
+    /// first request wins.
+    func requestClose(code: UInt16, reason: ErrorCode, afterQueued: Bool = false) {
+        if outbound.requestClose(code: code, reason: reason, afterQueued: afterQueued) { socket.wake() }
     }
 }

@@ -59,6 +59,9 @@ final class TokenExpiry: Sendable {
     }
 
     /// Stops watching a connection (it closed).
+    /// Connections watched (``ServerSnapshot``).
+    var count: Int { state.withLockedValue { $0.connections.count } }
+
     func remove(_ ticket: Ticket) {
         _ = state.withLockedValue { $0.connections.removeValue(forKey: ticket.number) }
     }

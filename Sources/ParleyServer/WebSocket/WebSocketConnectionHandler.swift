@@ -43,6 +43,8 @@ final class WebSocketConnectionHandler: ChannelDuplexHandler {
     /// the loops for over 100 ms). Those timers hold the handler weakly; one that fires late finds it gone, or its
     /// state machine past the point where the timer mattered, and does nothing.
     private var closeTimer: Scheduled<Void>?
+    /// The connection's place in the handshake gate, from its `connect` frame until it is live.
+    private var handshakeTicket: HandshakeGate.Ticket?
 
     init(gateway: WebSocketGateway, token: String?, raw: RawFrameWriter, logger: Logger) {
         self.gateway = gateway
@@ -91,6 +93,10 @@ final class WebSocketConnectionHandler: ChannelDuplexHandler {
         let frame = unwrapInboundIn(data)
         switch frame.opcode {
         case .text, .binary:
+            if frame.opcode == .text, !frame.unmaskedData.withUnsafeReadableBytes({ UTF8Validation.isValid($0) }) {
+                serverClose(code: WebSocketCloseCode.invalidPayload, reason: .invalidUTF8, awaitAnswer: false)
+                return
+            }
             switch machine.dataFrameReceived() {
             case .handshake: handshake(frame)
             case .hold: heldFrames.append(frame)
@@ -99,8 +105,7 @@ final class WebSocketConnectionHandler: ChannelDuplexHandler {
             }
         case .ping:
             guard machine.state != .closed else { return }
-            raw.write(FrameEncoding.control(.pong, frame.unmaskedData.readableBytesView))
-            raw.flush()
+            answerPing(frame.unmaskedData)
         case .pong:
             var payload = frame.unmaskedData
             machine.pongReceived(payload.readInteger(as: UInt64.self))
@@ -126,8 +131,25 @@ final class WebSocketConnectionHandler: ChannelDuplexHandler {
         }
     }
 
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        switch event {
+        case ChannelEvent.inputClosed:
+            // The peer sent FIN (with or without a close frame first, RFC 6455 section 7.1.5: 1006): it is gone. The
+            // socket closes now; its user goes offline after the presence grace.
+            context.close(promise: nil)
+        case is ChannelShouldQuiesceEvent:
+            serverClose(code: WebSocketCloseCode.goingAway, reason: .serverShuttingDown)
+        default:
+            context.fireUserInboundEventTriggered(event)
+        }
+    }
+
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
         switch error {
+        case let violation as WebSocketProtocolViolation:
+            let reason: ErrorCode =
+                violation.code == WebSocketCloseCode.invalidPayload ? .invalidUTF8 : .webSocketProtocolError
+            serverClose(code: violation.code, reason: reason, awaitAnswer: false)
         case NIOWebSocketError.invalidFrameLength, NIOWebSocketFrameAggregator.Error.accumulatedFrameSizeIsTooLarge:
             // The decoder reads nothing more after an error: close without waiting for an answer.
             serverClose(code: WebSocketCloseCode.messageTooBig, reason: .messageTooLarge, awaitAnswer: false)
@@ -152,14 +174,33 @@ final class WebSocketConnectionHandler: ChannelDuplexHandler {
             connect = frame
         }
         machine.connectAccepted()
+        guard let context else { return }
+        let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
+        let loop = context.eventLoop
+        let (ticket, holding) = gateway.handshakes.request {
+            loop.execute { handler.value.slotGranted(connect) }
+        }
+        handshakeTicket = ticket
+        if holding { slotGranted(connect) }
+    }
+
+    /// The connection holds a handshake slot: authentication starts.
+    private func slotGranted(_ connect: ConnectFrame) {
+        guard let context, machine.state == .authenticating, let ticket = handshakeTicket else {
+            releaseHandshakeSlot()
+            return
+        }
+        // At most `maxHold`; never cancelled (releasing twice changes nothing).
+        let gate = gateway.handshakes
+        context.eventLoop.assumeIsolated().scheduleTask(in: gate.maxHold.timeAmount) { gate.release(ticket) }
         if let inline = gateway.inlineReads {
             authenticated(gateway.authenticate(token: token, inline: inline), connect: connect)
             return
         }
         let gateway = self.gateway
         let token = self.token
-        let handler = NIOLoopBound(self, eventLoop: context!.eventLoop)
-        let loop = context!.eventLoop
+        let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
+        let loop = context.eventLoop
         Task {
             let opening = await gateway.authenticate(token: token)
             loop.execute { handler.value.authenticated(opening, connect: connect) }
@@ -267,6 +308,7 @@ final class WebSocketConnectionHandler: ChannelDuplexHandler {
     /// `caughtUp` was written: live frames flow.
     private func caughtUp() {
         guard let context, machine.caughtUp() else { return }
+        releaseHandshakeSlot()
         gateway.admission.admitted(context.channel)
         if connection?.outbound.release() == true { drain() }
         let held = heldFrames
@@ -278,6 +320,29 @@ final class WebSocketConnectionHandler: ChannelDuplexHandler {
             readWithheld = false
             context.read()
         }
+    }
+
+    private func releaseHandshakeSlot() {
+        guard let handshakeTicket else { return }
+        self.handshakeTicket = nil
+        gateway.handshakes.release(handshakeTicket)
+    }
+
+    /// Answers a ping with its payload. A registered connection's pong goes through its bounded queue (a client that
+    /// pings and never reads is closed with 4008 like any slow consumer); before that, a socket that does not take
+    /// the pong at once is closed with 4008 too.
+    private func answerPing(_ payload: ByteBuffer) {
+        let pong = FrameEncoding.control(.pong, payload.readableBytesView)
+        if let connection {
+            connection.push(pong)
+            return
+        }
+        guard let context, context.channel.isWritable else {
+            serverClose(code: WebSocketCloseCode.slowConsumer, reason: .slowConsumer, awaitAnswer: false)
+            return
+        }
+        raw.write(pong)
+        raw.flush()
     }
 
     // MARK: Writing
@@ -336,16 +401,34 @@ final class WebSocketConnectionHandler: ChannelDuplexHandler {
         }
     }
 
-    /// The client sent a close frame: answer it (unless it answers ours), then close the channel.
+    /// The client sent a close frame: answer it with its code (unless it answers ours), then close the channel. A close
+    /// frame RFC 6455 does not allow (a one-byte payload, a code a peer may not send, a reason that is not UTF-8) is
+    /// answered with 1002 (1007) instead.
     private func peerClosed(_ frame: WebSocketFrame) {
         guard let context else { return }
         let channel = context.channel
+        guard machine.state != .closing else {
+            _ = machine.closeFrameReceived()
+            channel.close(promise: nil)
+            return
+        }
+        var data = frame.unmaskedData
+        var code = WebSocketCloseCode.normal
+        if data.readableBytes > 0 {
+            guard let received = data.readInteger(as: UInt16.self), Self.isValidCloseCode(received) else {
+                serverClose(code: WebSocketCloseCode.protocolError, reason: .webSocketProtocolError, awaitAnswer: false)
+                return
+            }
+            guard data.withUnsafeReadableBytes({ UTF8Validation.isValid($0) }) else {
+                serverClose(code: WebSocketCloseCode.invalidPayload, reason: .invalidUTF8, awaitAnswer: false)
+                return
+            }
+            code = received
+        }
         switch machine.closeFrameReceived() {
         case .answerAndClose:
             connection?.outbound.finish()
-            var data = frame.unmaskedData
-            let code = data.readWebSocketErrorCode().map(UInt16.init(webSocketErrorCode:)) ?? WebSocketCloseCode.normal
-            raw.writeAndFlush(FrameEncoding.close(code: Self.answerable(code), reason: ""), on: context.eventLoop)
+            raw.writeAndFlush(FrameEncoding.close(code: code, reason: ""), on: context.eventLoop)
                 .whenComplete { _ in channel.close(promise: nil) }
         case .closeChannel:
             channel.close(promise: nil)
@@ -354,11 +437,12 @@ final class WebSocketConnectionHandler: ChannelDuplexHandler {
         }
     }
 
-    /// A close code that may be sent back: codes a peer may not put in a frame (1005, 1006, 1015...) become 1000.
-    static func answerable(_ code: UInt16) -> UInt16 {
+    /// Whether a peer may send this close code (RFC 6455 section 7.4 and the IANA registry): 1000-1003, 1007-1014,
+    /// 3000-4999. 1004-1006 and 1015 are reserved; 1005 and 1006 are never sent.
+    static func isValidCloseCode(_ code: UInt16) -> Bool {
         switch code {
-        case 1000...1003, 1007...1011, 3000...4999: code
-        default: WebSocketCloseCode.normal
+        case 1000...1003, 1007...1014, 3000...4999: true
+        default: false
         }
     }
 
@@ -372,7 +456,12 @@ final class WebSocketConnectionHandler: ChannelDuplexHandler {
             logger.debug("WebSocket disconnected", metadata: logMetadata)
         }
         closeTimer?.cancel()
+        releaseHandshakeSlot()
         if let socket { gateway.sockets.remove(socket) }
+        // The socket handle holds this handler (to run it from other threads): dropping it breaks the cycle, so the
+        // handler, its socket handle and everything they hold are freed with the channel. Kept, every connection
+        // leaked about 5 KiB.
+        socket = nil
         connection = nil
         session = nil
         heldFrames = []

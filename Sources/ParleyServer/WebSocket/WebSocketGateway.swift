@@ -20,6 +20,10 @@ struct WebSocketGateway: Sendable {
     let sockets: SocketRegistry
     let expiry: TokenExpiry
     let admission: AdmissionGate
+    /// WebSocket handshakes worked on at once (from `connect` until live).
+    var handshakes = HandshakeGate(limit: 128)
+    /// Messages per user, when limited.
+    var sends: SendRateLimiter? = nil
     let time: ServerClock
     let configuration: ServerConfiguration
     let logger: Logger
@@ -46,6 +50,7 @@ struct WebSocketGateway: Sendable {
         let raw = RawFrameWriter()
         try channel.pipeline.syncOperations.addHandler(raw, position: .first)
         try channel.pipeline.syncOperations.addHandlers(
+            WebSocketFrameValidator(),
             NIOWebSocketFrameAggregator(
                 minNonFinalFragmentSize: 0, maxAccumulatedFrameCount: Self.maxFragments,
                 maxAccumulatedFrameSize: configuration.maxInboundFrameSize
@@ -68,6 +73,19 @@ struct WebSocketGateway: Sendable {
             return .failure(
                 DomainError(.handshakeFailed, "The first frame must be {\"type\":\"connect\",\"protocolVersion\":1}.")
             )
+        }
+        if let resume = connect.resume {
+            do {
+                try InputRules.position(resume.userSeq, "resume.userSeq")
+                for (id, seq) in resume.conversations {
+                    try InputRules.identifier(id, "A conversation id of resume")
+                    try InputRules.position(seq, "A position of resume")
+                }
+            } catch let refusal as DomainError {
+                return .failure(DomainError(.handshakeFailed, refusal.message))
+            } catch {
+                return .failure(DomainError(.handshakeFailed, "Invalid resume positions."))
+            }
         }
         guard connect.protocolVersion == ParleyProtocolVersion.current else {
             return .failure(

@@ -124,10 +124,32 @@ struct WebSocketUpgradeRequest: Equatable, Sendable {
                 return nil
             }
         }
-        guard upgrades == 1, connectionUpgrade, let key, !key.isEmpty, versions == 1, authorizations <= 1 else {
+        guard upgrades == 1, connectionUpgrade, let key, isValidKey(key), versions == 1, authorizations <= 1 else {
             return nil
         }
         return (String(decoding: key, as: UTF8.self), authorization.map { String(decoding: $0, as: UTF8.self) })
+    }
+
+    /// Whether a `Sec-WebSocket-Key` is, as RFC 6455 section 4.1 requires, the base64 of 16 bytes: 22 characters of the
+    /// base64 alphabet, then `==`.
+    static func isValidKey(_ key: some Collection<UInt8>) -> Bool {
+        guard key.count == 24 else { return false }
+        var index = 0
+        for byte in key {
+            if index >= 22 {
+                guard byte == UInt8(ascii: "=") else { return false }
+            } else {
+                switch byte {
+                case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
+                    UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "+"), UInt8(ascii: "/"):
+                    break
+                default:
+                    return false
+                }
+            }
+            index += 1
+        }
+        return true
     }
 
     /// `GET <gateway path>[?query] HTTP/1.1`.

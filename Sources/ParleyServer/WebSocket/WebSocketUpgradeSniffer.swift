@@ -9,6 +9,13 @@ import NIOWebSocket
 /// Measured in `parley-bench connect`, NIO's HTTP decoder, upgrade handler and upgrader cost a WebSocket 65 µs of
 /// server CPU before its first frame (parsing the head, then removing the HTTP handlers again); this reads the head
 /// once and changes the pipeline once. The decision goes to `outcome`: `.websocket`, or what NIO's pipeline decides.
+///
+/// Until it decides, the connection is this handler's to end: it closes at once when the peer half-closes (a TCP
+/// health check's connect-then-close) or when the server shuts down (`ChannelShouldQuiesceEvent`), and when the head is
+/// not complete ``EdgeLimits/requestHeadTimeout`` after the accept (408 if anything arrived). It also tells the
+/// admission gate when the connection stops costing the server anything: when it has sent nothing
+/// ``EdgeLimits/silentConnectionGrace`` after its accept, or when everything it sent is read and the head is still
+/// incomplete (the connection waits on its peer, not on the server).
 final class WebSocketUpgradeSniffer: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = ByteBuffer
     typealias InboundOut = ByteBuffer
@@ -21,19 +28,39 @@ final class WebSocketUpgradeSniffer: ChannelInboundHandler, RemovableChannelHand
 
     private let outcome: UpgradeOutcome
     private let maxFrameSize: Int
+    private let limits: EdgeLimits
+    private let admitted: (any Channel) -> Void
     private let upgrade: Upgrade
     private let fallBack: FallBack
     private var buffered: ByteBuffer?
     private var decided = false
 
+    /// - Parameter admitted: Tells the admission gate that the connection no longer counts as being set up.
     init(
-        outcome: UpgradeOutcome, maxFrameSize: Int, upgrade: @escaping Upgrade,
-        fallBack: @escaping FallBack
+        outcome: UpgradeOutcome, maxFrameSize: Int, limits: EdgeLimits, admitted: @escaping (any Channel) -> Void,
+        upgrade: @escaping Upgrade, fallBack: @escaping FallBack
     ) {
         self.outcome = outcome
         self.maxFrameSize = maxFrameSize
+        self.limits = limits
+        self.admitted = admitted
         self.upgrade = upgrade
         self.fallBack = fallBack
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        // Neither timer is cancelled (cancelling searches the loop's whole timer heap, see WebSocketConnectionHandler):
+        // both hold the handler weakly and do nothing once the head is decided.
+        let loop = context.eventLoop.assumeIsolated()
+        let channel = context.channel
+        loop.scheduleTask(in: limits.silentConnectionGrace.timeAmount) { [weak self] in
+            guard let self, !decided, buffered == nil else { return }
+            admitted(channel)
+        }
+        loop.scheduleTask(in: limits.requestHeadTimeout.timeAmount) { [weak self] in
+            guard let self, !decided else { return }
+            headTimedOut(channel: channel)
+        }
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -57,6 +84,12 @@ final class WebSocketUpgradeSniffer: ChannelInboundHandler, RemovableChannelHand
         }
     }
 
+    func channelReadComplete(context: ChannelHandlerContext) {
+        // Everything the peer sent so far is read, and the head is not complete: the peer is the one being slow.
+        if !decided, buffered != nil { admitted(context.channel) }
+        context.fireChannelReadComplete()
+    }
+
     /// Answers the upgrade and installs the WebSocket handlers (the pipeline NIO's upgrader builds), then passes on
     /// whatever followed the head.
     private func upgrade(context: ChannelHandlerContext, _ request: WebSocketUpgradeRequest) {
@@ -76,6 +109,8 @@ final class WebSocketUpgradeSniffer: ChannelInboundHandler, RemovableChannelHand
             return
         }
         outcome.decide(.success(.websocket))
+        // The connection's handshake counts against the WebSocket gate from its `connect` frame on.
+        admitted(context.channel)
         if rest.readableBytes > 0 { context.fireChannelRead(wrapInboundOut(rest)) }
         context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
     }
@@ -96,6 +131,35 @@ final class WebSocketUpgradeSniffer: ChannelInboundHandler, RemovableChannelHand
         context.fireChannelRead(wrapInboundOut(bytes))
         context.fireChannelReadComplete()
         context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        guard !decided else {
+            context.fireUserInboundEventTriggered(event)
+            return
+        }
+        switch event {
+        case ChannelEvent.inputClosed, is ChannelShouldQuiesceEvent:
+            // The peer will send no more (its head can never complete), or the server is shutting down: nothing is in
+            // progress on this connection, so it ends now.
+            undecidedEnd(ChannelError.inputClosed)
+            context.close(promise: nil)
+        default:
+            context.fireUserInboundEventTriggered(event)
+        }
+    }
+
+    /// The head did not arrive in time: 408 when something did, then close.
+    private func headTimedOut(channel: any Channel) {
+        let answer = buffered != nil
+        undecidedEnd(ChannelError.inputClosed)
+        guard answer else {
+            channel.close(promise: nil)
+            return
+        }
+        channel.writeAndFlush(
+            EdgeResponse.bytes(.requestTimeout, code: .requestTimeout, "The request head did not arrive in time.")
+        ).whenComplete { _ in EdgeResponse.closeAfterAnswer(channel) }
     }
 
     func channelInactive(context: ChannelHandlerContext) {

@@ -1,0 +1,492 @@
+import HTTPTypes
+import NIOCore
+import NIOHTTP1
+import ParleyProtocol
+
+/// What the connection edge enforces on every HTTP/1 request that reaches NIO's HTTP pipeline (REST, and upgrades that
+/// ``WebSocketUpgradeSniffer`` leaves to NIO), in two handlers around NIO's decoder:
+///
+/// - ``HTTPRequestHeadGuard`` sits next to the socket and sees bytes: it starts the head deadline at the first byte of
+///   each request (408) and bounds the request line (414);
+/// - ``HTTPRequestGuard`` sits after the decoder and sees requests: it answers parser errors with the status RFC 9112
+///   calls for (400, 431, 501, 505) instead of silence, refuses unsupported versions and methods, control characters
+///   in the target, bodies larger than ``EdgeLimits/maxRequestBodyBytes`` (413, from the `Content-Length` before a byte
+///   of the body is read, or as soon as chunks pass it), bodies that do not arrive within
+///   ``EdgeLimits/requestBodyTimeout`` (408), and a WebSocket upgrade that is not a connection's first request (400).
+///
+/// Every refusal is the documented JSON error with `Connection: close`, and the connection closes after it. A
+/// connection whose request is still being read closes at once when its peer half-closes or the server shuts down;
+/// between requests, Hummingbird's `HTTPConnectionStateHandler` closes it after ``EdgeLimits/idleTimeout``.
+final class HTTPRequestGuard: ChannelDuplexHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias InboundOut = HTTPServerRequestPart
+    typealias OutboundIn = HTTPServerResponsePart
+    typealias OutboundOut = HTTPServerResponsePart
+
+    /// Methods the REST API may route; any other is 501.
+    static let methods: [HTTPMethod] = [.GET, .HEAD, .POST, .PUT, .DELETE, .PATCH, .OPTIONS]
+
+    private let limits: EdgeLimits
+    private let head: HTTPRequestHeadGuard
+    /// Requests whose head has been read (the first is the one NIO's upgrader looks at).
+    private var requests = 0
+    /// A request's head has been read and its end has not.
+    private var readingBody = false
+    private var bodyBytes = 0
+    /// Requests passed on whose response has not ended.
+    private var inFlight = 0
+    /// A response has started and not ended.
+    private var responding = false
+    /// A refusal that waits for the responses in flight to end (a pipelined request after them was refused): sent
+    /// right after the last of them, so that every request gets its answer in order.
+    private var pendingRefusal: [HTTPServerResponsePart]?
+    /// The connection is refused and closing: nothing more is read or passed on.
+    private var refused = false
+    /// The request asked for the connection to close after its response (`Connection: close`, or HTTP/1.0 without
+    /// `keep-alive`).
+    private var closeAfterResponse = false
+    /// Counts requests, so that a body timer that fires late knows whether its request is still being read.
+    private var generation: UInt64 = 0
+
+    init(limits: EdgeLimits, head: HTTPRequestHeadGuard) {
+        self.limits = limits
+        self.head = head
+    }
+
+    /// Whether requests passed on still wait for their response (a refusal then waits for them).
+    var hasRequestsInFlight: Bool { inFlight > 0 }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard !refused else { return }
+        switch unwrapInboundIn(data) {
+        case .head(let request):
+            head.headReceived()
+            if let (status, code, message) = refusal(of: request) {
+                refuse(context: context, status, code: code, message)
+                return
+            }
+            if requests == 0, let refusal = WebSocketUpgradeValidation.refusal(of: request) {
+                refuse(context: context, refusal.status, code: .badRequest, refusal.message, headers: refusal.headers)
+                return
+            }
+            requests += 1
+            inFlight += 1
+            generation += 1
+            closeAfterResponse = closeAfterResponse || !request.isKeepAlive
+            readingBody = true
+            bodyBytes = 0
+            if Self.hasBody(request) { scheduleBodyTimeout(context: context) }
+        case .body(let chunk):
+            bodyBytes += chunk.readableBytes
+            guard bodyBytes <= limits.maxRequestBodyBytes else {
+                refuse(context: context, .contentTooLarge, code: .requestTooLarge, Self.tooLarge(limits))
+                return
+            }
+        case .end:
+            readingBody = false
+            head.requestEnded()
+        }
+        context.fireChannelRead(data)
+    }
+
+    /// Why a request is refused as soon as its head is read, if it is.
+    private func refusal(of request: HTTPRequestHead) -> (HTTPResponse.Status, ErrorCode, String)? {
+        guard request.version.major == 1, request.version.minor <= 1 else {
+            return (
+                .httpVersionNotSupported, .httpVersionNotSupported,
+                "HTTP/\(request.version.major).\(request.version.minor) is not supported: send HTTP/1.1."
+            )
+        }
+        guard Self.methods.contains(request.method) else {
+            return (.notImplemented, .notImplemented, "The method \(request.method.rawValue) is not implemented.")
+        }
+        guard !Self.hasControlCharacter(inTarget: request.uri) else {
+            return (.badRequest, .badRequest, "The request target contains a control character.")
+        }
+        if requests > 0, request.headers[canonicalForm: "upgrade"].contains(where: { $0.lowercased() == "websocket" }) {
+            return (
+                .badRequest, .badRequest,
+                "A WebSocket upgrade must be the first request of its connection: open a new connection for it."
+            )
+        }
+        let lengths = request.headers["content-length"]
+        if let length = lengths.first.flatMap({ Int($0) }), length > limits.maxRequestBodyBytes {
+            return (.contentTooLarge, .requestTooLarge, Self.tooLarge(limits))
+        }
+        return nil
+    }
+
+    private static func tooLarge(_ limits: EdgeLimits) -> String {
+        "A request body may have at most \(limits.maxRequestBodyBytes) bytes."
+    }
+
+    /// Whether a request announces a body (`Content-Length` above 0, or `Transfer-Encoding`).
+    private static func hasBody(_ request: HTTPRequestHead) -> Bool {
+        if request.headers.contains(name: "transfer-encoding") { return true }
+        return request.headers["content-length"].first.flatMap { Int($0) }.map { $0 > 0 } ?? false
+    }
+
+    /// Whether a request target has a control character in it, percent-encoded (`%00`-`%1F`, `%7F`, and C1 as UTF-8,
+    /// `%C2%80`-`%C2%9F`): such a character would reach an identifier once the path is decoded. Raw control bytes never
+    /// get here (the decoder refuses them).
+    static func hasControlCharacter(inTarget target: String) -> Bool {
+        let bytes = Array(target.utf8)
+        func decoded(at index: Int) -> UInt8? {
+            guard index + 2 < bytes.count, bytes[index] == UInt8(ascii: "%"), let high = hexValue(bytes[index + 1]),
+                let low = hexValue(bytes[index + 2])
+            else { return nil }
+            return high << 4 | low
+        }
+        var index = 0
+        while index < bytes.count {
+            let byte = bytes[index]
+            if byte < 0x20 || byte == 0x7F { return true }
+            if byte == 0xC2, index + 1 < bytes.count, (0x80...0x9F).contains(bytes[index + 1]) { return true }
+            if let value = decoded(at: index) {
+                if value < 0x20 || value == 0x7F { return true }
+                if value == 0xC2, let next = decoded(at: index + 3), (0x80...0x9F).contains(next) { return true }
+                index += 3
+            } else {
+                index += 1
+            }
+        }
+        return false
+    }
+
+    private static func hexValue(_ byte: UInt8) -> UInt8? {
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
+        default: nil
+        }
+    }
+
+    private func scheduleBodyTimeout(context: ChannelHandlerContext) {
+        // Never cancelled: it holds the handler weakly and checks that its request is still being read.
+        let generation = self.generation
+        let channel = context.channel
+        context.eventLoop.assumeIsolated().scheduleTask(in: limits.requestBodyTimeout.timeAmount) { [weak self] in
+            guard let self, !refused, readingBody, self.generation == generation else { return }
+            refuse(channel: channel, .requestTimeout, code: .requestTimeout, "The request body did not arrive in time.")
+        }
+    }
+
+    // MARK: Refusing
+
+    /// Answers with an error (unless a response is being written) and closes.
+    private func refuse(
+        context: ChannelHandlerContext, _ status: HTTPResponse.Status, code: ErrorCode, _ message: String,
+        headers: [(String, String)] = []
+    ) {
+        refuse(channel: context.channel, status, code: code, message, context: context, headers: headers)
+    }
+
+    private func refuse(
+        channel: any Channel, _ status: HTTPResponse.Status, code: ErrorCode, _ message: String,
+        context: ChannelHandlerContext? = nil, headers: [(String, String)] = []
+    ) {
+        guard !refused else { return }
+        refused = true
+        head.refused()
+        let parts = EdgeResponse.parts(status, code: code, message, headers: headers)
+        // The request being read is in flight too; only the requests before it wait for an answer first.
+        if inFlight - (readingBody ? 1 : 0) > 0 || responding {
+            pendingRefusal = parts
+            return
+        }
+        guard let context = context ?? self.context else {
+            channel.close(promise: nil)
+            return
+        }
+        write(parts, context: context)
+    }
+
+    /// Writes a refusal's parts and closes once they are written.
+    private func write(_ parts: [HTTPServerResponsePart], context: ChannelHandlerContext) {
+        let channel = context.channel
+        for part in parts.dropLast() { context.write(wrapOutboundOut(part), promise: nil) }
+        context.writeAndFlush(wrapOutboundOut(parts.last!)).whenComplete { _ in EdgeResponse.closeAfterAnswer(channel) }
+    }
+
+    /// Refuses the connection for the head guard (a refusal of the bytes of a request that follows one in flight).
+    func refuseForHeadGuard(_ status: HTTPResponse.Status, code: ErrorCode, _ message: String) {
+        guard let context else { return }
+        refuse(context: context, status, code: code, message)
+    }
+
+    private var context: ChannelHandlerContext?
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        self.context = nil
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        guard let parserError = error as? HTTPParserError else {
+            context.fireErrorCaught(error)
+            return
+        }
+        let (status, code, message) = Self.answer(to: parserError)
+        refuse(context: context, status, code: code, message)
+    }
+
+    /// The answer to a request the decoder could not parse.
+    static func answer(to error: HTTPParserError) -> (HTTPResponse.Status, ErrorCode, String) {
+        switch error {
+        case .headerOverflow:
+            return (
+                .requestHeaderFieldsTooLarge, .headersTooLarge, "The request's header fields are too large or too many."
+            )
+        case .invalidVersion:
+            return (.httpVersionNotSupported, .httpVersionNotSupported, "Only HTTP/1.0 and HTTP/1.1 are supported.")
+        case .unexpectedContentLength, .invalidContentLength:
+            return (
+                .badRequest, .badRequest,
+                "The request's Content-Length is invalid, repeated, or sent with Transfer-Encoding."
+            )
+        default:
+            return (.badRequest, .badRequest, "The request is not valid HTTP/1.1 (\(error)).")
+        }
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        switch event {
+        case ChannelEvent.inputClosed where readingBody || head.isReadingHead,
+            is ChannelShouldQuiesceEvent where readingBody || head.isReadingHead:
+            // A request that can no longer arrive whole (the peer half-closed), or that would hold up a shutdown.
+            refused = true
+            context.close(promise: nil)
+        default:
+            context.fireUserInboundEventTriggered(event)
+        }
+    }
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        switch unwrapOutboundIn(data) {
+        case .head(let response) where response.status.code >= 200:
+            responding = true
+        case .end:
+            responding = false
+            inFlight = max(0, inFlight - 1)
+            if inFlight == 0, let refusal = pendingRefusal {
+                pendingRefusal = nil
+                context.write(data, promise: promise)
+                write(refusal, context: context)
+                return
+            }
+            if closeAfterResponse, inFlight == 0 {
+                let written = promise ?? context.eventLoop.makePromise()
+                let channel = context.channel
+                written.futureResult.whenComplete { _ in channel.close(promise: nil) }
+                context.write(data, promise: written)
+                return
+            }
+        case .head, .body:
+            break
+        }
+        context.write(data, promise: promise)
+    }
+}
+
+/// The byte side of ``HTTPRequestGuard``: sees each request's first byte (the head's deadline starts) and checks its
+/// request line (RFC 9112 section 3) before the decoder does: at most ``EdgeLimits/maxRequestLineBytes`` (414), ended
+/// by CRLF, `method SP target SP HTTP/x.y` (400), a method the server implements (501), HTTP/1.0 or 1.1 (505, also for
+/// an HTTP/0.9 request line). Tells the admission gate when a connection's head is incomplete with everything read
+/// (the connection waits on its peer).
+final class HTTPRequestHeadGuard: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = ByteBuffer
+    typealias InboundOut = ByteBuffer
+    typealias OutboundOut = ByteBuffer
+
+    private enum State {
+        /// Between requests: no byte of the next one yet.
+        case idle
+        /// In the request line: its bytes so far.
+        case requestLine
+        /// Past the request line, before the end of the head.
+        case headerFields
+        /// The head was read; the request is with the rest of the pipeline.
+        case afterHead
+        /// Refused: closing.
+        case refused
+    }
+
+    private let limits: EdgeLimits
+    private let admitted: (any Channel) -> Void
+    private var state: State
+    private var line: [UInt8] = []
+    private var generation: UInt64 = 0
+    private weak var requestGuard: HTTPRequestGuard?
+    private var context: ChannelHandlerContext?
+
+    /// - Parameter admitted: Tells the admission gate that the connection no longer counts as being set up.
+    init(limits: EdgeLimits, admitted: @escaping (any Channel) -> Void) {
+        self.limits = limits
+        self.admitted = admitted
+        self.state = .idle
+    }
+
+    func attach(_ requestGuard: HTTPRequestGuard) {
+        self.requestGuard = requestGuard
+    }
+
+    /// A request's head is being read.
+    var isReadingHead: Bool {
+        switch state {
+        case .requestLine, .headerFields: true
+        case .idle, .afterHead, .refused: false
+        }
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        self.context = nil
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let bytes = unwrapInboundIn(data)
+        switch state {
+        case .idle:
+            startHead(context: context)
+            scanRequestLine(context: context, bytes)
+        case .requestLine:
+            scanRequestLine(context: context, bytes)
+        case .headerFields, .afterHead:
+            break
+        case .refused:
+            return
+        }
+        guard case .refused = state else {
+            context.fireChannelRead(data)
+            return
+        }
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        if isReadingHead { admitted(context.channel) }
+        context.fireChannelReadComplete()
+    }
+
+    private func startHead(context: ChannelHandlerContext) {
+        generation += 1
+        state = .requestLine
+        line.removeAll(keepingCapacity: true)
+        let generation = self.generation
+        let channel = context.channel
+        // Never cancelled: it holds the handler weakly and checks that its head is still being read.
+        context.eventLoop.assumeIsolated().scheduleTask(in: limits.requestHeadTimeout.timeAmount) { [weak self] in
+            guard let self, self.generation == generation, isReadingHead else { return }
+            refuse(channel: channel, .requestTimeout, code: .requestTimeout, "The request head did not arrive in time.")
+        }
+    }
+
+    private func scanRequestLine(context: ChannelHandlerContext, _ bytes: ByteBuffer) {
+        let view = bytes.readableBytesView
+        let newline = view.firstIndex(of: UInt8(ascii: "\n"))
+        let part = view[view.startIndex..<(newline ?? view.endIndex)]
+        guard line.count + part.count <= limits.maxRequestLineBytes + 1 else {
+            refuse(
+                channel: context.channel, .uriTooLong, code: .uriTooLong,
+                "The request line may have at most \(limits.maxRequestLineBytes) bytes."
+            )
+            return
+        }
+        line.append(contentsOf: part)
+        guard newline != nil else { return }
+        state = .headerFields
+        if let (status, code, message) = Self.refusal(ofRequestLine: line) {
+            refuse(channel: context.channel, status, code: code, message)
+        }
+        line.removeAll(keepingCapacity: false)
+    }
+
+    /// Why a request line (up to its LF, without it) is refused, if it is.
+    static func refusal(ofRequestLine line: [UInt8]) -> (HTTPResponse.Status, ErrorCode, String)? {
+        guard line.last == UInt8(ascii: "\r") else {
+            return (.badRequest, .badRequest, "Lines of a request end with CRLF.")
+        }
+        let fields = line.dropLast().split(separator: UInt8(ascii: " "), omittingEmptySubsequences: false)
+        guard let method = fields.first, !method.isEmpty, method.allSatisfy(isTokenCharacter) else {
+            return (.badRequest, .badRequest, "The request line does not start with a method.")
+        }
+        guard fields.count == 3 || fields.count == 2, !fields[1].isEmpty else {
+            return (.badRequest, .badRequest, "A request line is: method, one space, target, one space, version.")
+        }
+        guard fields.count == 3 else {
+            return (.httpVersionNotSupported, .httpVersionNotSupported, "HTTP/0.9 is not supported: send HTTP/1.1.")
+        }
+        let version = fields[2]
+        guard version.count == 8, version.starts(with: "HTTP/".utf8),
+            version[version.startIndex + 6] == UInt8(ascii: "."),
+            isDigit(version[version.startIndex + 5]), isDigit(version[version.startIndex + 7])
+        else {
+            return (.badRequest, .badRequest, "The request line's version is not HTTP/x.y.")
+        }
+        guard version.elementsEqual("HTTP/1.1".utf8) || version.elementsEqual("HTTP/1.0".utf8) else {
+            return (
+                .httpVersionNotSupported, .httpVersionNotSupported,
+                "\(String(decoding: version, as: UTF8.self)) is not supported: send HTTP/1.1."
+            )
+        }
+        let name = String(decoding: method, as: UTF8.self)
+        guard HTTPRequestGuard.methods.contains(where: { $0.rawValue == name }) else {
+            return (.notImplemented, .notImplemented, "The method \(name) is not implemented.")
+        }
+        return nil
+    }
+
+    /// `tchar` of RFC 9110 section 5.6.2.
+    private static func isTokenCharacter(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+            UInt8(ascii: "0")...UInt8(ascii: "9"):
+            true
+        default:
+            Array("!#$%&'*+-.^_`|~".utf8).contains(byte)
+        }
+    }
+
+    private static func isDigit(_ byte: UInt8) -> Bool {
+        (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte)
+    }
+
+    /// Answers with an error written straight to the socket (unless a response is being written) and closes.
+    private func refuse(channel: any Channel, _ status: HTTPResponse.Status, code: ErrorCode, _ message: String) {
+        if case .refused = state { return }
+        state = .refused
+        line = []
+        if let requestGuard, requestGuard.hasRequestsInFlight {
+            // Its answer goes after theirs.
+            requestGuard.refuseForHeadGuard(status, code: code, message)
+        } else if let context {
+            context.writeAndFlush(wrapOutboundOut(EdgeResponse.bytes(status, code: code, message)))
+                .whenComplete { _ in EdgeResponse.closeAfterAnswer(channel) }
+        } else {
+            channel.close(promise: nil)
+        }
+    }
+
+    /// The decoder produced the request's head.
+    func headReceived() {
+        if case .refused = state { return }
+        state = .afterHead
+    }
+
+    /// The request's end was read: the next byte starts another request.
+    func requestEnded() {
+        if case .refused = state { return }
+        state = .idle
+    }
+
+    /// The request guard refused the connection.
+    func refused() {
+        state = .refused
+    }
+}

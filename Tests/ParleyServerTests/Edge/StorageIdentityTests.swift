@@ -1,0 +1,124 @@
+import Foundation
+import GRDB
+import ParleyServer
+import ParleyStoreSQLite
+import ParleyTesting
+import Testing
+
+/// docs/ARCHITECTURE.md, "Storage identity": the server refuses a database file that is empty or not Parley's (unless
+/// told to create one), and a second server on one data directory refuses to start; each with one clear line.
+@Suite struct StorageIdentityTests {
+    static func refusal(_ work: () throws -> Void) -> SQLiteStoreError? {
+        do {
+            try work()
+            return nil
+        } catch let error as SQLiteStoreError {
+            return error
+        } catch {
+            Issue.record("unexpected \(error)")
+            return nil
+        }
+    }
+
+    @Test func anEmptyFileIsRefusedUnlessToldToCreateADatabaseInIt() async throws {
+        let directory = try TemporaryDirectory(prefix: "parley-identity")
+        FileManager.default.createFile(atPath: directory.path + "/parley.sqlite", contents: Data())
+        let error = Self.refusal { _ = try openSQLiteStore(in: directory.path) }
+        #expect(error?.code == "ERR_DATABASE_NOT_PARLEY")
+        #expect(error?.description.contains("empty file (0 bytes)") == true)
+        #expect(error?.description.contains("--create-database") == true)
+        // The file is untouched.
+        #expect(
+            (try FileManager.default.attributesOfItem(atPath: directory.path + "/parley.sqlite")[.size] as? Int) == 0)
+
+        let store = try openSQLiteStore(in: directory.path, creation: .ifMissingOrEmpty)
+        try await store.close()
+        // Now it is Parley's: it opens without being told.
+        let again = try openSQLiteStore(in: directory.path)
+        try await again.close()
+    }
+
+    @Test func aSQLiteDatabaseWithoutTablesIsTreatedAsEmpty() async throws {
+        let directory = try TemporaryDirectory(prefix: "parley-identity")
+        let queue = try DatabaseQueue(path: directory.path + "/parley.sqlite")
+        try await queue.write { db in try db.execute(sql: "PRAGMA user_version = 1") }
+        try queue.close()
+        #expect(
+            Self.refusal { _ = try openSQLiteStore(in: directory.path) }?.description.contains("without tables") == true
+        )
+        let store = try openSQLiteStore(in: directory.path, creation: .ifMissingOrEmpty)
+        try await store.close()
+    }
+
+    @Test func anotherApplicationsDatabaseIsRefusedEvenWhenToldToCreate() throws {
+        let directory = try TemporaryDirectory(prefix: "parley-identity")
+        let queue = try DatabaseQueue(path: directory.path + "/parley.sqlite")
+        try queue.write { db in try db.execute(sql: "CREATE TABLE invoices (id INTEGER)") }
+        try queue.close()
+        for creation in [DatabaseCreation.ifMissing, .ifMissingOrEmpty] {
+            let error = Self.refusal { _ = try openSQLiteStore(in: directory.path, creation: creation) }
+            #expect(error?.description.contains("another application") == true)
+            #expect(error?.description.contains("invoices") == true)
+        }
+        // Parley wrote nothing into it.
+        let check = try DatabaseQueue(path: directory.path + "/parley.sqlite")
+        #expect(try check.read { db in try String.fetchAll(db, sql: "SELECT name FROM sqlite_master") } == ["invoices"])
+        try check.close()
+    }
+
+    @Test func bytesThatAreNotSQLiteAreRefused() throws {
+        let directory = try TemporaryDirectory(prefix: "parley-identity")
+        var random = SeededRandom(seed: 42)
+        let bytes = (0..<5000).map { _ in UInt8.random(in: 0...255, using: &random) }
+        FileManager.default.createFile(atPath: directory.path + "/parley.sqlite", contents: Data(bytes))
+        let error = Self.refusal { _ = try openSQLiteStore(in: directory.path, creation: .ifMissingOrEmpty) }
+        #expect(error?.description.contains("not a SQLite database") == true)
+        #expect(try Data(contentsOf: URL(fileURLWithPath: directory.path + "/parley.sqlite")) == Data(bytes))
+    }
+
+    /// A database from before the mark (application_id 0, Parley's tables) opens, and is marked.
+    @Test func aParleyDatabaseFromBeforeTheMarkOpensAndIsMarked() async throws {
+        let directory = try TemporaryDirectory(prefix: "parley-identity")
+        let path = directory.path + "/parley.sqlite"
+        let store = try SQLiteStore(path: path)
+        try await store.close()
+        let queue = try DatabaseQueue(path: path)
+        try await queue.write { db in try db.execute(sql: "PRAGMA application_id = 0") }
+        try queue.close()
+        let reopened = try openSQLiteStore(in: directory.path)
+        try await reopened.close()
+        let check = try DatabaseQueue(path: path)
+        let mark = try await check.read { db in try Int32.fetchOne(db, sql: "PRAGMA application_id") }
+        #expect(mark == 0x5072_6C79)
+        try check.close()
+    }
+
+    @Test func aSecondServerOnOneDataDirectoryIsRefusedWhileTheFirstRuns() async throws {
+        let directory = try TemporaryDirectory(prefix: "parley-identity")
+        let first = try openSQLiteStore(in: directory.path)
+        let error = Self.refusal { _ = try openSQLiteStore(in: directory.path) }
+        #expect(error?.code == "ERR_DATA_DIRECTORY_LOCKED")
+        #expect(error?.description.contains("pid \(getpid())") == true)
+        try await first.close()
+        // Closed: the next one may start.
+        let second = try openSQLiteStore(in: directory.path)
+        try await second.close()
+    }
+
+    /// The same through the executable: the second `parley-server` exits with one line, the first keeps serving.
+    @Test(.enabled(if: ServerProcess.isAvailable)) func aSecondParleyServerProcessExitsWithOneLine() async throws {
+        let directory = try TemporaryDirectory(prefix: "parley-identity")
+        let store = try openSQLiteStore(in: directory.path)
+        let app = try await AppProvisioning.createApp(in: store, name: "Lock")
+        try await store.close()
+        let first = try await ServerProcess.start(label: "first", app: app, arguments: ["--data-dir", directory.path])
+        do {
+            _ = try await ServerProcess.start(label: "second", app: app, arguments: ["--data-dir", directory.path])
+            Issue.record("the second server started")
+        } catch {
+            #expect("\(error)".contains("ERR_DATA_DIRECTORY_LOCKED: Another parley-server (pid \(first.pid))"))
+        }
+        #expect(try await first.request("GET", "/health").status == 200)
+        #expect(await first.terminate(timeout: .seconds(20)) != nil)
+    }
+}
