@@ -24,7 +24,6 @@ public struct ParleyApplication: Service {
     let hub: Hub
     let sockets: SocketRegistry
     let admission: AdmissionGate
-    let handshakes: HandshakeGate
     let closeTimeout: Duration
     let expiry: TokenExpiry
     let typing: TypingTracker
@@ -142,7 +141,7 @@ public func buildApplication(
     let gateway = WebSocketGateway(
         authenticator: authenticator, store: store, hub: hub, writer: writer, typing: typing, presence: presence,
         sockets: sockets, expiry: expiry, admission: admission,
-        handshakes: HandshakeGate(limit: configuration.maxConnectionsInSetup), sends: limits.sends, time: time,
+        sends: limits.sends, time: time,
         configuration: configuration, logger: logger
     )
     let connectionAttempts = limits.connectionAttempts
@@ -177,7 +176,6 @@ public func buildApplication(
     )
     return ParleyApplication(
         store: store, http: http, writer: writer, hub: hub, sockets: sockets, admission: admission,
-        handshakes: gateway.handshakes,
         closeTimeout: configuration.closeTimeout, expiry: expiry, typing: typing, presence: presence, unread: unread,
         cluster: link.map {
             ClusterNode(link: $0, writer: writer, publisher: publisher, relay: relay, presence: presence, hub: hub, logger: logger)

@@ -2,7 +2,7 @@
 /// parts. Every count returns to zero (or to its resting value) once the connections are gone, which is what the
 /// hostile-input and leak tests check after thousands of connections.
 public struct ServerSnapshot: Sendable, Hashable, CustomStringConvertible {
-    /// TCP connections accepted and not closed (REST, WebSocket, or not decided yet).
+    /// TCP connections accepted and not closed (REST, WebSocket, or not decided yet): the WebSockets, and the others.
     public var openConnections: Int
     /// Of those, connections counted as being set up (``ServerConfiguration/maxConnectionsInSetup``).
     public var connectionsInSetup: Int
@@ -32,13 +32,14 @@ public struct ServerSnapshot: Sendable, Hashable, CustomStringConvertible {
 extension ParleyApplication {
     /// What the server holds now.
     public func snapshot() async -> ServerSnapshot {
-        let (open, inSetup) = await admission.counts()
+        let open = admission.openConnections + sockets.count
+        let gate = admission.counts
         let presence = presence.counts
         let typing = typing.counts
         return ServerSnapshot(
-            openConnections: open, connectionsInSetup: inSetup, webSockets: sockets.count,
-            liveConnections: hub.connectionCount, handshakesInProgress: handshakes.inUse,
-            handshakesWaiting: handshakes.waiting, connectedUsers: presence.connected, onlineUsers: presence.online,
+            openConnections: open, connectionsInSetup: gate.accepting, webSockets: sockets.count,
+            liveConnections: hub.connectionCount, handshakesInProgress: gate.handshakes,
+            handshakesWaiting: gate.waiting, connectedUsers: presence.connected, onlineUsers: presence.online,
             typingIndicators: typing.active, pendingTypingChanges: typing.pending, expiringConnections: expiry.count
         )
     }

@@ -20,7 +20,9 @@ public final class ServerProcess: ParleyEndpoint {
     public let app: ProvisionedApp
     public var baseURL: URL { URL(string: "http://127.0.0.1:\(port)")! }
 
-    private let process: Mutex<Process>
+    private let process: ChildProcess
+    /// The pipe of the process's standard error, kept open for as long as the process runs (its log).
+    private let logPipe: Pipe
     private let output: Output
 
     /// What the process wrote to stderr (its log), and the port it announced.
@@ -75,11 +77,12 @@ public final class ServerProcess: ParleyEndpoint {
         }
     }
 
-    private init(label: String, port: Int, app: ProvisionedApp, process: Process, output: Output) {
+    private init(label: String, port: Int, app: ProvisionedApp, process: ChildProcess, logPipe: Pipe, output: Output) {
+        self.logPipe = logPipe
         self.label = label
         self.port = port
         self.app = app
-        self.process = Mutex(process)
+        self.process = process
         self.output = output
     }
 
@@ -103,20 +106,15 @@ public final class ServerProcess: ParleyEndpoint {
         fileDescriptorLimit: Int? = nil
     ) async throws -> ServerProcess {
         guard isAvailable else { throw ServerProcessError("\(executable.path) is missing: run `swift build --build-tests` first.") }
-        let process = Process()
         let serve = ["serve", "--hostname", "127.0.0.1", "--port", "0"] + arguments
+        let (executablePath, processArguments): (String, [String])
         if let fileDescriptorLimit {
-            process.executableURL = URL(fileURLWithPath: "/bin/sh")
             let script = "ulimit -n \(fileDescriptorLimit) && exec \"$0\" \"$@\""
-            process.arguments = ["-c", script, executable.path] + serve
+            (executablePath, processArguments) = ("/bin/sh", ["-c", script, executable.path] + serve)
         } else {
-            process.executableURL = executable
-            process.arguments = serve
+            (executablePath, processArguments) = (executable.path, serve)
         }
-        process.standardInput = FileHandle.nullDevice
-        process.standardOutput = FileHandle.nullDevice
         let pipe = Pipe()
-        process.standardError = pipe
         let output = Output()
         pipe.fileHandleForReading.readabilityHandler = { handle in
             let data = handle.availableData
@@ -127,8 +125,13 @@ public final class ServerProcess: ParleyEndpoint {
                 output.append(data)
             }
         }
-        try process.run()
-        let pid = process.processIdentifier
+        let process = try ChildProcess(
+            executable: executablePath, arguments: processArguments,
+            standardError: pipe.fileHandleForWriting.fileDescriptor
+        )
+        // The child has its copy: the pipe ends (and the log with it) when the child exits.
+        try pipe.fileHandleForWriting.close()
+        let pid = process.pid
         let port = await withTaskGroup(of: Int?.self) { group in
             group.addTask { await output.port() }
             group.addTask {
@@ -144,23 +147,22 @@ public final class ServerProcess: ParleyEndpoint {
             Glibc.kill(pid, SIGKILL)
             throw ServerProcessError("Node \(label) did not start within \(timeout):\n\(output.log.suffix(4_000))")
         }
-        return ServerProcess(label: label, port: port, app: app, process: process, output: output)
+        return ServerProcess(label: label, port: port, app: app, process: process, logPipe: pipe, output: output)
     }
 
     /// What the node logged so far.
     public var log: String { output.log }
 
     /// The process id.
-    public var pid: Int32 { process.withLock { $0.processIdentifier } }
+    public var pid: Int32 { process.pid }
 
     /// Sends SIGTERM (a graceful shutdown) and waits up to `timeout` for the process to exit; returns how long it took,
     /// or nil if it was still running then (it is then killed).
     public func terminate(timeout: Duration) async -> Duration? {
-        let pid = process.withLock { $0.isRunning ? $0.processIdentifier : nil }
-        guard let pid else { return .zero }
+        guard process.isRunning else { return .zero }
         let start = ContinuousClock.now
-        Glibc.kill(pid, SIGTERM)
-        while process.withLock({ $0.isRunning }) {
+        process.signal(SIGTERM)
+        while process.isRunning {
             guard ContinuousClock.now - start < timeout else {
                 kill()
                 return nil
@@ -171,7 +173,7 @@ public final class ServerProcess: ParleyEndpoint {
     }
 
     /// The exit status, once the process has exited.
-    public var exitStatus: Int32? { process.withLock { $0.isRunning ? nil : $0.terminationStatus } }
+    public var exitStatus: Int32? { process.terminationStatus }
 
     /// Resident memory now, in bytes (VmRSS).
     public var residentBytes: Int? {
@@ -201,18 +203,15 @@ public final class ServerProcess: ParleyEndpoint {
 
     /// Kills the node at once (`SIGKILL`): no goodbye to the other nodes or to its clients.
     public func kill() {
-        process.withLock { process in
-            if process.isRunning { Glibc.kill(process.processIdentifier, SIGKILL) }
-        }
+        process.signal(SIGKILL)
     }
 
     /// Stops the node gracefully (`SIGTERM`), killing it if it has not exited within `timeout`.
     public func stop(timeout: Duration = .seconds(20)) async {
-        let pid = process.withLock { $0.isRunning ? $0.processIdentifier : nil }
-        guard let pid else { return }
-        Glibc.kill(pid, SIGTERM)
+        guard process.isRunning else { return }
+        process.signal(SIGTERM)
         let deadline = ContinuousClock.now + timeout
-        while process.withLock({ $0.isRunning }), ContinuousClock.now < deadline {
+        while process.isRunning, ContinuousClock.now < deadline {
             try? await Task.sleep(for: .milliseconds(50))
         }
         kill()

@@ -172,6 +172,37 @@ import FoundationNetworking
         try await server.stop()
     }
 
+    /// The statuses a caller with credentials meets are declared too: an outsider of a public group is refused with
+    /// 403 `ERR_NOT_A_PARTICIPANT` where it may see the group exists, 404 elsewhere.
+    @Test func anOutsidersRefusalsAreDeclared() async throws {
+        let server = try await TestServer.start()
+        let alice = try await server.login("alice")
+        let mallory = try await server.login("mallory")
+        _ = try await server.login("bob")
+        let group = try await server.createConversation(token: alice, with: ["bob"], isPublic: true)
+        let paths = try #require(document["paths"] as? [String: Any])
+        let checks: [(String, String, String)] = [
+            ("get", "/v1/conversations/{conversationId}", "/v1/conversations/\(group.id)"),
+            ("get", "/v1/conversations/{conversationId}/messages", "/v1/conversations/\(group.id)/messages"),
+            ("get", "/v1/conversations/{conversationId}/participants", "/v1/conversations/\(group.id)/participants"),
+            ("get", "/v1/conversations/{conversationId}/events", "/v1/conversations/\(group.id)/events?after=0"),
+            ("post", "/v1/conversations/{conversationId}/messages", "/v1/conversations/\(group.id)/messages"),
+        ]
+        for (method, template, path) in checks {
+            let operation = try #require((paths[template] as? [String: Any])?[method] as? [String: Any])
+            let declared = Set(try #require(operation["responses"] as? [String: Any]).keys)
+            let answer = try await server.request(
+                method.uppercased(), path, token: mallory,
+                body: method == "post" ? SendMessageRequest(parts: [.text("hi")]) : nil
+            )
+            #expect(
+                answer.status >= 400 && declared.contains(String(answer.status)),
+                "\(method) \(template): \(answer.status)"
+            )
+        }
+        try await server.stop()
+    }
+
     @Test func undocumentedRoutesAreNotFound() async throws {
         let server = try await TestServer.start()
         var request = URLRequest(url: server.baseURL.appendingPathComponent("v1/users/bob"))

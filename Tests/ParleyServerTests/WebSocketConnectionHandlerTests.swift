@@ -175,7 +175,14 @@ import Testing
     @Test func aWebSocketProtocolErrorClosesWith1002AndAnOversizedMessageWith1009WithoutWaiting() async throws {
         for (error, code, reason) in [
             (NIOWebSocketError.invalidFrameLength as any Error, WebSocketCloseCode.messageTooBig, ErrorCode.messageTooLarge),
-            (NIOWebSocketFrameAggregator.Error.accumulatedFrameSizeIsTooLarge, WebSocketCloseCode.messageTooBig, .messageTooLarge),
+            (
+                WebSocketProtocolViolation(code: WebSocketCloseCode.messageTooBig, detail: "too large"),
+                WebSocketCloseCode.messageTooBig, .messageTooLarge
+            ),
+            (
+                WebSocketProtocolViolation(code: WebSocketCloseCode.protocolError, detail: "reserved opcode"),
+                WebSocketCloseCode.protocolError, .webSocketProtocolError
+            ),
             (NIOWebSocketError.fragmentedControlFrame, WebSocketCloseCode.protocolError, .webSocketProtocolError),
         ] {
             let rig = try await Rig()

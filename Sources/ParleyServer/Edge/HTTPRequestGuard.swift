@@ -45,8 +45,6 @@ final class HTTPRequestGuard: ChannelDuplexHandler, RemovableChannelHandler {
     /// The request asked for the connection to close after its response (`Connection: close`, or HTTP/1.0 without
     /// `keep-alive`).
     private var closeAfterResponse = false
-    /// Counts requests, so that a body timer that fires late knows whether its request is still being read.
-    private var generation: UInt64 = 0
 
     init(limits: EdgeLimits, head: HTTPRequestHeadGuard) {
         self.limits = limits
@@ -71,11 +69,14 @@ final class HTTPRequestGuard: ChannelDuplexHandler, RemovableChannelHandler {
             }
             requests += 1
             inFlight += 1
-            generation += 1
             closeAfterResponse = closeAfterResponse || !request.isKeepAlive
             readingBody = true
             bodyBytes = 0
-            if Self.hasBody(request) { scheduleBodyTimeout(context: context) }
+            if Self.hasBody(request) {
+                let deadline = context.eventLoop.now + limits.requestBodyTimeout.timeAmount
+                bodyDeadline = deadline
+                head.arm(deadline)
+            }
         case .body(let chunk):
             bodyBytes += chunk.readableBytes
             guard bodyBytes <= limits.maxRequestBodyBytes else {
@@ -84,6 +85,7 @@ final class HTTPRequestGuard: ChannelDuplexHandler, RemovableChannelHandler {
             }
         case .end:
             readingBody = false
+            bodyDeadline = nil
             head.requestEnded()
         }
         context.fireChannelRead(data)
@@ -162,14 +164,13 @@ final class HTTPRequestGuard: ChannelDuplexHandler, RemovableChannelHandler {
         }
     }
 
-    private func scheduleBodyTimeout(context: ChannelHandlerContext) {
-        // Never cancelled: it holds the handler weakly and checks that its request is still being read.
-        let generation = self.generation
-        let channel = context.channel
-        context.eventLoop.assumeIsolated().scheduleTask(in: limits.requestBodyTimeout.timeAmount) { [weak self] in
-            guard let self, !refused, readingBody, self.generation == generation else { return }
-            refuse(channel: channel, .requestTimeout, code: .requestTimeout, "The request body did not arrive in time.")
-        }
+    /// When the body being read must have arrived.
+    private(set) var bodyDeadline: NIODeadline?
+
+    /// The body did not arrive by its deadline (the head guard's watchdog tells).
+    func bodyTimedOut() {
+        guard let context, !refused, readingBody else { return }
+        refuse(context: context, .requestTimeout, code: .requestTimeout, "The request body did not arrive in time.")
     }
 
     // MARK: Refusing
@@ -319,7 +320,12 @@ final class HTTPRequestHeadGuard: ChannelInboundHandler, RemovableChannelHandler
     private let admitted: (any Channel) -> Void
     private var state: State
     private var line: [UInt8] = []
-    private var generation: UInt64 = 0
+    /// When the head being read must be complete.
+    private var headDeadline: NIODeadline?
+    /// When the watchdog timer fires, if it is armed.
+    private var watchdogAt: NIODeadline?
+    /// Counts the watchdog's timers: one that was replaced by an earlier one does nothing.
+    private var watchdogGeneration: UInt64 = 0
     private weak var requestGuard: HTTPRequestGuard?
     private var context: ChannelHandlerContext?
 
@@ -375,16 +381,48 @@ final class HTTPRequestHeadGuard: ChannelInboundHandler, RemovableChannelHandler
     }
 
     private func startHead(context: ChannelHandlerContext) {
-        generation += 1
         state = .requestLine
         line.removeAll(keepingCapacity: true)
-        let generation = self.generation
-        let channel = context.channel
-        // Never cancelled: it holds the handler weakly and checks that its head is still being read.
-        context.eventLoop.assumeIsolated().scheduleTask(in: limits.requestHeadTimeout.timeAmount) { [weak self] in
-            guard let self, self.generation == generation, isReadingHead else { return }
-            refuse(channel: channel, .requestTimeout, code: .requestTimeout, "The request head did not arrive in time.")
+        let deadline = context.eventLoop.now + limits.requestHeadTimeout.timeAmount
+        headDeadline = deadline
+        arm(deadline)
+    }
+
+    // MARK: The deadlines' watchdog
+
+    /// Arms the connection's one watchdog timer for `deadline`, unless it fires earlier already. The timer is never
+    /// cancelled (see WebSocketConnectionHandler): when it fires it checks the deadlines as they are then, and arms
+    /// itself again for the next one. So a keep-alive connection's requests (a head deadline each, and a body deadline
+    /// for those with a body) cost a timer every few seconds, not two per request.
+    func arm(_ deadline: NIODeadline) {
+        guard let context else { return }
+        if let armed = watchdogAt, armed <= deadline { return }
+        watchdogAt = deadline
+        watchdogGeneration += 1
+        let generation = watchdogGeneration
+        context.eventLoop.assumeIsolated().scheduleTask(deadline: deadline) { [weak self] in
+            guard let self, generation == watchdogGeneration else { return }
+            watchdogAt = nil
+            checkDeadlines()
         }
+    }
+
+    private func checkDeadlines() {
+        guard let context else { return }
+        let now = context.eventLoop.now
+        if isReadingHead, let headDeadline, now >= headDeadline {
+            refuse(
+                channel: context.channel, .requestTimeout, code: .requestTimeout,
+                "The request head did not arrive in time."
+            )
+            return
+        }
+        if let bodyDeadline = requestGuard?.bodyDeadline, now >= bodyDeadline {
+            requestGuard?.bodyTimedOut()
+            return
+        }
+        let pending = [isReadingHead ? headDeadline : nil, requestGuard?.bodyDeadline].compactMap { $0 }
+        if let next = pending.min() { arm(next) }
     }
 
     private func scanRequestLine(context: ChannelHandlerContext, _ bytes: ByteBuffer) {
@@ -477,6 +515,7 @@ final class HTTPRequestHeadGuard: ChannelInboundHandler, RemovableChannelHandler
     func headReceived() {
         if case .refused = state { return }
         state = .afterHead
+        headDeadline = nil
     }
 
     /// The request's end was read: the next byte starts another request.

@@ -1,3 +1,4 @@
+import Foundation
 import Logging
 import NIOConcurrencyHelpers
 import NIOCore
@@ -8,26 +9,76 @@ import NIOCore
     import Darwin
 #endif
 
-/// Caps how many accepted connections the server sets up at once: a connection is "being admitted" from its accept
-/// until its first request is read (an HTTP request is being served, or a WebSocket upgrade answered: its handshake
-/// then counts against ``HandshakeGate``), it closes, or one second has passed. A connection that waits on its peer
-/// stops counting at once: one that has sent nothing ``EdgeLimits/silentConnectionGrace`` after its accept, or whose
-/// first head is incomplete with everything it sent read. So silent or slow clients cannot hold the gate shut. Past
-/// ``ServerConfiguration/maxConnectionsInSetup`` the listening socket is not read: new connections wait in the kernel's
-/// backlog instead of in the event loops.
+/// Caps how much setup work the server has in progress at once: at most `limit` slots, taken by
 ///
-/// Without it, a reconnection storm (thousands of clients at once) puts thousands of handshakes on the event loops at
-/// once; every turn of a loop then works through all of them, and requests on established connections (`/health`,
-/// sends) wait seconds behind them. With it, a turn holds at most the cap's worth of handshake work.
+/// - accepted connections until their first request is read (an HTTP request is being served, or a WebSocket upgrade
+///   answered), they close, or they turn out to wait on their peer (``admitted(_:)``: silent
+///   ``EdgeLimits/silentConnectionGrace`` after the accept, or an incomplete head with everything sent read);
+/// - WebSockets: a connection keeps its accept slot until it is live (after `caughtUp`) if its `connect` frame
+///   comes at once; one that gave its slot up because its client was slow to send `connect` asks for a slot again
+///   with it (``requestHandshake(at:granted:)``), first come first served, its socket unread while it waits.
+///
+/// While every slot is taken the listening socket is not read, so new connections wait in the kernel's backlog, and a
+/// freed slot goes to a waiting handshake before it lets a new connection in. A reconnection storm then puts at most
+/// `limit` setups' worth of work on the event loops at a time, and requests on established connections (`/health`,
+/// sends) do not wait behind thousands of them; a connection that waits on its peer costs nothing and holds nothing,
+/// so silent or slow clients cannot hold the gate shut. A slot is held at most ``maxHold``: while the gate is full, a
+/// sweep on the listening socket's loop frees slots held longer.
+///
+/// Slots are counted under one lock, from any thread: taking and freeing one costs no hop between event loops; only
+/// resuming the listening socket (when it was withheld) and granting a waiting handshake do.
 final class AdmissionGate: Sendable {
     let limit: Int
-    /// How long a connection counts at most.
-    let timeout: TimeAmount
+    let maxHold: Duration
+
+    /// A WebSocket handshake's place: waiting, then holding a slot, then released.
+    struct Ticket: Hashable, Sendable {
+        fileprivate let id: UInt64
+    }
+
+    private struct Waiter {
+        var ticket: Ticket
+        var granted: @Sendable () -> Void
+    }
+
+    private struct State {
+        /// Accepted connections that are not WebSockets (those are in the `SocketRegistry`) and not closed yet.
+        var open: [ObjectIdentifier: any Channel] = [:]
+        /// Accepted connections holding a slot, with the time (of the listening socket's loop) they took it.
+        var accepting: [ObjectIdentifier: NIODeadline] = [:]
+        /// Handshakes holding a slot, with the time they took it.
+        var handshakes: [Ticket: NIODeadline] = [:]
+        /// Handshakes waiting, in order (a released waiter stays in the queue and is skipped).
+        var queue = FIFO<Waiter>()
+        var waiting: Set<Ticket> = []
+        var nextTicket: UInt64 = 0
+        /// When the last handshake asked (a granted waiter's hold counts from about then).
+        var lastRequest = NIODeadline.uptimeNanoseconds(0)
+        /// The listening socket asked for a read that was not passed on.
+        var readWithheld = false
+        /// Accepted connections not closed yet (WebSockets included): each holds a file descriptor.
+        var connections = 0
+        /// Most connections the process's file-descriptor limit leaves room for (nil: not known yet).
+        var descriptorBudget: Int?
+        /// Accepting stopped at the budget and has not resumed: the log says so once per episode.
+        var atDescriptorBudget = false
+
+        var inUse: Int { accepting.count + handshakes.count }
+    }
+
+    /// What freeing a slot leads to, done outside the lock.
+    private enum Freed {
+        case nothing
+        case grant(@Sendable () -> Void)
+        case resumeAccepting
+    }
+
+    private let state = NIOLockedValueBox(State())
     private let installed = InstalledAdmission()
 
-    init(limit: Int, timeout: TimeAmount = .seconds(1)) {
+    init(limit: Int, maxHold: Duration = .seconds(1)) {
         self.limit = limit
-        self.timeout = timeout
+        self.maxHold = maxHold
     }
 
     /// Puts the gate in front of the listening socket (call once, when the server runs), with a log line when
@@ -35,7 +86,7 @@ final class AdmissionGate: Sendable {
     func install(on serverChannel: any Channel, logger: Logger) async throws {
         let handler = try await serverChannel.eventLoop.submit {
             let pipeline = serverChannel.pipeline.syncOperations
-            let handler = AdmissionHandler(limit: self.limit, timeout: self.timeout)
+            let handler = AdmissionHandler(gate: self, logger: logger)
             // Just before NIO's accept handler, so behind its AcceptBackoffHandler: the reads this handler lets
             // through (also when it stops withholding them) pass the back-off, which pauses accepting for a second
             // after accept failed (EMFILE, ENFILE) instead of trying again at once.
@@ -50,25 +101,166 @@ final class AdmissionGate: Sendable {
         installed.set(handler, eventLoop: serverChannel.eventLoop)
     }
 
-    /// Closes, after `delay`, every connection still open then (the end of a graceful shutdown: whatever state a
-    /// connection is in, the server does not wait for it longer).
-    func closeEveryConnection(after delay: TimeAmount) {
-        guard let (handler, loop) = installed.get() else { return }
-        loop.scheduleTask(in: delay) { handler.value.closeEveryConnection() }
-    }
+    // MARK: Accepted connections
 
-    /// Connections accepted and not closed yet, and those of them being set up (read on the listening socket's loop).
-    func counts() async -> (open: Int, inSetup: Int) {
-        guard let (handler, loop) = installed.get() else { return (0, 0) }
-        return (try? await loop.submit { (handler.value.open.count, handler.value.inProgress) }.get()) ?? (0, 0)
-    }
-
-    /// The connection is set up (or gone): it no longer counts. Idempotent; any thread.
-    func admitted(_ channel: any Channel) {
-        guard let (handler, loop) = installed.get() else { return }
+    /// A connection was accepted: it holds a slot.
+    fileprivate func accepted(_ channel: any Channel, at now: NIODeadline) {
         let id = ObjectIdentifier(channel)
-        loop.execute { handler.value.release(id, accept: nil) }
+        state.withLockedValue { state in
+            state.accepting[id] = now
+            state.open[id] = channel
+            state.connections += 1
+        }
     }
+
+    /// The connection was upgraded to a WebSocket: the `SocketRegistry` knows it from now on. It keeps its slot until
+    /// its handler gives it up (live, or its client is slow to send `connect`).
+    func becameWebSocket(_ channel: any Channel) {
+        let id = ObjectIdentifier(channel)
+        state.withLockedValue { state in
+            state.open[id] = nil
+        }
+    }
+
+    /// The connection closed: it no longer holds a slot, nor counts as open.
+    fileprivate func closed(_ channel: any Channel) {
+        let id = ObjectIdentifier(channel)
+        let freed = state.withLockedValue { state -> Freed in
+            // A closed channel's identifier may be reused by a new one: only this channel's entry goes.
+            if let open = state.open[id], open === channel { state.open[id] = nil }
+            state.connections -= 1
+            // Whether or not it held a slot, a descriptor is free: accepting may resume.
+            state.accepting[id] = nil
+            return Self.freed(&state, limit: limit)
+        }
+        perform(freed)
+    }
+
+    /// The connection's first request is read, it waits on its peer, or it is gone: it no longer holds a slot.
+    /// Idempotent; any thread.
+    func admitted(_ channel: any Channel) {
+        let freed = state.withLockedValue { state -> Freed in
+            guard state.accepting.removeValue(forKey: ObjectIdentifier(channel)) != nil else { return .nothing }
+            return Self.freed(&state, limit: limit)
+        }
+        perform(freed)
+    }
+
+    /// Whether the listening socket may accept now; if not, the read is withheld until a slot (or a descriptor) is
+    /// free. The second value is true when accepting just stopped at the descriptor budget (to be logged).
+    fileprivate func mayAccept() -> (Bool, reachedBudget: Bool) {
+        state.withLockedValue { state in
+            if let budget = state.descriptorBudget, state.connections >= budget {
+                state.readWithheld = true
+                defer { state.atDescriptorBudget = true }
+                return (false, !state.atDescriptorBudget)
+            }
+            state.atDescriptorBudget = false
+            guard state.inUse >= limit else { return (true, false) }
+            state.readWithheld = true
+            return (false, false)
+        }
+    }
+
+    /// Sets how many connections the process's file-descriptor limit leaves room for.
+    fileprivate func setDescriptorBudget(_ budget: Int) {
+        state.withLockedValue { $0.descriptorBudget = budget }
+    }
+
+    // MARK: Handshakes
+
+    /// Asks for a slot for a handshake. Returns the ticket and whether the slot is held now; if not, `granted` is
+    /// called (on the thread that frees a slot) when it is.
+    func requestHandshake(at now: NIODeadline, granted: @escaping @Sendable () -> Void) -> (Ticket, holding: Bool) {
+        state.withLockedValue { state in
+            state.nextTicket += 1
+            state.lastRequest = now
+            let ticket = Ticket(id: state.nextTicket)
+            if state.inUse < limit, state.waiting.isEmpty {
+                state.handshakes[ticket] = now
+                return (ticket, true)
+            }
+            state.waiting.insert(ticket)
+            state.queue.append(Waiter(ticket: ticket, granted: granted))
+            return (ticket, false)
+        }
+    }
+
+    /// Gives the handshake's slot back, or leaves the queue. Idempotent; any thread.
+    func release(_ ticket: Ticket) {
+        let freed = state.withLockedValue { state -> Freed in
+            if state.waiting.remove(ticket) != nil { return .nothing }
+            guard state.handshakes.removeValue(forKey: ticket) != nil else { return .nothing }
+            return Self.freed(&state, limit: limit)
+        }
+        perform(freed)
+    }
+
+    // MARK: Freeing slots
+
+    /// A slot was freed: it goes to the first waiting handshake, else lets the listening socket read again.
+    private static func freed(_ state: inout State, limit: Int) -> Freed {
+        while state.queue.count > 0, state.inUse < limit {
+            let waiter = state.queue.removeFirst()
+            guard state.waiting.remove(waiter.ticket) != nil else { continue }
+            // Its hold is counted from when it waited: a sweep frees it a second after that at most.
+            state.handshakes[waiter.ticket] = state.lastRequest
+            return .grant(waiter.granted)
+        }
+        if let budget = state.descriptorBudget, state.connections >= budget { return .nothing }
+        guard state.readWithheld, state.inUse < limit else { return .nothing }
+        state.readWithheld = false
+        return .resumeAccepting
+    }
+
+    private func perform(_ freed: Freed) {
+        switch freed {
+        case .nothing:
+            return
+        case .grant(let granted):
+            granted()
+        case .resumeAccepting:
+            guard let (handler, loop) = installed.get() else { return }
+            loop.execute { handler.value.resume() }
+        }
+    }
+
+    /// Frees the slots held longer than ``maxHold`` (the sweep while the gate is full); true when one is free now.
+    fileprivate func sweep(now: NIODeadline) -> Bool {
+        let maxHold = self.maxHold.timeAmount
+        var grants: [@Sendable () -> Void] = []
+        let free = state.withLockedValue { state -> Bool in
+            state.accepting = state.accepting.filter { now - $0.value < maxHold }
+            state.handshakes = state.handshakes.filter { now - $0.value < maxHold }
+            while case .grant(let granted) = Self.freed(&state, limit: limit) { grants.append(granted) }
+            if let budget = state.descriptorBudget, state.connections >= budget { return false }
+            guard state.inUse < limit else { return false }
+            state.readWithheld = false
+            return true
+        }
+        for granted in grants { granted() }
+        return free
+    }
+
+    // MARK: Counts and shutdown
+
+    /// Slots held by connections being accepted, and by handshakes; handshakes waiting.
+    var counts: (accepting: Int, handshakes: Int, waiting: Int) {
+        state.withLockedValue { ($0.accepting.count, $0.handshakes.count, $0.waiting.count) }
+    }
+
+    /// Closes, after `delay`, every connection that is not a WebSocket still open then (the end of a graceful
+    /// shutdown: whatever a connection is doing, the server does not wait for it longer; the `SocketRegistry` closes
+    /// the WebSockets).
+    func closeEveryConnection(after delay: TimeAmount) {
+        guard let (_, loop) = installed.get() else { return }
+        loop.scheduleTask(in: delay) {
+            for channel in self.state.withLockedValue({ Array($0.open.values) }) { channel.close(promise: nil) }
+        }
+    }
+
+    /// Connections accepted, not closed yet, and not WebSockets.
+    var openConnections: Int { state.withLockedValue { $0.open.count } }
 }
 
 /// Holds the installed handler (set once, from the server's start).
@@ -84,32 +276,43 @@ private final class InstalledAdmission: Sendable {
     }
 }
 
-/// On the listening socket: counts the connections being admitted and withholds `read` (accepting) at the limit.
+/// On the listening socket: gives each accepted connection a slot of the gate and withholds `read` (accepting) while
+/// every slot is taken.
 final class AdmissionHandler: ChannelDuplexHandler {
     typealias InboundIn = any Channel
     typealias InboundOut = any Channel
     typealias OutboundIn = Never
     typealias OutboundOut = Never
 
-    let limit: Int
-    let timeout: TimeAmount
-    /// The connections being admitted, with the number of their accept (a closed channel's identifier may be reused).
-    private var admitting: [ObjectIdentifier: UInt64] = [:]
-    /// Every accepted connection until it closes, with the number of its accept.
-    private(set) var open: [ObjectIdentifier: (accept: UInt64, channel: any Channel)] = [:]
-    private var accepts: UInt64 = 0
+    private let gate: AdmissionGate
     private var context: ChannelHandlerContext?
-    private var readWithheld = false
+    private var sweeping = false
 
-    init(limit: Int, timeout: TimeAmount) {
-        self.limit = limit
-        self.timeout = timeout
+    private let logger: Logger
+
+    init(gate: AdmissionGate, logger: Logger) {
+        self.gate = gate
+        self.logger = logger
     }
-
-    var inProgress: Int { admitting.count }
 
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
+        gate.setDescriptorBudget(Self.descriptorBudget())
+    }
+
+    /// Descriptors the process keeps for everything but connections: the database and its readers, the event loops,
+    /// PostgreSQL's and APNs' connections, log files, the accept reserve.
+    static let descriptorHeadroom = 64
+
+    /// How many connections the file-descriptor limit (`ulimit -n`) leaves room for: the limit, less the descriptors
+    /// open now (when the server starts listening) and the headroom.
+    static func descriptorBudget() -> Int {
+        var limit = rlimit()
+        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0, limit.rlim_cur < rlim_t(Int32.max) else {
+            return Int.max
+        }
+        let open = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count) ?? 64
+        return max(1, Int(limit.rlim_cur) - open - descriptorHeadroom)
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
@@ -118,45 +321,47 @@ final class AdmissionHandler: ChannelDuplexHandler {
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let child = unwrapInboundIn(data)
-        let id = ObjectIdentifier(child)
-        accepts += 1
-        let accept = accepts
-        admitting[id] = accept
-        open[id] = (accept, child)
-        // A connection that closes while being set up stops counting then.
-        let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
-        let loop = context.eventLoop
-        child.closeFuture.whenComplete { _ in loop.execute { handler.value.closed(id, accept: accept) } }
-        // ... and one that takes too long (or sends nothing) stops counting after the timeout.
-        loop.assumeIsolated().scheduleTask(in: timeout) { [self] in release(id, accept: accept) }
+        gate.accepted(child, at: context.eventLoop.now)
+        // A connection that closes frees its slot (if it still held one) and leaves the list of open ones.
+        let gate = self.gate
+        child.closeFuture.whenComplete { _ in gate.closed(child) }
         context.fireChannelRead(data)
     }
 
     func read(context: ChannelHandlerContext) {
-        guard admitting.count < limit else {
-            readWithheld = true
+        let (may, reachedBudget) = gate.mayAccept()
+        if reachedBudget {
+            logger.warning(
+                "Not accepting new connections: the file-descriptor limit (ulimit -n) leaves room for no more; accepting again when connections close. Raise the limit or shed load."
+            )
+        }
+        guard may else {
+            startSweeping()
             return
         }
         context.read()
     }
 
-    private func closed(_ id: ObjectIdentifier, accept: UInt64) {
-        if open[id]?.accept == accept { open[id] = nil }
-        release(id, accept: accept)
+    /// A slot is free again: the withheld read goes through.
+    func resume() {
+        context?.read()
     }
 
-    func closeEveryConnection() {
-        for (_, connection) in open { connection.channel.close(promise: nil) }
+    /// While the gate is full, frees the slots held too long, every tenth of a second.
+    private func startSweeping() {
+        guard !sweeping, let context else { return }
+        sweeping = true
+        context.eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(100)) { [self] in
+            sweeping = false
+            guard let context = self.context else { return }
+            if gate.sweep(now: context.eventLoop.now) {
+                resume()
+            } else {
+                startSweeping()
+            }
+        }
     }
 
-    /// The connection `id` no longer counts (only if it is still the one of `accept`, when given).
-    func release(_ id: ObjectIdentifier, accept: UInt64?) {
-        guard let current = admitting[id], accept.map({ $0 == current }) ?? true else { return }
-        admitting[id] = nil
-        guard readWithheld, admitting.count < limit, let context else { return }
-        readWithheld = false
-        context.read()
-    }
 }
 
 /// On the listening socket, first in its pipeline: what happens when accepting fails because the process is at its
@@ -203,8 +408,15 @@ final class AcceptFailureLogger: ChannelInboundHandler {
             return
         }
         shedNext = false
-        unwrapInboundIn(data).close(promise: nil)
-        if reserve == nil { reserve = Self.openReserve() }
+        // The connection is closed on its own event loop: its descriptor is free (and the reserve can be taken back)
+        // once that close is done.
+        let child = unwrapInboundIn(data)
+        let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
+        let loop = context.eventLoop
+        child.close(promise: nil)
+        child.closeFuture.whenComplete { _ in
+            loop.execute { if handler.value.reserve == nil { handler.value.reserve = Self.openReserve() } }
+        }
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {

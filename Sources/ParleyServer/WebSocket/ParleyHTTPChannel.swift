@@ -55,8 +55,6 @@ struct ParleyHTTPChannel: ServerChildChannel, HTTPChannelHandler {
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
         channel.eventLoop.makeCompletedFuture {
             let outcome = UpgradeOutcome()
-            // Whatever state the connection is in when it closes, the task Hummingbird runs for it ends then.
-            channel.closeFuture.whenComplete { _ in outcome.decide(.failure(ChannelError.alreadyClosed)) }
             if let retryAfter = refusedAttempt(channel) {
                 outcome.decide(.failure(ChannelError.alreadyClosed))
                 let answer = EdgeResponse.bytes(
@@ -71,6 +69,7 @@ struct ParleyHTTPChannel: ServerChildChannel, HTTPChannelHandler {
             let sniffer = WebSocketUpgradeSniffer(
                 outcome: outcome, maxFrameSize: gateway.configuration.maxInboundFrameSize,
                 limits: gateway.configuration.edge, admitted: { admission.admitted($0) },
+                upgraded: { admission.becameWebSocket($0) },
                 upgrade: { channel, authorization in
                     try gateway.addHandlers(to: channel, authorization: authorization)
                 },
@@ -160,7 +159,8 @@ struct ParleyHTTPChannel: ServerChildChannel, HTTPChannelHandler {
         do {
             switch try await value.upgradeOutcome.value() {
             case .websocket:
-                // The socket's handler runs it from here on.
+                // The socket's handler runs it from here on; its handshake takes a slot of its own.
+                gateway.admission.becameWebSocket(value.channel)
                 return
             case .notUpgraded(let http1):
                 gateway.admission.admitted(value.channel)

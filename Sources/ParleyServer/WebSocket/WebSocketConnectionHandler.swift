@@ -43,8 +43,11 @@ final class WebSocketConnectionHandler: ChannelDuplexHandler {
     /// the loops for over 100 ms). Those timers hold the handler weakly; one that fires late finds it gone, or its
     /// state machine past the point where the timer mattered, and does nothing.
     private var closeTimer: Scheduled<Void>?
-    /// The connection's place in the handshake gate, from its `connect` frame until it is live.
-    private var handshakeTicket: HandshakeGate.Ticket?
+    /// The connection still holds the admission gate's slot it took when it was accepted (until it is live, or its
+    /// client is slow to send `connect`).
+    private var holdsAcceptSlot = true
+    /// The slot of the admission gate taken again for the handshake, by a connection that gave its accept slot up.
+    private var handshakeTicket: AdmissionGate.Ticket?
 
     init(gateway: WebSocketGateway, token: String?, raw: RawFrameWriter, logger: Logger) {
         self.gateway = gateway
@@ -71,12 +74,30 @@ final class WebSocketConnectionHandler: ChannelDuplexHandler {
             serverClose(code: WebSocketCloseCode.goingAway, reason: .serverShuttingDown)
             return
         }
-        let loop = context.eventLoop.assumeIsolated()
-        loop.scheduleTask(in: gateway.configuration.handshakeTimeout.timeAmount) { [weak self] in
-            guard let self else { return }
-            perform(machine.handshakeTimedOut())
-        }
+        // One timer at first: a client that sends `connect` within the grace (nearly every one) needs no other. One that
+        // does not gives its setup slot up (it costs nothing while it waits on its peer), and gets the handshake's
+        // timeout.
+        checkConnectArrived(context.eventLoop, started: context.eventLoop.now)
         scheduleHeartbeat()
+    }
+
+    /// After the grace: a connection still waiting for `connect` gives its setup slot up (it waits on its peer), and
+    /// gets the handshake's timeout. If the loop is busy (the timer fired late), the frame may have arrived unread: the
+    /// connection keeps its slot then (until it is live, or a second at most while the gate is full).
+    private func checkConnectArrived(_ loop: any EventLoop, started: NIODeadline) {
+        let grace = gateway.configuration.edge.silentConnectionGrace.timeAmount
+        let timeout = started + gateway.configuration.handshakeTimeout.timeAmount
+        let due = loop.now + grace
+        loop.assumeIsolated().scheduleTask(deadline: due) { [weak self] in
+            guard let self, machine.state == .awaitingConnect else { return }
+            if holdsAcceptSlot, !WebSocketUpgradeSniffer.isLate(loop.now, due: due, grace: grace) {
+                releaseHandshakeSlot()
+            }
+            loop.assumeIsolated().scheduleTask(deadline: timeout) { [weak self] in
+                guard let self else { return }
+                perform(machine.handshakeTimedOut())
+            }
+        }
     }
 
     func channelInactive(context: ChannelHandlerContext) {
@@ -148,12 +169,16 @@ final class WebSocketConnectionHandler: ChannelDuplexHandler {
         switch error {
         case let violation as WebSocketProtocolViolation:
             let reason: ErrorCode =
-                violation.code == WebSocketCloseCode.invalidPayload ? .invalidUTF8 : .webSocketProtocolError
+                switch violation.code {
+                case WebSocketCloseCode.invalidPayload: .invalidUTF8
+                case WebSocketCloseCode.messageTooBig: .messageTooLarge
+                default: .webSocketProtocolError
+                }
             serverClose(code: violation.code, reason: reason, awaitAnswer: false)
-        case NIOWebSocketError.invalidFrameLength, NIOWebSocketFrameAggregator.Error.accumulatedFrameSizeIsTooLarge:
+        case NIOWebSocketError.invalidFrameLength:
             // The decoder reads nothing more after an error: close without waiting for an answer.
             serverClose(code: WebSocketCloseCode.messageTooBig, reason: .messageTooLarge, awaitAnswer: false)
-        case is NIOWebSocketError, is NIOWebSocketFrameAggregator.Error:
+        case is NIOWebSocketError:
             serverClose(code: WebSocketCloseCode.protocolError, reason: .webSocketProtocolError, awaitAnswer: false)
         default:
             logger.debug("WebSocket error", metadata: logMetadata.merging(["error": "\(error)"]) { $1 })
@@ -177,7 +202,11 @@ final class WebSocketConnectionHandler: ChannelDuplexHandler {
         guard let context else { return }
         let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
         let loop = context.eventLoop
-        let (ticket, holding) = gateway.handshakes.request {
+        guard !holdsAcceptSlot else {
+            slotGranted(connect)
+            return
+        }
+        let (ticket, holding) = gateway.admission.requestHandshake(at: loop.now) {
             loop.execute { handler.value.slotGranted(connect) }
         }
         handshakeTicket = ticket
@@ -186,13 +215,10 @@ final class WebSocketConnectionHandler: ChannelDuplexHandler {
 
     /// The connection holds a handshake slot: authentication starts.
     private func slotGranted(_ connect: ConnectFrame) {
-        guard let context, machine.state == .authenticating, let ticket = handshakeTicket else {
+        guard let context, machine.state == .authenticating else {
             releaseHandshakeSlot()
             return
         }
-        // At most `maxHold`; never cancelled (releasing twice changes nothing).
-        let gate = gateway.handshakes
-        context.eventLoop.assumeIsolated().scheduleTask(in: gate.maxHold.timeAmount) { gate.release(ticket) }
         if let inline = gateway.inlineReads {
             authenticated(gateway.authenticate(token: token, inline: inline), connect: connect)
             return
@@ -309,7 +335,6 @@ final class WebSocketConnectionHandler: ChannelDuplexHandler {
     private func caughtUp() {
         guard let context, machine.caughtUp() else { return }
         releaseHandshakeSlot()
-        gateway.admission.admitted(context.channel)
         if connection?.outbound.release() == true { drain() }
         let held = heldFrames
         heldFrames = []
@@ -322,10 +347,15 @@ final class WebSocketConnectionHandler: ChannelDuplexHandler {
         }
     }
 
+    /// Gives the admission gate's slot back, whichever this connection holds.
     private func releaseHandshakeSlot() {
+        if holdsAcceptSlot, let context {
+            holdsAcceptSlot = false
+            gateway.admission.admitted(context.channel)
+        }
         guard let handshakeTicket else { return }
         self.handshakeTicket = nil
-        gateway.handshakes.release(handshakeTicket)
+        gateway.admission.release(handshakeTicket)
     }
 
     /// Answers a ping with its payload. A registered connection's pong goes through its bounded queue (a client that

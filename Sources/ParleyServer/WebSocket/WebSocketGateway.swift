@@ -20,8 +20,6 @@ struct WebSocketGateway: Sendable {
     let sockets: SocketRegistry
     let expiry: TokenExpiry
     let admission: AdmissionGate
-    /// WebSocket handshakes worked on at once (from `connect` until live).
-    var handshakes = HandshakeGate(limit: 128)
     /// Messages per user, when limited.
     var sends: SendRateLimiter? = nil
     let time: ServerClock
@@ -50,11 +48,7 @@ struct WebSocketGateway: Sendable {
         let raw = RawFrameWriter()
         try channel.pipeline.syncOperations.addHandler(raw, position: .first)
         try channel.pipeline.syncOperations.addHandlers(
-            WebSocketFrameValidator(),
-            NIOWebSocketFrameAggregator(
-                minNonFinalFragmentSize: 0, maxAccumulatedFrameCount: Self.maxFragments,
-                maxAccumulatedFrameSize: configuration.maxInboundFrameSize
-            ),
+            WebSocketFrameAssembler(maxMessageSize: configuration.maxInboundFrameSize, maxFragments: Self.maxFragments),
             WebSocketConnectionHandler(gateway: self, token: token, raw: raw, logger: logger)
         )
     }

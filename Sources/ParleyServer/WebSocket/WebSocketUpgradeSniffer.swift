@@ -13,9 +13,8 @@ import NIOWebSocket
 /// Until it decides, the connection is this handler's to end: it closes at once when the peer half-closes (a TCP
 /// health check's connect-then-close) or when the server shuts down (`ChannelShouldQuiesceEvent`), and when the head is
 /// not complete ``EdgeLimits/requestHeadTimeout`` after the accept (408 if anything arrived). It also tells the
-/// admission gate when the connection stops costing the server anything: when it has sent nothing
-/// ``EdgeLimits/silentConnectionGrace`` after its accept, or when everything it sent is read and the head is still
-/// incomplete (the connection waits on its peer, not on the server).
+/// admission gate when the connection stops costing the server anything: when everything it sent is read and the
+/// head is still incomplete (the connection waits on its peer, not on the server).
 final class WebSocketUpgradeSniffer: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = ByteBuffer
     typealias InboundOut = ByteBuffer
@@ -30,34 +29,33 @@ final class WebSocketUpgradeSniffer: ChannelInboundHandler, RemovableChannelHand
     private let maxFrameSize: Int
     private let limits: EdgeLimits
     private let admitted: (any Channel) -> Void
+    private let upgraded: (any Channel) -> Void
     private let upgrade: Upgrade
     private let fallBack: FallBack
     private var buffered: ByteBuffer?
     private var decided = false
 
-    /// - Parameter admitted: Tells the admission gate that the connection no longer counts as being set up.
+    /// - Parameters:
+    ///   - admitted: Tells the admission gate that the connection no longer counts as being set up.
+    ///   - upgraded: Tells it that the connection is a WebSocket.
     init(
         outcome: UpgradeOutcome, maxFrameSize: Int, limits: EdgeLimits, admitted: @escaping (any Channel) -> Void,
-        upgrade: @escaping Upgrade, fallBack: @escaping FallBack
+        upgraded: @escaping (any Channel) -> Void, upgrade: @escaping Upgrade, fallBack: @escaping FallBack
     ) {
         self.outcome = outcome
         self.maxFrameSize = maxFrameSize
         self.limits = limits
         self.admitted = admitted
+        self.upgraded = upgraded
         self.upgrade = upgrade
         self.fallBack = fallBack
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
-        // Neither timer is cancelled (cancelling searches the loop's whole timer heap, see WebSocketConnectionHandler):
-        // both hold the handler weakly and do nothing once the head is decided.
-        let loop = context.eventLoop.assumeIsolated()
+        // Never cancelled (cancelling searches the loop's whole timer heap, see WebSocketConnectionHandler): it holds
+        // the handler weakly and does nothing once the head is decided.
         let channel = context.channel
-        loop.scheduleTask(in: limits.silentConnectionGrace.timeAmount) { [weak self] in
-            guard let self, !decided, buffered == nil else { return }
-            admitted(channel)
-        }
-        loop.scheduleTask(in: limits.requestHeadTimeout.timeAmount) { [weak self] in
+        context.eventLoop.assumeIsolated().scheduleTask(in: limits.requestHeadTimeout.timeAmount) { [weak self] in
             guard let self, !decided else { return }
             headTimedOut(channel: channel)
         }
@@ -90,6 +88,11 @@ final class WebSocketUpgradeSniffer: ChannelInboundHandler, RemovableChannelHand
         context.fireChannelReadComplete()
     }
 
+    /// Whether a timer due at `due` fired so late that its loop is busy (more than half the grace behind).
+    static func isLate(_ now: NIODeadline, due: NIODeadline, grace: TimeAmount) -> Bool {
+        now - due > .nanoseconds(grace.nanoseconds / 2)
+    }
+
     /// Answers the upgrade and installs the WebSocket handlers (the pipeline NIO's upgrader builds), then passes on
     /// whatever followed the head.
     private func upgrade(context: ChannelHandlerContext, _ request: WebSocketUpgradeRequest) {
@@ -109,8 +112,9 @@ final class WebSocketUpgradeSniffer: ChannelInboundHandler, RemovableChannelHand
             return
         }
         outcome.decide(.success(.websocket))
-        // The connection's handshake counts against the WebSocket gate from its `connect` frame on.
-        admitted(context.channel)
+        // A WebSocket now: its handler keeps the connection's slot until it is live, or gives it up if its client
+        // waits too long to send `connect`.
+        upgraded(context.channel)
         if rest.readableBytes > 0 { context.fireChannelRead(wrapInboundOut(rest)) }
         context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
     }
@@ -123,6 +127,8 @@ final class WebSocketUpgradeSniffer: ChannelInboundHandler, RemovableChannelHand
         do {
             let outcome = self.outcome
             try fallBack(context.channel).whenComplete { outcome.decide($0) }
+            // Whatever NIO's pipeline does, the task Hummingbird runs for the connection ends when it closes.
+            context.channel.closeFuture.whenComplete { _ in outcome.decide(.failure(ChannelError.alreadyClosed)) }
         } catch {
             outcome.decide(.failure(error))
             context.close(promise: nil)

@@ -101,23 +101,6 @@ import Testing
         #expect(FrameEncoding.utf8Prefix("short", maxBytes: 123) == Array("short".utf8))
     }
 
-    @Test func theHandshakeGateHoldsAtItsLimitAndServesWaitersInOrder() {
-        let gate = HandshakeGate(limit: 2)
-        let granted = NIOLockedValueBox<[Int]>([])
-        let (first, firstHolds) = gate.request { granted.withLockedValue { $0.append(1) } }
-        let (_, secondHolds) = gate.request { granted.withLockedValue { $0.append(2) } }
-        let (third, thirdHolds) = gate.request { granted.withLockedValue { $0.append(3) } }
-        let (_, fourthHolds) = gate.request { granted.withLockedValue { $0.append(4) } }
-        #expect(firstHolds && secondHolds && !thirdHolds && !fourthHolds)
-        #expect(gate.inUse == 2 && gate.waiting == 2)
-        // A waiter that leaves is skipped; releasing twice frees one slot.
-        gate.release(third)
-        gate.release(first)
-        gate.release(first)
-        #expect(granted.withLockedValue { $0 } == [4])
-        #expect(gate.inUse == 2 && gate.waiting == 0)
-    }
-
     @Test func tokenBucketsRefillWithTimeAndSayWhenToRetry() {
         var bucket = TokenBucket(RateLimit(perSecond: 4, burst: 2), now: .zero)
         #expect(bucket.retryAfter(takingAt: .zero) == nil)
@@ -174,24 +157,21 @@ import Testing
         let outcome = UpgradeOutcome()
         let sniffer = WebSocketUpgradeSniffer(
             outcome: outcome, maxFrameSize: 1024, limits: limits,
-            admitted: { _ in admitted.count.withLockedValue { $0 += 1 } },
+            admitted: { _ in admitted.count.withLockedValue { $0 += 1 } }, upgraded: { _ in },
             upgrade: { _, _ in }, fallBack: { channel in channel.eventLoop.makeFailedFuture(ChannelError.inputClosed) }
         )
         try channel.pipeline.syncOperations.addHandler(sniffer)
         return outcome
     }
 
-    @Test func aSilentConnectionStopsCountingAfterTheGraceAndClosesAtTheHeadDeadline() throws {
+    @Test func aSilentConnectionIsClosedAtTheHeadDeadlineWithoutAnAnswer() throws {
         let channel = EmbeddedChannel()
         try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
         let admitted = Admitted()
         _ = try Self.sniffer(on: channel, limits: EdgeLimits(), admitted: admitted)
-        channel.embeddedEventLoop.advanceTime(by: .milliseconds(9))
-        #expect(admitted.count.withLockedValue { $0 } == 0)
-        channel.embeddedEventLoop.advanceTime(by: .milliseconds(1))
-        #expect(admitted.count.withLockedValue { $0 } == 1)
+        channel.embeddedEventLoop.advanceTime(by: .milliseconds(9_999))
         #expect(channel.isActive)
-        channel.embeddedEventLoop.advanceTime(by: .seconds(10))
+        channel.embeddedEventLoop.advanceTime(by: .milliseconds(1))
         // Closed without an answer: it sent nothing.
         #expect(!channel.isActive)
         #expect(try channel.readOutbound(as: ByteBuffer.self) == nil)

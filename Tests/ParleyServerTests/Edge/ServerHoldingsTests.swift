@@ -106,8 +106,9 @@ import Testing
         _ = await server.terminate(timeout: .seconds(20))
     }
 
-    /// Silent clients hold no setup slot: a thousand upgraded sockets that never send `connect`, and a hundred TCP
-    /// connections that send nothing, leave the gates open, and a normal client logs in, connects, sends and receives.
+    /// Silent clients do not hold the setup gate shut: a thousand upgraded sockets that never send `connect` leave it open, and
+    /// a normal client logs in, connects, sends and receives while they stay; so does a client while a hundred TCP
+    /// connections that send nothing are open (they hold slots for a second at most, and only while the gate is full).
     @Test func silentSocketsHoldNoSetupSlot() async throws {
         let server = try await TestServer.startForEdgeTests {
             $0.handshakeTimeout = .seconds(60)
@@ -122,10 +123,15 @@ import Testing
             _ = try await socket.readHead()
             silent.append(socket)
         }
+        // They do not keep the gate full: a connection whose client sends nothing gives its slot up after 10 ms (or,
+        // if the server's loop was too busy to tell, after a second once the gate is full). While the test opened them
+        // one by one, the server went on accepting, or the loop above would have waited seconds per 16 sockets.
+        let upgraded = await server.snapshot { $0.webSockets == 1000 && $0.connectionsInSetup == 0 }
+        #expect(upgraded.webSockets == 1000, "\(upgraded)")
+        #expect(upgraded.connectionsInSetup + upgraded.handshakesInProgress < 16, "\(upgraded)")
         for _ in 0..<100 { silent.append(try await RawSocket.connected(port: server.port)) }
-        let held = await server.snapshot { $0.openConnections == 1100 && $0.connectionsInSetup == 0 }
-        #expect(held.openConnections == 1100 && held.webSockets == 1000, "\(held)")
-        #expect(held.connectionsInSetup == 0 && held.handshakesInProgress == 0, "\(held)")
+        let held = await server.snapshot { $0.openConnections >= 1100 }
+        #expect(held.openConnections >= 1100, "\(held)")
 
         let alice = try await server.login("alice")
         _ = try await server.login("bob")
@@ -139,13 +145,15 @@ import Testing
         try await server.stop()
     }
 
-    /// At its file-descriptor limit the server backs off accepting (NIO's back-off, made effective by a spare
-    /// descriptor) instead of spinning a core, says so once in its log, and serves again once descriptors are free.
-    @Test(.enabled(if: ServerProcess.isAvailable)) func atTheDescriptorLimitTheServerBacksOffAndLogsOnce() async throws
-    {
-        let (server, _) = try await Self.serverProcess("fd-limit", fileDescriptorLimit: 96)
+    /// At its file-descriptor limit the server stops accepting (the connections it holds and the descriptors it needs
+    /// otherwise fill the limit) instead of failing accepts in a busy loop, says so once in its log, and accepts again
+    /// as connections close.
+    @Test(.enabled(if: ServerProcess.isAvailable))
+    func atTheDescriptorLimitTheServerStopsAcceptingAndLogsOnce() async throws {
+        let (server, _) = try await Self.serverProcess("fd-limit", fileDescriptorLimit: 128)
         var held: [RawSocket] = []
         for _ in 0..<150 { held.append(try await RawSocket.connected(port: server.port)) }
+        let descriptors = try #require(server.openDescriptors)
         let before = try #require(server.cpuTime)
         let start = ContinuousClock.now
         // A second of wall time at the limit (what is measured, not waited for).
@@ -153,9 +161,11 @@ import Testing
         let used = try #require(server.cpuTime) - before
         let elapsed = ContinuousClock.now - start
         #expect(used < elapsed / 2, "the server used \(used) of CPU in \(elapsed) at its descriptor limit")
-        #expect(server.log.components(separatedBy: "Accepting connections failed").count - 1 == 1, "\(server.log)")
+        #expect(descriptors < 128, "descriptors: \(descriptors)")
+        #expect(server.log.components(separatedBy: "Not accepting new connections").count - 1 == 1, "\(server.log)")
+        #expect(!server.log.contains("Accepting connections failed"), "\(server.log)")
         for socket in held { socket.close() }
-        // Served again (the back-off retries every second).
+        // Accepting again.
         let health = try await server.request("GET", "/health")
         #expect(health.status == 200)
         _ = await server.terminate(timeout: .seconds(20))

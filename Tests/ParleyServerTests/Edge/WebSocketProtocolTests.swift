@@ -135,3 +135,62 @@ import Testing
         try await server.stop()
     }
 }
+
+/// The fragments of a message (RFC 6455 section 5.4), over a real socket: joined into one message, with control frames
+/// between them; out of order, too many or too large, the connection closes.
+@Suite(.timeLimit(.minutes(2))) struct WebSocketFragmentTests {
+    static func fragment(_ text: String, opcode: UInt8, fin: Bool) -> [UInt8] {
+        RawSocket.clientFrame(Array(text.utf8), opcode: opcode, fin: fin)
+    }
+
+    @Test func fragmentsAreJoinedWithControlFramesBetweenThem() async throws {
+        let server = try await TestServer.startForEdgeTests()
+        let token = try await server.login("alice")
+        let socket = try await RawSocket.openWebSocket(port: server.port, token: token, readTimeout: .seconds(10))
+        _ = try await socket.readText(containing: #""type":"caughtUp""#)
+        try await socket.send(
+            Self.fragment(#"{"type":"pi"#, opcode: 0x1, fin: false)
+                + RawSocket.clientFrame(Array("mid".utf8), opcode: 0x9)
+                + Self.fragment(#"ng","id":"fr"#, opcode: 0x0, fin: false)
+                + Self.fragment(#"agments"}"#, opcode: 0x0, fin: true)
+        )
+        let pong = try await socket.readFrame()
+        #expect(pong.opcode == 0xA && pong.text == "mid")
+        #expect(try await socket.readText(containing: #""type":"pong""#).text.contains(#""id":"fragments""#))
+        socket.close()
+        try await server.stop()
+    }
+
+    @Test(arguments: [
+        ("a continuation without a message", [fragment("x", opcode: 0x0, fin: true)], UInt16(1002)),
+        (
+            "a new message before the last ended",
+            [fragment("{", opcode: 0x1, fin: false), fragment("{}", opcode: 0x1, fin: true)], UInt16(1002)
+        ),
+        (
+            "more than 1,024 fragments",
+            [fragment("", opcode: 0x1, fin: false)]
+                + Array(repeating: fragment("", opcode: 0x0, fin: false), count: 1100),
+            UInt16(1002)
+        ),
+        (
+            "a message larger than the limit",
+            [fragment(String(repeating: "a", count: 60_000), opcode: 0x1, fin: false)]
+                + Array(repeating: fragment(String(repeating: "a", count: 60_000), opcode: 0x0, fin: false), count: 5),
+            UInt16(1009)
+        ),
+    ])
+    func fragmentsOutOfOrderOrTooManyOrTooLargeCloseTheConnection(name: String, frames: [[UInt8]], code: UInt16)
+        async throws
+    {
+        let server = try await TestServer.startForEdgeTests()
+        let token = try await server.login("alice")
+        let socket = try await RawSocket.openWebSocket(port: server.port, token: token, readTimeout: .seconds(10))
+        _ = try await socket.readText(containing: #""type":"caughtUp""#)
+        try? await socket.send(frames.flatMap { $0 })
+        let (_, close) = try await socket.readUntilClose()
+        #expect(close?.code == code, "\(name)")
+        socket.close()
+        try await server.stop()
+    }
+}
