@@ -42,6 +42,15 @@ public protocol ParleyEventListener: AnyObject, Sendable {
     func onMessageRead(_ receipt: Receipt, event: Event)
     /// `conversationMessage.sent`: a new message, also delivered to the sender's own devices.
     func onMessageSent(_ message: Message, event: Event)
+    /// `conversationMessage.update`: a message was edited; `message` is its new state.
+    func onMessageEdited(_ message: Message, event: Event)
+    /// `conversationMessage.delete`: a message was deleted; `message` is what remains (no content, `deletedAt` and
+    /// `deletedBy` set).
+    func onMessageDeleted(_ message: Message, event: Event)
+    /// `conversationMessage.reactionAdded`: `reaction.uid` added `reaction.key` (now given `reaction.count` times).
+    func onReactionAdded(_ reaction: MessageReaction, event: Event)
+    /// `conversationMessage.reactionRemoved`: `reaction.uid` removed `reaction.key`.
+    func onReactionRemoved(_ reaction: MessageReaction, event: Event)
     /// `presence.update`: a user went online or offline.
     func onPresenceUpdate(_ presence: Presence, event: Event)
     /// `unread.update`: your unread counts changed (`conversations` lists the ones that did).
@@ -68,6 +77,10 @@ extension ParleyEventListener {
     public func onMessageDelivered(_ receipt: Receipt, event: Event) {}
     public func onMessageRead(_ receipt: Receipt, event: Event) {}
     public func onMessageSent(_ message: Message, event: Event) {}
+    public func onMessageEdited(_ message: Message, event: Event) {}
+    public func onMessageDeleted(_ message: Message, event: Event) {}
+    public func onReactionAdded(_ reaction: MessageReaction, event: Event) {}
+    public func onReactionRemoved(_ reaction: MessageReaction, event: Event) {}
     public func onPresenceUpdate(_ presence: Presence, event: Event) {}
     public func onUnreadUpdate(_ unread: UnreadSummary, event: Event) {}
     public func onCaughtUp(_ caughtUp: CaughtUpFrame, event: Event) {}
@@ -183,6 +196,10 @@ extension ParleyEventListener {
         case .messageDelivered(let receipt): onMessageDelivered(receipt, event: event)
         case .messageRead(let receipt): onMessageRead(receipt, event: event)
         case .messageSent(let message): onMessageSent(message, event: event)
+        case .messageUpdated(let message): onMessageEdited(message, event: event)
+        case .messageDeleted(let message): onMessageDeleted(message, event: event)
+        case .reactionAdded(let reaction): onReactionAdded(reaction, event: event)
+        case .reactionRemoved(let reaction): onReactionRemoved(reaction, event: event)
         case .presenceUpdated(let presence): onPresenceUpdate(presence, event: event)
         case .unreadUpdated(let unread): onUnreadUpdate(unread, event: event)
         case .caughtUp(let caughtUp): onCaughtUp(caughtUp, event: event)

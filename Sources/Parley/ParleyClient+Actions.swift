@@ -25,14 +25,17 @@ extension ParleyClient {
 
     // MARK: Conversations
 
-    /// Changes a group's details (owner or admin): `conversation.update` for its participants.
+    /// Changes a group's details (owner or admin) or what each role may do (`roles`, the owner):
+    /// `conversation.update` for its participants.
     @discardableResult
     public func updateConversation(
         _ conversationId: String, name: String? = nil, description: String? = nil, isPublic: Bool? = nil,
-        metadata: JSONValue? = nil
+        metadata: JSONValue? = nil, roles: ConversationRolesChange? = nil
     ) async throws -> Conversation {
         _ = try requireSession()
-        let body = UpdateConversationRequest(name: name, description: description, isPublic: isPublic, metadata: metadata)
+        let body = UpdateConversationRequest(
+            name: name, description: description, isPublic: isPublic, metadata: metadata, roles: roles
+        )
         return try await rest.call {
             try await $0.updateConversation(path: .init(conversationId: conversationId), body: .json(body)).ok.body.json
         }

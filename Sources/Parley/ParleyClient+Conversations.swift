@@ -9,16 +9,18 @@ extension ParleyClient {
         return conversation
     }
 
-    /// Creates a group with you as owner.
+    /// Creates a group with you as owner. `roles` changes what each role may do (``ConversationRoles/defaults``
+    /// otherwise): a read-only announcement channel, say, with `.init(member: .init(canSend: false))`. The answer
+    /// lists the participants.
     public func createGroup(
         name: String, participants: [String] = [], description: String? = nil, isPublic: Bool = false,
-        metadata: JSONValue? = nil
+        metadata: JSONValue? = nil, roles: ConversationRolesChange? = nil
     ) async throws -> Conversation {
         _ = try requireSession()
         return try await create(
             CreateConversationRequest(
                 type: .group, participants: participants, name: name, description: description, isPublic: isPublic,
-                metadata: metadata
+                metadata: metadata, roles: roles
             )
         )
     }

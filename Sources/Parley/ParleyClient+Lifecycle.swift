@@ -187,7 +187,10 @@ extension ParleyClient {
         case let value as String: seq = Int64(value)
         default: seq = nil
         }
-        return PushPayload(conversationId: conversationId, messageId: parley["messageId"] as? String, seq: seq)
+        return PushPayload(
+            conversationId: conversationId, messageId: parley["messageId"] as? String, seq: seq,
+            mentioned: parley["mentioned"] as? Bool
+        )
     }
 
     /// Hands a tapped or received notification to the SDK (from `UNUserNotificationCenterDelegate`).

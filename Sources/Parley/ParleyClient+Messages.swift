@@ -12,30 +12,58 @@ public enum Receiver: Sendable, Hashable, Codable {
 extension ParleyClient {
     // MARK: Sending
 
-    /// Sends a text message. See ``sendMessage(parts:to:metadata:alert:clientMessageId:)``.
+    /// Sends a text message. See ``sendMessage(parts:to:metadata:alert:replyTo:mentions:clientMessageId:)``.
     @discardableResult
     public func sendTextMessage(
-        _ text: String, to receiver: Receiver, metadata: JSONValue? = nil, clientMessageId: String = UUID().uuidString
+        _ text: String, to receiver: Receiver, metadata: JSONValue? = nil, replyTo: String? = nil,
+        mentions: [String]? = nil, clientMessageId: String = UUID().uuidString
     ) async throws -> Message {
-        try await sendMessage(parts: [.text(text)], to: receiver, metadata: metadata, clientMessageId: clientMessageId)
+        try await sendMessage(
+            parts: [.text(text)], to: receiver, metadata: metadata, replyTo: replyTo, mentions: mentions,
+            clientMessageId: clientMessageId
+        )
     }
 
     /// Sends a message and returns it as stored, with its sequence number.
     ///
-    /// The message goes through the durable outbox (see ``queueMessage(parts:to:metadata:alert:clientMessageId:)``):
-    /// while the device is offline or the server is down this waits, and the message is sent when they are back,
-    /// even if the app restarts first. Cancelling the waiting task stops the wait, not the message.
+    /// The message goes through the durable outbox (see
+    /// ``queueMessage(parts:to:metadata:alert:replyTo:mentions:clientMessageId:)``): while the device is offline or
+    /// the server is down this waits, and the message is sent when they are back, even if the app restarts first.
+    /// Cancelling the waiting task stops the wait, not the message.
     ///
+    /// - Parameters:
+    ///   - replyTo: The id of the message this one replies to (the first message of a thread).
+    ///   - mentions: uids the message mentions: they get a push even while their app is open elsewhere, and see it
+    ///     in ``fetchUnreadMentions(limit:cursor:)`` until they read it. uids who are not participants are left out.
     /// - Throws: `ERR_NOT_LOGGED_IN`; `ERR_MESSAGE_EMPTY` or `ERR_MESSAGE_TOO_LARGE` before anything is sent;
-    ///   `ERR_CONVERSATION_NOT_FOUND`, `ERR_NOT_A_PARTICIPANT`, `ERR_UID_NOT_FOUND` from the server (the message
-    ///   then leaves the outbox); `ERR_MESSAGE_CANCELLED` when the app cancelled it.
+    ///   `ERR_CONVERSATION_NOT_FOUND`, `ERR_NOT_A_PARTICIPANT`, `ERR_UID_NOT_FOUND`, `ERR_FORBIDDEN`,
+    ///   `ERR_MESSAGE_NOT_FOUND` or `ERR_MESSAGE_DELETED` (the message replied to) from the server (the message then
+    ///   leaves the outbox); `ERR_MESSAGE_CANCELLED` when the app cancelled it.
     @discardableResult
     public func sendMessage(
         parts: [MessagePart], to receiver: Receiver, metadata: JSONValue? = nil, alert: String? = nil,
-        clientMessageId: String = UUID().uuidString
+        replyTo: String? = nil, mentions: [String]? = nil, clientMessageId: String = UUID().uuidString
     ) async throws -> Message {
-        let queued = try makeOutgoing(parts: parts, to: receiver, metadata: metadata, alert: alert, id: clientMessageId)
-        return try await outbox.send(queued)
+        let queued = try makeOutgoing(
+            .send, parts: parts, to: receiver, metadata: metadata, alert: alert, replyTo: replyTo, mentions: mentions,
+            id: clientMessageId
+        )
+        return try await expectMessage(try await outbox.perform(queued))
+    }
+
+    /// Callback form of ``sendMessage(parts:to:metadata:alert:replyTo:mentions:clientMessageId:)``.
+    public func sendMessage(
+        parts: [MessagePart], to receiver: Receiver, metadata: JSONValue? = nil, alert: String? = nil,
+        replyTo: String? = nil, mentions: [String]? = nil, onSuccess: @escaping @Sendable (Message) -> Void,
+        onError: @escaping @Sendable (ParleyError) -> Void
+    ) {
+        callback(
+            {
+                try await self.sendMessage(
+                    parts: parts, to: receiver, metadata: metadata, alert: alert, replyTo: replyTo, mentions: mentions
+                )
+            }, onSuccess: onSuccess, onError: onError
+        )
     }
 
     /// Queues a message in the durable outbox and returns at once; it is sent as soon as the socket (or HTTP) can
@@ -47,11 +75,156 @@ extension ParleyClient {
     @discardableResult
     public func queueMessage(
         parts: [MessagePart], to receiver: Receiver, metadata: JSONValue? = nil, alert: String? = nil,
-        clientMessageId: String = UUID().uuidString
+        replyTo: String? = nil, mentions: [String]? = nil, clientMessageId: String = UUID().uuidString
     ) throws -> OutgoingMessage {
-        let queued = try makeOutgoing(parts: parts, to: receiver, metadata: metadata, alert: alert, id: clientMessageId)
+        let queued = try makeOutgoing(
+            .send, parts: parts, to: receiver, metadata: metadata, alert: alert, replyTo: replyTo, mentions: mentions,
+            id: clientMessageId
+        )
         try outbox.add(queued)
         return queued
+    }
+
+    // MARK: Changing messages
+
+    /// Edits a message (yours; others' where your role may): `parts` replaces its content, `metadata` and `mentions`
+    /// replace its own when given. Everyone in the conversation gets `conversationMessage.update`. Goes through the
+    /// outbox after what you queued before it; an edit that changes nothing returns the message as it is.
+    ///
+    /// - Parameter message: The message's id, or ``MessageRef/queued(clientMessageId:)`` for one still in the
+    ///   outbox.
+    /// - Throws: `ERR_MESSAGE_EMPTY`, `ERR_MESSAGE_TOO_LARGE` before anything is sent; `ERR_MESSAGE_NOT_FOUND`,
+    ///   `ERR_MESSAGE_DELETED`, `ERR_FORBIDDEN` from the server.
+    @discardableResult
+    public func editMessage(
+        _ message: MessageRef, in conversationId: String, parts: [MessagePart], metadata: JSONValue? = nil,
+        mentions: [String]? = nil
+    ) async throws -> Message {
+        let queued = try makeOutgoing(
+            .edit(message), parts: parts, to: .conversation(conversationId), metadata: metadata, mentions: mentions
+        )
+        return try await expectMessage(try await outbox.perform(queued))
+    }
+
+    /// Edits a message's text; see ``editMessage(_:in:parts:metadata:mentions:)``.
+    @discardableResult
+    public func editTextMessage(_ messageId: String, in conversationId: String, text: String, mentions: [String]? = nil)
+        async throws -> Message
+    {
+        try await editMessage(.id(messageId), in: conversationId, parts: [.text(text)], mentions: mentions)
+    }
+
+    /// Callback form of ``editMessage(_:in:parts:metadata:mentions:)``.
+    public func editMessage(
+        _ message: MessageRef, in conversationId: String, parts: [MessagePart], metadata: JSONValue? = nil,
+        mentions: [String]? = nil, onSuccess: @escaping @Sendable (Message) -> Void,
+        onError: @escaping @Sendable (ParleyError) -> Void
+    ) {
+        callback(
+            {
+                try await self.editMessage(
+                    message, in: conversationId, parts: parts, metadata: metadata, mentions: mentions)
+            },
+            onSuccess: onSuccess, onError: onError
+        )
+    }
+
+    /// Deletes a message (yours; others' where your role may): its content is gone for everyone, and
+    /// `conversationMessage.delete` carries what remains. Deleting it again returns the same.
+    ///
+    /// - Throws: `ERR_MESSAGE_NOT_FOUND`, `ERR_FORBIDDEN` from the server.
+    @discardableResult
+    public func deleteMessage(_ message: MessageRef, in conversationId: String) async throws -> Message {
+        let queued = try makeOutgoing(.delete(message), parts: [], to: .conversation(conversationId))
+        return try await expectMessage(try await outbox.perform(queued))
+    }
+
+    /// ``deleteMessage(_:in:)`` by message id.
+    @discardableResult
+    public func deleteMessage(_ messageId: String, in conversationId: String) async throws -> Message {
+        try await deleteMessage(.id(messageId), in: conversationId)
+    }
+
+    /// Callback form of ``deleteMessage(_:in:)``.
+    public func deleteMessage(
+        _ message: MessageRef, in conversationId: String, onSuccess: @escaping @Sendable (Message) -> Void,
+        onError: @escaping @Sendable (ParleyError) -> Void
+    ) {
+        callback({ try await self.deleteMessage(message, in: conversationId) }, onSuccess: onSuccess, onError: onError)
+    }
+
+    /// Adds your reaction `key` (an emoji or a short key) to a message; adding it again changes nothing. Everyone
+    /// gets `conversationMessage.reactionAdded`. Returns the message's reactions.
+    ///
+    /// - Throws: `ERR_BAD_REQUEST` (an invalid key), `ERR_MESSAGE_NOT_FOUND`, `ERR_MESSAGE_DELETED`,
+    ///   `ERR_REACTION_LIMIT`.
+    @discardableResult
+    public func addReaction(_ key: String, to message: MessageRef, in conversationId: String) async throws
+        -> ReactionList
+    {
+        try await react(key, message, conversationId, add: true)
+    }
+
+    /// Removes your reaction `key` from a message; removing one you did not give changes nothing.
+    @discardableResult
+    public func removeReaction(_ key: String, from message: MessageRef, in conversationId: String) async throws
+        -> ReactionList
+    {
+        try await react(key, message, conversationId, add: false)
+    }
+
+    /// Callback form of ``addReaction(_:to:in:)``.
+    public func addReaction(
+        _ key: String, to message: MessageRef, in conversationId: String,
+        onSuccess: @escaping @Sendable (ReactionList) -> Void, onError: @escaping @Sendable (ParleyError) -> Void
+    ) {
+        callback(
+            { try await self.addReaction(key, to: message, in: conversationId) }, onSuccess: onSuccess, onError: onError
+        )
+    }
+
+    /// Callback form of ``removeReaction(_:from:in:)``.
+    public func removeReaction(
+        _ key: String, from message: MessageRef, in conversationId: String,
+        onSuccess: @escaping @Sendable (ReactionList) -> Void, onError: @escaping @Sendable (ParleyError) -> Void
+    ) {
+        callback(
+            { try await self.removeReaction(key, from: message, in: conversationId) }, onSuccess: onSuccess,
+            onError: onError
+        )
+    }
+
+    /// Queues an edit, a deletion or a reaction and returns at once (like ``queueMessage(parts:to:metadata:alert:replyTo:mentions:clientMessageId:)``).
+    @discardableResult
+    public func queueChange(
+        _ action: OutgoingMessage.Action, in conversationId: String, parts: [MessagePart] = [],
+        metadata: JSONValue? = nil, mentions: [String]? = nil
+    ) throws -> OutgoingMessage {
+        if case .send = action { throw ParleyError(.invalidArgument, "Queue a message with queueMessage.") }
+        let queued = try makeOutgoing(
+            action, parts: parts, to: .conversation(conversationId), metadata: metadata, mentions: mentions
+        )
+        try outbox.add(queued)
+        return queued
+    }
+
+    private func react(_ key: String, _ message: MessageRef, _ conversationId: String, add: Bool) async throws
+        -> ReactionList
+    {
+        let queued = try makeOutgoing(
+            .react(message, key: key, add: add), parts: [], to: .conversation(conversationId)
+        )
+        guard let reactions = try await outbox.perform(queued).reactions else {
+            throw ParleyError(.unexpectedResponse, "The server's answer to a reaction carries no reactions.")
+        }
+        return reactions
+    }
+
+    private func expectMessage(_ outcome: OutboxOutcome) async throws -> Message {
+        guard let message = outcome.message else {
+            throw ParleyError(.unexpectedResponse, "The server's answer carries no message.")
+        }
+        return message
     }
 
     /// The messages not yet sent (pending or failed), oldest first.
@@ -73,16 +246,33 @@ extension ParleyClient {
     public func outboxUpdates() -> AsyncStream<OutgoingMessage> { outboxBroadcaster.stream() }
 
     private func makeOutgoing(
-        parts: [MessagePart], to receiver: Receiver, metadata: JSONValue?, alert: String?, id: String
+        _ action: OutgoingMessage.Action, parts: [MessagePart], to receiver: Receiver, metadata: JSONValue? = nil,
+        alert: String? = nil, replyTo: String? = nil, mentions: [String]? = nil, id: String = UUID().uuidString
     ) throws -> OutgoingMessage {
         _ = try requireSession()
-        if let violation = MessageLimits.default.violation(parts: parts, metadata: metadata, alert: alert) {
-            throw ParleyError(violation, violation == .messageEmpty ? "The message is empty." : "The message is too large.")
+        switch action {
+        case .send, .edit:
+            if let violation = MessageLimits.default.violation(parts: parts, metadata: metadata, alert: alert) {
+                throw ParleyError(
+                    violation, violation == .messageEmpty ? "The message is empty." : "The message is too large."
+                )
+            }
+        case .react(_, let key, _):
+            // The server's rule (docs/PROTOCOL.md, "Reactions"), checked before the change is queued.
+            let invalid = key.unicodeScalars.contains {
+                $0.properties.isWhitespace || $0.value < 0x20 || (0x7F...0x9F).contains($0.value)
+            }
+            guard !key.isEmpty, key.utf8.count <= 64, !invalid else {
+                throw ParleyError(
+                    .invalidArgument, "A reaction key is 1-64 bytes without whitespace or control characters.")
+            }
+        case .delete:
+            break
         }
         guard !id.isEmpty else { throw ParleyError(.invalidArgument, "The client message id is empty.") }
         return OutgoingMessage(
-            clientMessageId: id, receiver: receiver, parts: parts, metadata: metadata, alert: alert,
-            createdAt: Int64((Date().timeIntervalSince1970 * 1000).rounded()), state: .pending, attempts: 0
+            clientMessageId: id, receiver: receiver, action: action, parts: parts, metadata: metadata, alert: alert,
+            replyTo: replyTo, mentions: mentions, createdAt: Int64((Date().timeIntervalSince1970 * 1000).rounded())
         )
     }
 
@@ -98,8 +288,8 @@ extension ParleyClient {
                 continue
             }
             do {
-                let message = try await sendOnce(next)
-                outbox.finish(next.clientMessageId, with: .success(message))
+                let outcome = try await performOnce(next)
+                outbox.finish(next.clientMessageId, with: .success(outcome))
                 delay = tuning.initialBackoff
             } catch let error as ParleyError where error.isTransient {
                 outbox.release(next.clientMessageId)
@@ -133,36 +323,105 @@ extension ParleyClient {
     }
 
     /// One attempt: over the socket when it is connected, otherwise (or when it does not answer in time) over
-    /// HTTP, always with the message's client id, so the server keeps one copy whatever happens.
-    private func sendOnce(_ outgoing: OutgoingMessage) async throws -> Message {
+    /// HTTP. A send always carries the message's client id, so the server keeps one copy whatever happens; an edit,
+    /// a deletion or a reaction repeated changes nothing.
+    private func performOnce(_ outgoing: OutgoingMessage) async throws -> OutboxOutcome {
         _ = try requireSession()
         let conversationId = try await conversationId(for: outgoing.receiver)
-        // The server ends the sender's typing indicator with the message.
-        state.withLockedValue { _ = $0.typingSentAt.removeValue(forKey: conversationId) }
-        let frame = SendFrame(
-            ref: UUID().uuidString, conversationId: conversationId, clientMessageId: outgoing.clientMessageId,
-            parts: outgoing.parts, metadata: outgoing.metadata, alert: outgoing.alert
-        )
-        if let message = try await sendOverSocket(frame) { return message }
-        let body = SendMessageRequest(
-            clientMessageId: outgoing.clientMessageId, parts: outgoing.parts, metadata: outgoing.metadata,
-            alert: outgoing.alert
-        )
-        return try await rest.call { api in
-            switch try await api.sendMessage(path: .init(conversationId: conversationId), body: .json(body)) {
-            case .created(let created): return try created.body.json
-            case .ok(let existing): return try existing.body.json
-            default: throw ParleyError(.unexpectedResponse, "Unexpected answer to sendMessage.")
+        let ref = UUID().uuidString
+        switch outgoing.action {
+        case .send:
+            // The server ends the sender's typing indicator with the message.
+            state.withLockedValue { _ = $0.typingSentAt.removeValue(forKey: conversationId) }
+            let frame = SendFrame(
+                ref: ref, conversationId: conversationId, clientMessageId: outgoing.clientMessageId,
+                parts: outgoing.parts, metadata: outgoing.metadata, alert: outgoing.alert, replyTo: outgoing.replyTo,
+                mentions: outgoing.mentions
+            )
+            if let ack = try await overSocket(.send(frame), ref: ref) { return .message(try Self.message(in: ack)) }
+            let body = SendMessageRequest(
+                clientMessageId: outgoing.clientMessageId, parts: outgoing.parts, metadata: outgoing.metadata,
+                alert: outgoing.alert, replyTo: outgoing.replyTo, mentions: outgoing.mentions
+            )
+            return .message(
+                try await rest.call { api in
+                    switch try await api.sendMessage(path: .init(conversationId: conversationId), body: .json(body)) {
+                    case .created(let created): return try created.body.json
+                    case .ok(let existing): return try existing.body.json
+                    default: throw ParleyError(.unexpectedResponse, "Unexpected answer to sendMessage.")
+                    }
+                }
+            )
+        case .edit(let target):
+            let messageId = try resolve(target)
+            let frame = EditFrame(
+                ref: ref, conversationId: conversationId, messageId: messageId, parts: outgoing.parts,
+                metadata: outgoing.metadata, mentions: outgoing.mentions
+            )
+            if let ack = try await overSocket(.edit(frame), ref: ref) { return .message(try Self.message(in: ack)) }
+            let body = EditMessageRequest(
+                parts: outgoing.parts, metadata: outgoing.metadata, mentions: outgoing.mentions)
+            return .message(
+                try await rest.call {
+                    try await $0.editMessage(
+                        path: .init(conversationId: conversationId, messageId: messageId), body: .json(body)
+                    ).ok.body.json
+                }
+            )
+        case .delete(let target):
+            let messageId = try resolve(target)
+            let frame = DeleteFrame(ref: ref, conversationId: conversationId, messageId: messageId)
+            if let ack = try await overSocket(.delete(frame), ref: ref) { return .message(try Self.message(in: ack)) }
+            return .message(
+                try await rest.call {
+                    try await $0.deleteMessage(path: .init(conversationId: conversationId, messageId: messageId)).ok
+                        .body.json
+                }
+            )
+        case .react(let target, let key, let add):
+            let messageId = try resolve(target)
+            let frame = ReactionFrame(
+                ref: ref, conversationId: conversationId, messageId: messageId, key: key, remove: add ? nil : true
+            )
+            if let ack = try await overSocket(.reaction(frame), ref: ref) {
+                guard let reactions = ack.reactions else {
+                    throw ParleyError(.unexpectedResponse, "The server's ack carries no reactions.")
+                }
+                return .reactions(reactions)
             }
+            let path = Operations.AddReaction.Input.Path(conversationId: conversationId, messageId: messageId, key: key)
+            return .reactions(
+                try await rest.call { api in
+                    if add { return try await api.addReaction(path: path).ok.body.json }
+                    return try await api.removeReaction(
+                        path: .init(conversationId: conversationId, messageId: messageId, key: key)
+                    ).ok.body.json
+                }
+            )
         }
     }
 
-    /// Sends over the socket; nil when the socket is not connected or did not answer in time.
-    private func sendOverSocket(_ frame: SendFrame) async throws -> Message? {
-        requests.open(frame.ref)
-        guard await driver.send(.send(frame)) else {
-            requests.complete(frame.ref, with: .failure(ParleyError(.notConnected, "Not connected.")))
-            _ = try? await requests.wait(frame.ref)
+    /// The server id of the message an edit, a deletion or a reaction applies to.
+    private func resolve(_ target: MessageRef) throws -> String {
+        guard let messageId = outbox.messageId(for: target) else {
+            throw ParleyError(.messageNotFound, "Message \(target) was not sent: there is nothing to change.")
+        }
+        return messageId
+    }
+
+    private static func message(in ack: AckFrame) throws -> Message {
+        guard let message = ack.message else {
+            throw ParleyError(.unexpectedResponse, "The server's ack carries no message.")
+        }
+        return message
+    }
+
+    /// Sends a frame that the server acknowledges; nil when the socket is not connected or did not answer in time.
+    private func overSocket(_ frame: ClientFrame, ref: String) async throws -> AckFrame? {
+        requests.open(ref)
+        guard await driver.send(frame) else {
+            requests.complete(ref, with: .failure(ParleyError(.notConnected, "Not connected.")))
+            _ = try? await requests.wait(ref)
             return nil
         }
         let requests = self.requests
@@ -170,17 +429,13 @@ extension ParleyClient {
         let timeout = settings.connectionTuning.requestTimeout
         let timer = Task {
             guard (try? await clock.sleep(for: timeout)) != nil else { return }
-            requests.complete(frame.ref, with: .failure(ParleyError(.timeout, "The server did not answer in time.")))
+            requests.complete(ref, with: .failure(ParleyError(.timeout, "The server did not answer in time.")))
         }
         defer { timer.cancel() }
         do {
-            let ack = try await requests.wait(frame.ref)
-            guard let message = ack.message else {
-                throw ParleyError(.unexpectedResponse, "The server's ack carries no message.")
-            }
-            return message
+            return try await requests.wait(ref)
         } catch let error as ParleyError where error.code == .timeout || error.code == .notConnected {
-            logger.info("Send over the socket got no answer (\(error.code)); sending over HTTP.")
+            logger.info("A frame got no answer over the socket (\(error.code)); sending over HTTP.")
             return nil
         }
     }
@@ -207,6 +462,37 @@ extension ParleyClient {
     }
 
     // MARK: History
+
+    /// One message in its latest state, with its thread summary and reactions.
+    public func fetchMessage(_ messageId: String, in conversationId: String) async throws -> Message {
+        _ = try requireSession()
+        return try await rest.call {
+            try await $0.getMessage(path: .init(conversationId: conversationId, messageId: messageId)).ok.body.json
+        }
+    }
+
+    /// A page of a thread (the replies to `messageId`), in ascending sequence order, with the thread's first message
+    /// as `parent`; pass `nextCursor` to get the older page.
+    public func fetchReplies(to messageId: String, in conversationId: String, limit: Int = 50, cursor: String? = nil)
+        async throws -> MessagePage
+    {
+        _ = try requireSession()
+        return try await rest.call {
+            try await $0.listReplies(
+                path: .init(conversationId: conversationId, messageId: messageId),
+                query: .init(limit: limit, cursor: cursor)
+            ).ok.body.json
+        }
+    }
+
+    /// The messages that mention you and that you have not read yet, newest first, across your conversations. A
+    /// mention leaves the list when you mark its conversation read past it.
+    public func fetchUnreadMentions(limit: Int = 50, cursor: String? = nil) async throws -> MessagePage {
+        _ = try requireSession()
+        return try await rest.call {
+            try await $0.listMentions(query: .init(limit: limit, cursor: cursor)).ok.body.json
+        }
+    }
 
     /// A page of a conversation's history, in ascending sequence order; pass the page's `nextCursor` to get the
     /// older page before it.

@@ -8,6 +8,8 @@ struct Chat: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Chat interactively: type to send; messages, typing, receipts, presence and status appear live.",
         discussion: """
+            Type @uid in a message to mention someone. Messages are numbered (#12): /reply 12 text, /edit 12 text,
+            /delete 12, /react 12 👍, /unreact 12 👍, /thread 12, /mentions.
             Commands: /history, /typing, /stoptyping, /unread, /status, /background, /foreground, /connect,
             /disconnect, /ping, /offline, /online, /help, /quit. Messages shown here are marked read.
             /background and /foreground play the app-lifecycle rules (auto mode drops the socket in the
@@ -45,7 +47,18 @@ struct Chat: AsyncParsableCommand {
                     case .messageSent(let message):
                         let mine = message.clientMessageId.map { id in sentHere.withLockedValue { $0.contains(id) } }
                         if mine != true { say(describe(message)) }
+                        if message.mentions?.contains(me) == true && message.sender != me {
+                            say("  ! \(message.sender) mentioned you")
+                        }
                         if message.sender != me { try? await client.markRead(upTo: message.seq, in: conversationId) }
+                    case .messageUpdated(let message): say("* edited: " + describe(message))
+                    case .messageDeleted(let message): say("* " + describe(message))
+                    case .reactionAdded(let reaction):
+                        say("* \(reaction.uid) reacted \(reaction.key) to #\(reaction.messageSeq) (\(reaction.count))")
+                    case .reactionRemoved(let reaction):
+                        say(
+                            "* \(reaction.uid) took back \(reaction.key) from #\(reaction.messageSeq) (\(reaction.count))"
+                        )
                     case .participantAdded(let participant): say("* \(participant.uid) joined")
                     case .participantRemoved(let participant): say("* \(participant.uid) left")
                     case .participantUpdated(let participant): say("* \(participant.uid) is now \(participant.role.rawValue)")
@@ -75,7 +88,8 @@ struct Chat: AsyncParsableCommand {
                 sentHere.withLockedValue { _ = $0.insert(clientMessageId) }
                 do {
                     let message = try await client.sendTextMessage(
-                        text, to: .conversation(conversationId), clientMessageId: clientMessageId
+                        text, to: .conversation(conversationId), mentions: mentionedUIDs(in: text),
+                        clientMessageId: clientMessageId
                     )
                     say("  (sent #\(message.seq))")
                 } catch let error as ParleyError {
@@ -92,10 +106,27 @@ struct Chat: AsyncParsableCommand {
 
     private func command(_ text: String, client: ParleyClient, conversationId: String) async throws -> Outcome {
         do {
+            // Commands on one message: `/verb <#n|id> [text]`.
+            let words = text.split(separator: " ", maxSplits: 2).map(String.init)
+            let verb = words[0].lowercased()
+            if ["/edit", "/delete", "/react", "/unreact", "/reply", "/thread"].contains(verb) {
+                guard words.count >= 2 else {
+                    throw CLIFailure.usage("\(verb) needs a message number, like \(verb) 12.")
+                }
+                let messageId = try await client.messageId(named: words[1], in: conversationId)
+                let rest = words.count > 2 ? words[2] : ""
+                try await messageCommand(verb, messageId, rest, client: client, conversationId: conversationId)
+                return .proceed
+            }
             switch text.lowercased() {
             case "/quit", "/exit": return .quit
             case "/help":
+                say("/reply n text /edit n text /delete n /react n key /unreact n key /thread n /mentions")
                 say("/history /typing /stoptyping /unread /status /background /foreground /connect /disconnect /ping /offline /online /quit")
+            case "/mentions":
+                let page = try await client.fetchUnreadMentions(limit: 20)
+                for message in page.messages { say("\(message.conversationId)  \(describe(message))") }
+                if page.messages.isEmpty { say("* no unread mentions") }
             case "/typing":
                 _ = await client.startTyping(in: conversationId)
             case "/stoptyping":
@@ -130,8 +161,42 @@ struct Chat: AsyncParsableCommand {
             }
         } catch let error as ParleyError {
             say("! \(error.message) [\(error.code)]")
+        } catch let failure as CLIFailure {
+            say("! \(failure.description)")
         }
         return .proceed
+    }
+
+    private func messageCommand(
+        _ verb: String, _ messageId: String, _ rest: String, client: ParleyClient, conversationId: String
+    ) async throws {
+        switch verb {
+        case "/edit":
+            guard !rest.isEmpty else { throw CLIFailure.usage("/edit n needs the new text.") }
+            _ = try await client.editMessage(
+                .id(messageId), in: conversationId, parts: [.text(rest)], mentions: mentionedUIDs(in: rest)
+            )
+        case "/delete":
+            _ = try await client.deleteMessage(.id(messageId), in: conversationId)
+        case "/react", "/unreact":
+            guard !rest.isEmpty else { throw CLIFailure.usage("\(verb) n needs a reaction, like 👍.") }
+            let reactions =
+                verb == "/react"
+                ? try await client.addReaction(rest, to: .id(messageId), in: conversationId)
+                : try await client.removeReaction(rest, from: .id(messageId), in: conversationId)
+            say("  " + (reactions.reactions.isEmpty ? "no reactions" : describe(reactions.reactions)))
+        case "/reply":
+            guard !rest.isEmpty else { throw CLIFailure.usage("/reply n needs the text.") }
+            let message = try await client.sendTextMessage(
+                rest, to: .conversation(conversationId), replyTo: messageId, mentions: mentionedUIDs(in: rest)
+            )
+            say("  (sent #\(message.seq) in the thread)")
+        default:
+            let page = try await client.fetchReplies(to: messageId, in: conversationId, limit: 20)
+            if let parent = page.parent { say(describe(parent)) }
+            for reply in page.messages { say("  " + describe(reply)) }
+            if page.messages.isEmpty { say("  no replies yet") }
+        }
     }
 }
 

@@ -100,7 +100,10 @@ struct Send: AsyncParsableCommand {
         try await reportingFailures {
             let (client, _) = try await options.loggedInClient()
             let updates = client.outboxUpdates()
-            let queued = try client.queueMessage(parts: [.text(text.joined(separator: " "))], to: receiver.receiver)
+            let text = text.joined(separator: " ")
+            let queued = try client.queueMessage(
+                parts: [.text(text)], to: receiver.receiver, mentions: mentionedUIDs(in: text)
+            )
             let outcome = await withTaskGroup(of: OutgoingMessage.State?.self) { group in
                 group.addTask {
                     for await update in updates where update.clientMessageId == queued.clientMessageId {
@@ -121,7 +124,7 @@ struct Send: AsyncParsableCommand {
             case .failed(let code, let message):
                 try? client.cancelMessage(clientMessageId: queued.clientMessageId)
                 throw ParleyError(code, message)
-            case .cancelled, .pending, nil:
+            case .cancelled, .pending, .reacted, nil:
                 say("Queued as \(queued.clientMessageId): the server did not answer in \(wait) s; it is sent next time.")
             }
             await client.shutdown()
@@ -160,11 +163,18 @@ struct Outbox: AsyncParsableCommand {
                     switch message.state {
                     case .pending: "pending"
                     case .failed(let code, _): "failed \(code.rawValue)"
-                    case .sent: "sent"
+                    case .sent, .reacted: "done"
                     case .cancelled: "cancelled"
                     }
+                let action =
+                    switch message.action {
+                    case .send: message.replyTo.map { "reply to \($0): " } ?? ""
+                    case .edit(let target): "edit \(target): "
+                    case .delete(let target): "delete \(target)"
+                    case .react(let target, let key, let add): "\(add ? "react" : "unreact") \(key) on \(target)"
+                    }
                 let text = message.parts.compactMap(\.text).joined(separator: " ")
-                say("\(message.clientMessageId)  \(state)  attempts \(message.attempts)  \(text)")
+                say("\(message.clientMessageId)  \(state)  attempts \(message.attempts)  \(action)\(text)")
             }
             if messages.isEmpty { say("The outbox is empty.") }
             await client.shutdown()
@@ -205,6 +215,16 @@ struct Listen: AsyncParsableCommand {
             for await event in client.events() {
                 switch event.payload {
                 case .messageSent(let message): say(describe(message))
+                case .messageUpdated(let message): say("* edited: " + describe(message))
+                case .messageDeleted(let message): say("* " + describe(message))
+                case .reactionAdded(let reaction):
+                    say(
+                        "* \(reaction.uid) reacted \(reaction.key) to \(reaction.messageId) (#\(reaction.messageSeq); \(reaction.count) now)"
+                    )
+                case .reactionRemoved(let reaction):
+                    say(
+                        "* \(reaction.uid) took back \(reaction.key) from \(reaction.messageId) (#\(reaction.messageSeq); \(reaction.count) now)"
+                    )
                 default: say("* \(event.name) in \(event.conversationId ?? "-") by \(event.context.createdBy ?? "-")")
                 }
             }

@@ -12,12 +12,14 @@ struct ParleyCommand: AsyncParsableCommand {
             PARLEY_AUTH_KEY and PARLEY_API_KEY. Each profile keeps its own logged-in user, so two terminals with
             two profiles can chat with each other.
 
-            Exit codes: 0 ok, 1 other failure, 2 usage, 3 authentication (not logged in, bad key or token),
-            4 unknown app, user or conversation, 5 server unreachable, 6 refused (not allowed, invalid message).
+            Exit codes: 0 ok, 1 other failure, 2 usage (an invalid argument too),
+            3 authentication (not logged in, bad key or token), 4 unknown app, user, conversation or message,
+            5 server unreachable, 6 refused (not allowed, invalid or deleted message, reaction limit).
             """,
         subcommands: [
-            Login.self, Logout.self, WhoAmI.self, Profile.self, Conversations.self, Send.self, Outbox.self, History.self,
-            Chat.self, Listen.self, Group.self, Admin.self,
+            Login.self, Logout.self, WhoAmI.self, Profile.self, Conversations.self, Send.self, Reply.self, Edit.self,
+            DeleteMessage.self, React.self, ThreadCommand.self, Mentions.self, Outbox.self, History.self, Chat.self,
+            Listen.self, Group.self, Admin.self,
         ]
     )
 }
@@ -125,10 +127,11 @@ func withFailureReporting(_ body: () async throws -> Void) async throws {
 func cliExitCode(for code: ErrorCode) -> Int32 {
     switch code {
     case .notLoggedIn, .authRequired, .authTokenInvalid, .authKeyInvalid, .apiKeyInvalid: return 3
-    case .invalidAppID, .uidNotFound, .conversationNotFound, .tokenNotFound, .notFound: return 4
+    case .invalidAppID, .uidNotFound, .conversationNotFound, .messageNotFound, .tokenNotFound, .notFound: return 4
+    case .invalidArgument: return 2
     case .serverUnreachable, .timeout: return 5
     case .forbidden, .notAParticipant, .messageEmpty, .messageTooLarge, .invalidUID, .uidAlreadyExists,
-        .badRequest:
+        .badRequest, .messageDeleted, .reactionLimit:
         return 6
     default: return 1
     }
@@ -143,6 +146,7 @@ func say(_ line: String) {
     FileHandle.standardOutput.write(Data((line + "\n").utf8))
 }
 
+/// One line for a message: `[12:00:01] #12 alice: text (edited) [👍 2] (3 replies)`; a reply names its thread.
 func describe(_ message: Message) -> String {
     let time = Date(timeIntervalSince1970: Double(message.sentAt) / 1000)
         .formatted(.dateTime.hour(.twoDigits(amPM: .omitted)).minute(.twoDigits).second(.twoDigits))
@@ -150,5 +154,18 @@ func describe(_ message: Message) -> String {
     for part in message.parts where part.type == .data {
         content += (content.isEmpty ? "" : " ") + "[\(part.name ?? "data")]"
     }
-    return "[\(time)] \(message.sender): \(content)"
+    if message.isDeleted {
+        content = "(message deleted\(message.deletedBy.map { $0 == message.sender ? "" : " by \($0)" } ?? ""))"
+    } else if message.editedAt != nil {
+        content += " (edited)"
+    }
+    if let reactions = message.reactions, !reactions.isEmpty { content += " " + describe(reactions) }
+    if let replies = message.replyCount { content += " (\(replies) \(replies == 1 ? "reply" : "replies"))" }
+    let thread = message.replyTo != nil ? "↳ " : ""
+    return "[\(time)] \(thread)#\(message.seq) \(message.sender): \(content)"
+}
+
+/// `[👍 2*, ❤️ 1]`: each key with its count, `*` where you are among them.
+func describe(_ reactions: [ReactionSummary]) -> String {
+    "[" + reactions.map { "\($0.key) \($0.count)\($0.reacted ? "*" : "")" }.joined(separator: ", ") + "]"
 }

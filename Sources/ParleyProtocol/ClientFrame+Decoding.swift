@@ -78,11 +78,16 @@ struct ClientFrameReader {
         let fields = Fields(members: members)
         switch type {
         case "send":
-            guard fields.only(["type", "ref", "conversationId", "clientMessageId", "parts", "metadata", "alert"]),
+            guard
+                fields.only([
+                    "type", "ref", "conversationId", "clientMessageId", "parts", "metadata", "alert", "replyTo",
+                    "mentions",
+                ]),
                 let ref = fields.string("ref"), let conversationId = fields.string("conversationId"),
                 let clientMessageId = fields.optionalString("clientMessageId"),
                 let partNodes = fields.array("parts"), let metadata = fields.optionalJSON("metadata", reader),
-                let alert = fields.optionalString("alert")
+                let alert = fields.optionalString("alert"), let replyTo = fields.optionalString("replyTo"),
+                let mentions = fields.optionalStrings("mentions")
             else { return nil }
             var parts: [MessagePart] = []
             parts.reserveCapacity(partNodes.count)
@@ -93,7 +98,7 @@ struct ClientFrameReader {
             return .send(
                 SendFrame(
                     ref: ref, conversationId: conversationId, clientMessageId: clientMessageId, parts: parts,
-                    metadata: metadata, alert: alert
+                    metadata: metadata, alert: alert, replyTo: replyTo, mentions: mentions
                 )
             )
         case "receipt":
@@ -213,6 +218,22 @@ struct ClientFrameReader {
             switch value(key) {
             case nil, .null?: return .some(nil)
             case .string(let value)?: return .some(value)
+            default: return nil
+            }
+        }
+
+        /// An optional array of strings; nil (JSONDecoder decides) when an element is not a string.
+        func optionalStrings(_ key: String) -> [String]?? {
+            switch value(key) {
+            case nil, .null?: return .some(nil)
+            case .array(let nodes)?:
+                var strings: [String] = []
+                strings.reserveCapacity(nodes.count)
+                for node in nodes {
+                    guard case .string(let string) = node else { return nil }
+                    strings.append(string)
+                }
+                return .some(strings)
             default: return nil
             }
         }

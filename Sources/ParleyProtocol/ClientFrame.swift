@@ -11,6 +11,12 @@ public enum ClientFrame: Sendable, Hashable, Codable {
     case typing(TypingFrame)
     /// `{"type":"receipt","conversationId":"...","readSeq":12}`: marks messages delivered and/or read.
     case receipt(ReceiptFrame)
+    /// `{"type":"edit",...}`: edit a message; answered like `send`.
+    case edit(EditFrame)
+    /// `{"type":"delete",...}`: delete a message; answered like `send`.
+    case delete(DeleteFrame)
+    /// `{"type":"reaction",...}`: add or remove a reaction; answered by an ack carrying the message's reactions.
+    case reaction(ReactionFrame)
 
     public init(from decoder: any Decoder) throws {
         switch try decoder.frameType() {
@@ -19,6 +25,9 @@ public enum ClientFrame: Sendable, Hashable, Codable {
         case "send": self = .send(try SendFrame(from: decoder))
         case "typing": self = .typing(try TypingFrame(from: decoder))
         case "receipt": self = .receipt(try ReceiptFrame(from: decoder))
+        case "edit": self = .edit(try EditFrame(from: decoder))
+        case "delete": self = .delete(try DeleteFrame(from: decoder))
+        case "reaction": self = .reaction(try ReactionFrame(from: decoder))
         case let other:
             throw UnknownFrameType(type: other)
         }
@@ -31,6 +40,9 @@ public enum ClientFrame: Sendable, Hashable, Codable {
         case .send(let frame): try encoder.encodeTagged("send", frame)
         case .typing(let frame): try encoder.encodeTagged("typing", frame)
         case .receipt(let frame): try encoder.encodeTagged("receipt", frame)
+        case .edit(let frame): try encoder.encodeTagged("edit", frame)
+        case .delete(let frame): try encoder.encodeTagged("delete", frame)
+        case .reaction(let frame): try encoder.encodeTagged("reaction", frame)
         }
     }
 }
@@ -78,11 +90,17 @@ public struct SendFrame: Codable, Sendable, Hashable {
     public var parts: [MessagePart]
     public var metadata: JSONValue?
     public var alert: String?
+    /// The id of the message this one replies to.
+    public var replyTo: String?
+    /// uids to mention.
+    public var mentions: [String]?
 
     public init(
         ref: String, conversationId: String, clientMessageId: String? = nil, parts: [MessagePart],
-        metadata: JSONValue? = nil, alert: String? = nil
+        metadata: JSONValue? = nil, alert: String? = nil, replyTo: String? = nil, mentions: [String]? = nil
     ) {
+        self.replyTo = replyTo
+        self.mentions = mentions
         self.ref = ref
         self.conversationId = conversationId
         self.clientMessageId = clientMessageId
@@ -113,5 +131,57 @@ public struct ReceiptFrame: Codable, Sendable, Hashable {
         self.conversationId = conversationId
         self.deliveredSeq = deliveredSeq
         self.readSeq = readSeq
+    }
+}
+
+/// Edit a message: the fields mean what they mean in `PATCH /v1/conversations/{id}/messages/{messageId}`.
+public struct EditFrame: Codable, Sendable, Hashable {
+    public var ref: String
+    public var conversationId: String
+    public var messageId: String
+    public var parts: [MessagePart]
+    public var metadata: JSONValue?
+    public var mentions: [String]?
+
+    public init(
+        ref: String, conversationId: String, messageId: String, parts: [MessagePart], metadata: JSONValue? = nil,
+        mentions: [String]? = nil
+    ) {
+        self.ref = ref
+        self.conversationId = conversationId
+        self.messageId = messageId
+        self.parts = parts
+        self.metadata = metadata
+        self.mentions = mentions
+    }
+}
+
+/// Delete a message.
+public struct DeleteFrame: Codable, Sendable, Hashable {
+    public var ref: String
+    public var conversationId: String
+    public var messageId: String
+
+    public init(ref: String, conversationId: String, messageId: String) {
+        self.ref = ref
+        self.conversationId = conversationId
+        self.messageId = messageId
+    }
+}
+
+/// Add (`remove` absent or false) or remove a reaction.
+public struct ReactionFrame: Codable, Sendable, Hashable {
+    public var ref: String
+    public var conversationId: String
+    public var messageId: String
+    public var key: String
+    public var remove: Bool?
+
+    public init(ref: String, conversationId: String, messageId: String, key: String, remove: Bool? = nil) {
+        self.ref = ref
+        self.conversationId = conversationId
+        self.messageId = messageId
+        self.key = key
+        self.remove = remove
     }
 }

@@ -96,10 +96,13 @@ public struct PushPayload: Codable, Sendable, Hashable {
     public var conversationId: String
     public var messageId: String?
     public var seq: Int64?
+    /// True when the message mentions the recipient.
+    public var mentioned: Bool?
 
-    public init(conversationId: String, messageId: String? = nil, seq: Int64? = nil) {
+    public init(conversationId: String, messageId: String? = nil, seq: Int64? = nil, mentioned: Bool? = nil) {
         self.conversationId = conversationId
         self.messageId = messageId
         self.seq = seq
+        self.mentioned = mentioned
     }
 }

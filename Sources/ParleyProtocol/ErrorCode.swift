@@ -50,6 +50,13 @@ extension ErrorCode {
     public static let conversationNotFound: ErrorCode = "ERR_CONVERSATION_NOT_FOUND"
     /// The caller can see the conversation but is not a participant.
     public static let notAParticipant: ErrorCode = "ERR_NOT_A_PARTICIPANT"
+    /// No message with this id in the conversation (to edit, delete, react to, reply to or read).
+    public static let messageNotFound: ErrorCode = "ERR_MESSAGE_NOT_FOUND"
+    /// The message was deleted: it cannot be edited, reacted to or replied to (HTTP 410).
+    public static let messageDeleted: ErrorCode = "ERR_MESSAGE_DELETED"
+    /// A message holds as many reaction keys as it may (50), or the caller gave it as many as one participant may
+    /// (20) (HTTP 409).
+    public static let reactionLimit: ErrorCode = "ERR_REACTION_LIMIT"
     /// A message has no parts, or only empty ones.
     public static let messageEmpty: ErrorCode = "ERR_MESSAGE_EMPTY"
     /// A message is larger than the server's limit.

@@ -45,6 +45,14 @@ public struct EventName: RawRepresentable, Hashable, Sendable, Codable, CustomSt
     public static let messageRead: EventName = "conversationMessage.read"
     /// A new message in a conversation; also delivered to the sender's own connections.
     public static let messageSent: EventName = "conversationMessage.sent"
+    /// A message was edited: the payload is the message after the edit.
+    public static let messageUpdate: EventName = "conversationMessage.update"
+    /// A message was deleted: the payload is what remains of it (no content, `deletedAt` and `deletedBy` set).
+    public static let messageDelete: EventName = "conversationMessage.delete"
+    /// A participant added a reaction to a message.
+    public static let reactionAdded: EventName = "conversationMessage.reactionAdded"
+    /// A participant removed their reaction from a message.
+    public static let reactionRemoved: EventName = "conversationMessage.reactionRemoved"
     /// A user went online or offline.
     public static let presenceUpdate: EventName = "presence.update"
     /// The logged-in user's unread counts changed.
@@ -89,6 +97,14 @@ public enum EventPayload: Sendable, Hashable {
     case messageRead(Receipt)
     /// `conversationMessage.sent`
     case messageSent(Message)
+    /// `conversationMessage.update`: the message after the edit.
+    case messageUpdated(Message)
+    /// `conversationMessage.delete`: the message as it remains (a tombstone).
+    case messageDeleted(Message)
+    /// `conversationMessage.reactionAdded`
+    case reactionAdded(MessageReaction)
+    /// `conversationMessage.reactionRemoved`
+    case reactionRemoved(MessageReaction)
     /// `presence.update`
     case presenceUpdated(Presence)
     /// `unread.update`
@@ -116,6 +132,10 @@ public enum EventPayload: Sendable, Hashable {
         case .messageDelivered: return .messageDelivered
         case .messageRead: return .messageRead
         case .messageSent: return .messageSent
+        case .messageUpdated: return .messageUpdate
+        case .messageDeleted: return .messageDelete
+        case .reactionAdded: return .reactionAdded
+        case .reactionRemoved: return .reactionRemoved
         case .presenceUpdated: return .presenceUpdate
         case .unreadUpdated: return .unreadUpdate
         case .caughtUp: return .caughtUp
@@ -143,6 +163,10 @@ public enum EventPayload: Sendable, Hashable {
         case .messageDelivered: return .messageDelivered(try value(Receipt.self))
         case .messageRead: return .messageRead(try value(Receipt.self))
         case .messageSent: return .messageSent(try value(Message.self))
+        case .messageUpdate: return .messageUpdated(try value(Message.self))
+        case .messageDelete: return .messageDeleted(try value(Message.self))
+        case .reactionAdded: return .reactionAdded(try value(MessageReaction.self))
+        case .reactionRemoved: return .reactionRemoved(try value(MessageReaction.self))
         case .presenceUpdate: return .presenceUpdated(try value(Presence.self))
         case .unreadUpdate: return .unreadUpdated(try value(UnreadSummary.self))
         case .caughtUp: return .caughtUp(try value(CaughtUpFrame.self))
@@ -163,12 +187,25 @@ public enum EventPayload: Sendable, Hashable {
         case .participantTyping(let typing), .participantTypingOff(let typing):
             try container.encode(typing, forKey: .payload)
         case .messageDelivered(let receipt), .messageRead(let receipt): try container.encode(receipt, forKey: .payload)
-        case .messageSent(let message): try container.encode(message, forKey: .payload)
+        case .messageSent(let message), .messageUpdated(let message), .messageDeleted(let message):
+            try container.encode(message, forKey: .payload)
+        case .reactionAdded(let reaction), .reactionRemoved(let reaction):
+            try container.encode(reaction, forKey: .payload)
         case .presenceUpdated(let presence): try container.encode(presence, forKey: .payload)
         case .unreadUpdated(let unread): try container.encode(unread, forKey: .payload)
         case .caughtUp(let caughtUp): try container.encode(caughtUp, forKey: .payload)
         case .resyncRequired(let resync): try container.encode(resync, forKey: .payload)
         case .unknown(let value): try container.encode(value, forKey: .payload)
+        }
+    }
+}
+
+extension EventPayload {
+    /// The message a message event is about (sent, edited or deleted).
+    public var message: Message? {
+        switch self {
+        case .messageSent(let message), .messageUpdated(let message), .messageDeleted(let message): return message
+        default: return nil
         }
     }
 }

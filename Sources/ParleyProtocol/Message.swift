@@ -30,6 +30,11 @@ public struct MessagePart: Codable, Sendable, Hashable {
 }
 
 /// A message in a conversation.
+///
+/// A message changes after it is sent: its sender (or, where the conversation's roles allow, an owner or admin) edits
+/// or deletes it, and participants react to it. Events carry the message as it is after the change
+/// (`conversationMessage.update`, `conversationMessage.delete`); history reads return its latest state, with the
+/// reactions and the thread's summary as the reader sees them.
 public struct Message: Codable, Sendable, Hashable {
     /// Server-assigned, globally unique.
     public var id: String
@@ -40,16 +45,37 @@ public struct Message: Codable, Sendable, Hashable {
     public var sender: String
     /// The sender's own id for this message; the server keeps one message per sender and client id.
     public var clientMessageId: String?
+    /// The content; empty once the message is deleted.
     public var parts: [MessagePart]
     public var metadata: JSONValue?
     /// Text for a push notification; defaults to the text of the message.
     public var alert: String?
     /// When the server stored the message (epoch ms).
     public var sentAt: Int64
+    /// The id of the message this one replies to (the first message of its thread); nil for a message that is not a
+    /// reply.
+    public var replyTo: String?
+    /// The uids the message mentions (participants when it was stored or last edited); nil when none.
+    public var mentions: [String]?
+    /// When the message was last edited (epoch ms); nil when never.
+    public var editedAt: Int64?
+    /// When the message was deleted (epoch ms); nil while it is not. A deleted message keeps its place (id, `seq`,
+    /// sender, `sentAt`, `replyTo`) and loses its content (`parts` empty, no metadata, alert or mentions).
+    public var deletedAt: Int64?
+    /// uid of who deleted it (the sender, or an owner or admin).
+    public var deletedBy: String?
+    /// Replies to this message that are not deleted (history reads only; nil when there are none).
+    public var replyCount: Int?
+    /// When the latest reply to this message was sent, deleted ones included (history reads only).
+    public var lastReplyAt: Int64?
+    /// The reactions, by key, in the order each key was first given (history reads only; nil when there are none).
+    public var reactions: [ReactionSummary]?
 
     public init(
         id: String, conversationId: String, seq: Int64, sender: String, clientMessageId: String? = nil,
-        parts: [MessagePart], metadata: JSONValue? = nil, alert: String? = nil, sentAt: Int64
+        parts: [MessagePart], metadata: JSONValue? = nil, alert: String? = nil, sentAt: Int64, replyTo: String? = nil,
+        mentions: [String]? = nil, editedAt: Int64? = nil, deletedAt: Int64? = nil, deletedBy: String? = nil,
+        replyCount: Int? = nil, lastReplyAt: Int64? = nil, reactions: [ReactionSummary]? = nil
     ) {
         self.id = id
         self.conversationId = conversationId
@@ -60,10 +86,66 @@ public struct Message: Codable, Sendable, Hashable {
         self.metadata = metadata
         self.alert = alert
         self.sentAt = sentAt
+        self.replyTo = replyTo
+        self.mentions = mentions
+        self.editedAt = editedAt
+        self.deletedAt = deletedAt
+        self.deletedBy = deletedBy
+        self.replyCount = replyCount
+        self.lastReplyAt = lastReplyAt
+        self.reactions = reactions
     }
 
     /// The text parts joined by newlines.
     public var text: String {
         parts.compactMap { $0.type == .text ? $0.text : nil }.joined(separator: "\n")
+    }
+
+    /// Whether the message was deleted (its content is gone).
+    public var isDeleted: Bool { deletedAt != nil }
+
+    /// The message without what history reads add for a reader (reply summary and reactions): what events carry.
+    public var stored: Message {
+        var stored = self
+        stored.replyCount = nil
+        stored.lastReplyAt = nil
+        stored.reactions = nil
+        return stored
+    }
+}
+
+/// One reaction key on a message, as a reader sees it.
+public struct ReactionSummary: Codable, Sendable, Hashable {
+    /// An emoji or a short key (1-64 bytes, no whitespace or control characters).
+    public var key: String
+    /// How many participants gave it.
+    public var count: Int
+    /// Whether the reader is one of them.
+    public var reacted: Bool
+
+    public init(key: String, count: Int, reacted: Bool) {
+        self.key = key
+        self.count = count
+        self.reacted = reacted
+    }
+}
+
+/// The payload of `conversationMessage.reactionAdded` and `conversationMessage.reactionRemoved`: who added or removed
+/// which key on which message, and how many participants have that key on it now.
+public struct MessageReaction: Codable, Sendable, Hashable {
+    public var messageId: String
+    /// The message's sequence number.
+    public var messageSeq: Int64
+    public var key: String
+    public var uid: String
+    /// How many participants have this key on the message after the change.
+    public var count: Int
+
+    public init(messageId: String, messageSeq: Int64, key: String, uid: String, count: Int) {
+        self.messageId = messageId
+        self.messageSeq = messageSeq
+        self.key = key
+        self.uid = uid
+        self.count = count
     }
 }

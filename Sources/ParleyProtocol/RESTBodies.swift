@@ -131,11 +131,14 @@ public struct CreateConversationRequest: Codable, Sendable, Hashable {
     public var description: String?
     public var isPublic: Bool?
     public var metadata: JSONValue?
+    /// Permissions that differ from ``ConversationRoles/defaults`` (groups only).
+    public var roles: ConversationRolesChange?
 
     public init(
         type: ConversationType, participants: [String], name: String? = nil, description: String? = nil,
-        isPublic: Bool? = nil, metadata: JSONValue? = nil
+        isPublic: Bool? = nil, metadata: JSONValue? = nil, roles: ConversationRolesChange? = nil
     ) {
+        self.roles = roles
         self.type = type
         self.participants = participants
         self.name = name
@@ -184,23 +187,63 @@ public struct SendMessageRequest: Codable, Sendable, Hashable {
     public var parts: [MessagePart]
     public var metadata: JSONValue?
     public var alert: String?
-    public init(clientMessageId: String? = nil, parts: [MessagePart], metadata: JSONValue? = nil, alert: String? = nil)
-    {
+    /// The id of the message this one replies to: a message of the same conversation that is not itself a reply.
+    public var replyTo: String?
+    /// uids to mention (at most 50); those who are not participants are left out.
+    public var mentions: [String]?
+    public init(
+        clientMessageId: String? = nil, parts: [MessagePart], metadata: JSONValue? = nil, alert: String? = nil,
+        replyTo: String? = nil, mentions: [String]? = nil
+    ) {
         self.clientMessageId = clientMessageId
         self.parts = parts
         self.metadata = metadata
         self.alert = alert
+        self.replyTo = replyTo
+        self.mentions = mentions
     }
 }
 
-/// A page of history, in ascending sequence order.
+/// `PATCH /v1/conversations/{conversationId}/messages/{messageId}`: the new content. `parts` replaces the old parts;
+/// `metadata` and `mentions` replace the old ones when present and stay as they were when absent.
+public struct EditMessageRequest: Codable, Sendable, Hashable {
+    public var parts: [MessagePart]
+    public var metadata: JSONValue?
+    public var mentions: [String]?
+    public init(parts: [MessagePart], metadata: JSONValue? = nil, mentions: [String]? = nil) {
+        self.parts = parts
+        self.metadata = metadata
+        self.mentions = mentions
+    }
+}
+
+/// The reactions on one message as the caller sees them: the answer of adding or removing a reaction.
+public struct ReactionList: Codable, Sendable, Hashable {
+    public var messageId: String
+    /// By key, in the order each key was first given.
+    public var reactions: [ReactionSummary]
+    public init(messageId: String, reactions: [ReactionSummary]) {
+        self.messageId = messageId
+        self.reactions = reactions
+    }
+}
+
+/// A page of history (or of a thread), in ascending sequence order; or a page of the caller's unread mentions,
+/// newest first.
 public struct MessagePage: Codable, Sendable, Hashable {
     public var messages: [Message]
     /// Pass as `cursor` to get the next older page; nil when there is nothing older.
     public var nextCursor: String?
-    public init(messages: [Message], nextCursor: String? = nil) {
+    /// The conversation's `lastSeq` when the page was read: the page includes every change up to it (history and
+    /// threads only). A client that applies live events to the page applies those with a higher `seq`.
+    public var lastSeq: Int64?
+    /// The thread's first message (threads only).
+    public var parent: Message?
+    public init(messages: [Message], nextCursor: String? = nil, lastSeq: Int64? = nil, parent: Message? = nil) {
         self.messages = messages
         self.nextCursor = nextCursor
+        self.lastSeq = lastSeq
+        self.parent = parent
     }
 }
 
@@ -210,7 +253,13 @@ public struct UpdateConversationRequest: Codable, Sendable, Hashable {
     public var description: String?
     public var isPublic: Bool?
     public var metadata: JSONValue?
-    public init(name: String? = nil, description: String? = nil, isPublic: Bool? = nil, metadata: JSONValue? = nil) {
+    /// Changes of what each role may do (the owner only).
+    public var roles: ConversationRolesChange?
+    public init(
+        name: String? = nil, description: String? = nil, isPublic: Bool? = nil, metadata: JSONValue? = nil,
+        roles: ConversationRolesChange? = nil
+    ) {
+        self.roles = roles
         self.name = name
         self.description = description
         self.isPublic = isPublic

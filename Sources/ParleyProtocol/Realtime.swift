@@ -9,9 +9,15 @@ public struct TypingIndicator: Codable, Sendable, Hashable {
 public struct Receipt: Codable, Sendable, Hashable {
     public var uid: String
     public var seq: Int64
-    public init(uid: String, seq: Int64) {
+    /// The newest message at or before `seq` (nil when there is none).
+    public var messageId: String?
+    /// When that message was sent (epoch ms).
+    public var timestamp: Int64?
+    public init(uid: String, seq: Int64, messageId: String? = nil, timestamp: Int64? = nil) {
         self.uid = uid
         self.seq = seq
+        self.messageId = messageId
+        self.timestamp = timestamp
     }
 }
 

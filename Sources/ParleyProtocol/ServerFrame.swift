@@ -85,13 +85,17 @@ public struct AckFrame: Codable, Sendable, Hashable {
     public var ref: String
     /// The stored message.
     public var message: Message?
-    /// True when the message had been stored before (same sender and client message id).
+    /// True when the message had been stored before (same sender and client message id), or when an edit, delete
+    /// or reaction changed nothing (it had been made before).
     public var duplicate: Bool?
+    /// The answer to a `reaction` frame: the message's reactions after the change.
+    public var reactions: ReactionList?
 
-    public init(ref: String, message: Message? = nil, duplicate: Bool? = nil) {
+    public init(ref: String, message: Message? = nil, duplicate: Bool? = nil, reactions: ReactionList? = nil) {
         self.ref = ref
         self.message = message
         self.duplicate = duplicate
+        self.reactions = reactions
     }
 }
 

@@ -14,7 +14,7 @@ public enum WireJSON {
     public static func encode(_ event: Event) throws -> [UInt8] {
         var writer = Writer()
         switch event.payload {
-        case .messageSent(let message):
+        case .messageSent(let message), .messageUpdated(let message), .messageDeleted(let message):
             writer.reserve(256 + message.parts.reduce(0) { $0 + ($1.text?.utf8.count ?? 64) })
             try writer.eventHeader(event)
             try writer.message(message)
@@ -123,6 +123,13 @@ public enum WireJSON {
             }
             if let duplicate = ack.duplicate {
                 raw(duplicate ? #","duplicate":true"# : #","duplicate":false"#)
+            }
+            if let reactions = ack.reactions {
+                raw(#","reactions":{"messageId":"#)
+                string(reactions.messageId)
+                raw(#","reactions":"#)
+                self.reactions(reactions.reactions)
+                byte(UInt8(ascii: "}"))
             }
             byte(UInt8(ascii: "}"))
         }
@@ -284,7 +291,51 @@ public enum WireJSON {
             }
             raw(#","sentAt":"#)
             integer(message.sentAt)
+            if let replyTo = message.replyTo {
+                raw(#","replyTo":"#)
+                string(replyTo)
+            }
+            if let mentions = message.mentions {
+                raw(#","mentions":["#)
+                for (index, uid) in mentions.enumerated() {
+                    if index > 0 { byte(UInt8(ascii: ",")) }
+                    string(uid)
+                }
+                byte(UInt8(ascii: "]"))
+            }
+            optionalInteger(#","editedAt":"#, message.editedAt)
+            optionalInteger(#","deletedAt":"#, message.deletedAt)
+            if let deletedBy = message.deletedBy {
+                raw(#","deletedBy":"#)
+                string(deletedBy)
+            }
+            optionalInteger(#","replyCount":"#, message.replyCount.map(Int64.init))
+            optionalInteger(#","lastReplyAt":"#, message.lastReplyAt)
+            if let reactions = message.reactions {
+                raw(#","reactions":"#)
+                self.reactions(reactions)
+            }
             byte(UInt8(ascii: "}"))
+        }
+
+        /// `key` and the integer, when there is one.
+        mutating func optionalInteger(_ key: StaticString, _ value: Int64?) {
+            guard let value else { return }
+            raw(key)
+            integer(value)
+        }
+
+        mutating func reactions(_ reactions: [ReactionSummary]) {
+            byte(UInt8(ascii: "["))
+            for (index, reaction) in reactions.enumerated() {
+                if index > 0 { byte(UInt8(ascii: ",")) }
+                raw(#"{"key":"#)
+                string(reaction.key)
+                raw(#","count":"#)
+                integer(Int64(reaction.count))
+                raw(reaction.reacted ? #","reacted":true}"# : #","reacted":false}"#)
+            }
+            byte(UInt8(ascii: "]"))
         }
 
         mutating func user(_ user: User) throws {
@@ -342,6 +393,11 @@ public enum WireJSON {
             string(receipt.uid)
             raw(#","seq":"#)
             integer(receipt.seq)
+            if let messageId = receipt.messageId {
+                raw(#","messageId":"#)
+                string(messageId)
+            }
+            optionalInteger(#","timestamp":"#, receipt.timestamp)
             byte(UInt8(ascii: "}"))
         }
     }

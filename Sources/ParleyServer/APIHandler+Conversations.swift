@@ -18,7 +18,8 @@ extension APIHandler {
         let command = Command.CreateConversation(
             appId: principal.appId, newId: Secrets.randomID(prefix: "c_"), type: request.type, creator: principal.uid,
             participants: request.participants, name: request.name, description: request.description,
-            isPublic: request.isPublic ?? false, metadata: request.metadata, now: time.epochMilliseconds()
+            isPublic: request.isPublic ?? false, metadata: request.metadata, roles: request.roles,
+            now: time.epochMilliseconds()
         )
         guard case .conversation(let conversation, let created) = try await writer.submit(.createConversation(command)).outcome
         else { throw DomainError(.internalError, "Unexpected outcome of createConversation.") }
@@ -77,15 +78,16 @@ extension APIHandler {
         let principal = try await currentUser()
         guard case .json(let request) = input.body else { throw DomainError(.badRequest, "Expected JSON.") }
         try limits.sends?.take(appId: principal.appId, uid: principal.uid)
-        try InputRules.message(parts: request.parts, metadata: request.metadata, alert: request.alert)
         try MessageRules.validate(
             parts: request.parts, metadata: request.metadata, alert: request.alert,
-            clientMessageId: request.clientMessageId, limits: configuration.messageLimits
+            clientMessageId: request.clientMessageId, replyTo: request.replyTo, mentions: request.mentions,
+            limits: configuration.messageLimits
         )
         let command = Command.SendMessage(
             appId: principal.appId, conversationId: input.path.conversationId, sender: principal.uid,
             messageId: Secrets.randomID(prefix: "m_"), clientMessageId: request.clientMessageId, parts: request.parts,
-            metadata: request.metadata, alert: request.alert, now: time.epochMilliseconds()
+            metadata: request.metadata, alert: request.alert, replyTo: request.replyTo, mentions: request.mentions,
+            now: time.epochMilliseconds()
         )
         guard case .message(let message, let duplicate) = try await writer.submit(.sendMessage(command)).outcome else {
             throw DomainError(.internalError, "Unexpected outcome of sendMessage.")
@@ -95,18 +97,33 @@ extension APIHandler {
 
     func listMessages(_ input: Operations.ListMessages.Input) async throws -> Operations.ListMessages.Output {
         let principal = try await currentUser()
-        let limit = try Self.pageSize(input.query.limit)
-        let beforeSeq = try input.query.cursor.map { cursor in
+        let page = try await history(
+            principal, conversationId: input.path.conversationId, thread: nil, limit: input.query.limit,
+            cursor: input.query.cursor
+        )
+        return .ok(.init(body: .json(page)))
+    }
+
+    /// A page of history or of a thread, for a participant: ascending, with the cursor of the older page.
+    func history(_ principal: UserPrincipal, conversationId: String, thread: String?, limit: Int?, cursor: String?)
+        async throws -> MessagePage
+    {
+        let limit = try Self.pageSize(limit)
+        let beforeSeq = try cursor.map { cursor in
             guard let seq = Int64(cursor), seq > 0 else { throw DomainError(.badRequest, "Invalid cursor.") }
             return seq
         }
-        _ = try await requireParticipant(principal, conversationId: input.path.conversationId)
-        let newestFirst = try await store.messages(
-            appId: principal.appId, conversationId: input.path.conversationId,
-            query: HistoryQuery(beforeSeq: beforeSeq, limit: limit)
+        try InputRules.identifier(thread, "messageId")
+        _ = try await requireParticipant(principal, conversationId: conversationId)
+        let history = try await store.messages(
+            appId: principal.appId, conversationId: conversationId,
+            query: HistoryQuery(beforeSeq: beforeSeq, limit: limit, viewer: principal.uid, thread: thread)
         )
+        let newestFirst = history.messages
         let next = newestFirst.count == limit ? newestFirst.last.map { String($0.seq) } : nil
-        return .ok(.init(body: .json(MessagePage(messages: newestFirst.reversed(), nextCursor: next))))
+        return MessagePage(
+            messages: newestFirst.reversed(), nextCursor: next, lastSeq: history.lastSeq, parent: history.parent
+        )
     }
 
     func listEvents(_ input: Operations.ListEvents.Input) async throws -> Operations.ListEvents.Output {

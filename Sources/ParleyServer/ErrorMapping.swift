@@ -12,8 +12,11 @@ extension ErrorCode {
         switch self {
         case .authRequired, .authTokenInvalid, .authKeyInvalid, .apiKeyInvalid: return .unauthorized
         case .forbidden, .notAParticipant: return .forbidden
-        case .invalidAppID, .uidNotFound, .tokenNotFound, .deviceNotFound, .conversationNotFound, .notFound: return .notFound
-        case .uidAlreadyExists: return .conflict
+        case .invalidAppID, .uidNotFound, .tokenNotFound, .deviceNotFound, .conversationNotFound, .messageNotFound,
+            .notFound:
+            return .notFound
+        case .uidAlreadyExists, .reactionLimit: return .conflict
+        case .messageDeleted: return .gone
         case .messageTooLarge: return .contentTooLarge
         case .rateLimited: return .tooManyRequests
         case .requestTooLarge: return .contentTooLarge

@@ -131,6 +131,9 @@ final class UnreadNotifier: Service {
         case .messageSent:
             let actor = event.context.createdBy
             return (conversationId, recipients.filter { $0 != actor })
+        case .messageDeleted(let message):
+            // It may have been unread for anyone but its sender.
+            return (conversationId, recipients.filter { $0 != message.sender })
         case .messageRead(let receipt):
             return (conversationId, [receipt.uid])
         case .conversationDeleted, .conversationUndeleted:

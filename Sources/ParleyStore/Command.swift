@@ -21,6 +21,12 @@ public enum Command: Sendable {
     case sendMessage(SendMessage)
     /// Move a participant's delivered and/or read position forward.
     case markReceipt(MarkReceipt)
+    /// Replace a message's content (its sender, or a role allowed to edit others' messages).
+    case editMessage(EditMessage)
+    /// Delete a message (its sender, or a role allowed to delete others' messages).
+    case deleteMessage(MessageAction)
+    /// Add or remove a reaction (any participant).
+    case react(React)
 
     /// The conversation a command changes (nil when it creates one).
     public var conversationId: String? {
@@ -34,6 +40,75 @@ public enum Command: Sendable {
         case .removeParticipant(let command): return command.conversationId
         case .sendMessage(let command): return command.conversationId
         case .markReceipt(let command): return command.conversationId
+        case .editMessage(let command): return command.conversationId
+        case .deleteMessage(let command): return command.conversationId
+        case .react(let command): return command.conversationId
+        }
+    }
+
+    /// Change a message: `parts` replaces its parts, `metadata` and `mentions` replace its own when present.
+    public struct EditMessage: Sendable {
+        public var appId: String
+        public var conversationId: String
+        public var actor: String
+        public var messageId: String
+        public var parts: [MessagePart]
+        public var metadata: JSONValue?
+        public var mentions: [String]?
+        /// The limits the edited message (new parts, with the metadata and alert it keeps) must stay within.
+        public var limits: MessageLimits
+        public var now: Int64
+        public init(
+            appId: String, conversationId: String, actor: String, messageId: String, parts: [MessagePart],
+            metadata: JSONValue? = nil, mentions: [String]? = nil, limits: MessageLimits = .default, now: Int64
+        ) {
+            self.limits = limits
+            self.appId = appId
+            self.conversationId = conversationId
+            self.actor = actor
+            self.messageId = messageId
+            self.parts = parts
+            self.metadata = metadata
+            self.mentions = mentions
+            self.now = now
+        }
+    }
+
+    /// An action of `actor` on one message.
+    public struct MessageAction: Sendable {
+        public var appId: String
+        public var conversationId: String
+        public var actor: String
+        public var messageId: String
+        public var now: Int64
+        public init(appId: String, conversationId: String, actor: String, messageId: String, now: Int64) {
+            self.appId = appId
+            self.conversationId = conversationId
+            self.actor = actor
+            self.messageId = messageId
+            self.now = now
+        }
+    }
+
+    /// Add (`add` true) or remove `actor`'s reaction `key` on a message.
+    public struct React: Sendable {
+        public var appId: String
+        public var conversationId: String
+        public var actor: String
+        public var messageId: String
+        public var key: String
+        public var add: Bool
+        public var now: Int64
+        public init(
+            appId: String, conversationId: String, actor: String, messageId: String, key: String, add: Bool, now: Int64
+        ) {
+            self.appId = appId
+            self.conversationId = conversationId
+            self.actor = actor
+            self.messageId = messageId
+            self.key = key
+            self.add = add
+            self.now = now
         }
     }
 
@@ -132,13 +207,16 @@ public enum Command: Sendable {
         public var description: String?
         public var isPublic: Bool
         public var metadata: JSONValue?
+        /// Changes of ``ConversationRoles/defaults`` (groups only).
+        public var roles: ConversationRolesChange?
         public var now: Int64
 
         public init(
             appId: String, newId: String, type: ConversationType, creator: String, participants: [String],
             name: String? = nil, description: String? = nil, isPublic: Bool = false, metadata: JSONValue? = nil,
-            now: Int64
+            roles: ConversationRolesChange? = nil, now: Int64
         ) {
+            self.roles = roles
             self.appId = appId
             self.newId = newId
             self.type = type
@@ -188,15 +266,22 @@ public enum Command: Sendable {
         public var parts: [MessagePart]
         public var metadata: JSONValue?
         public var alert: String?
+        /// The id of the message this one replies to.
+        public var replyTo: String?
+        /// The uids to mention (those who are not participants are left out).
+        public var mentions: [String]?
         public var now: Int64
         /// Records a new message in the push outbox, in the same transaction (set by the server when push is on).
         public var queuesPush: Bool = false
 
         public init(
             appId: String, conversationId: String, sender: String, messageId: String, clientMessageId: String?,
-            parts: [MessagePart], metadata: JSONValue?, alert: String?, now: Int64, queuesPush: Bool = false
+            parts: [MessagePart], metadata: JSONValue?, alert: String?, replyTo: String? = nil,
+            mentions: [String]? = nil, now: Int64, queuesPush: Bool = false
         ) {
             self.queuesPush = queuesPush
+            self.replyTo = replyTo
+            self.mentions = mentions
             self.appId = appId
             self.conversationId = conversationId
             self.sender = sender
@@ -221,8 +306,11 @@ public struct CommandResult: Sendable {
         case participant(Participant)
         /// A participant was removed (or left).
         case removed
-        /// `duplicate` is true when this sender had already sent this client message id.
+        /// `duplicate` is true when this sender had already sent this client message id, or when an edit or a
+        /// delete changed nothing (made before).
         case message(Message, duplicate: Bool)
+        /// The message's reactions after a reaction was added or removed; `duplicate` when it changed nothing.
+        case reactions(ReactionList, duplicate: Bool)
     }
 
     public var outcome: Outcome

@@ -87,8 +87,16 @@ public protocol ParleyStore: Sendable {
     /// The caller's conversations, most recently active first.
     func conversations(appId: String, uid: String, query: ConversationQuery) async throws -> [ConversationRow]
     func participants(appId: String, conversationId: String) async throws -> [Participant]
-    /// Messages in descending sequence order.
-    func messages(appId: String, conversationId: String, query: HistoryQuery) async throws -> [Message]
+    /// A page of history (or of a thread: `query.thread`), newest first, read in one transaction. Throws
+    /// `ERR_MESSAGE_NOT_FOUND` for a thread whose first message is not in the conversation; empty for a conversation
+    /// that does not exist.
+    func messages(appId: String, conversationId: String, query: HistoryQuery) async throws -> MessageHistory
+    /// One message in its latest state, with its thread summary and reactions as `viewer` sees them; nil when the
+    /// conversation has no message with this id.
+    func message(appId: String, conversationId: String, messageId: String, viewer: String?) async throws -> Message?
+    /// The messages that mention `uid` and that `uid` has not read (after their read position, in conversations they
+    /// still participate in, not deleted), newest first, after `after`, at most `limit`.
+    func unreadMentions(appId: String, uid: String, after: MentionPosition?, limit: Int) async throws -> [MentionRow]
     /// The user's unread counts: for the given conversations (all of them when nil), and the total over all.
     func unread(appId: String, uid: String, conversationIds: [String]?) async throws -> UnreadSummary
     /// The users who share at least one (not deleted) conversation with `uid`, not including `uid`.

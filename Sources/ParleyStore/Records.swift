@@ -64,15 +64,62 @@ public struct StoredEvent: Sendable {
     }
 }
 
-/// A page request over a conversation's history.
+/// A page request over a conversation's history, or over one thread of it.
 public struct HistoryQuery: Sendable, Hashable {
     /// Only messages with a lower sequence number; nil for the newest.
     public var beforeSeq: Int64?
     public var limit: Int
+    /// Whose reactions count as `reacted` (nil: nobody's).
+    public var viewer: String?
+    /// Only the replies to this message (a thread); nil for the whole history.
+    public var thread: String?
 
-    public init(beforeSeq: Int64? = nil, limit: Int) {
+    public init(beforeSeq: Int64? = nil, limit: Int, viewer: String? = nil, thread: String? = nil) {
         self.beforeSeq = beforeSeq
         self.limit = limit
+        self.viewer = viewer
+        self.thread = thread
+    }
+}
+
+/// A page of history as read in one transaction.
+public struct MessageHistory: Sendable, Hashable {
+    /// Newest first, each in its latest state, with its thread summary and reactions as the viewer sees them.
+    public var messages: [Message]
+    /// The conversation's last sequence number in the same read: the page includes every change up to it.
+    public var lastSeq: Int64
+    /// The thread's first message, for a thread query.
+    public var parent: Message?
+
+    public init(messages: [Message], lastSeq: Int64, parent: Message? = nil) {
+        self.messages = messages
+        self.lastSeq = lastSeq
+        self.parent = parent
+    }
+}
+
+/// Where a page of a user's unread mentions continues: after the last mention of the previous page (they are listed
+/// newest first).
+public struct MentionPosition: Sendable, Hashable {
+    public var sentAt: Int64
+    public var conversationPK: Int64
+    public var seq: Int64
+
+    public init(sentAt: Int64, conversationPK: Int64, seq: Int64) {
+        self.sentAt = sentAt
+        self.conversationPK = conversationPK
+        self.seq = seq
+    }
+}
+
+/// A message that mentions a user, with its position in the list of their mentions.
+public struct MentionRow: Sendable, Hashable {
+    public var message: Message
+    public var position: MentionPosition
+
+    public init(message: Message, position: MentionPosition) {
+        self.message = message
+        self.position = position
     }
 }
 

@@ -144,6 +144,9 @@ struct BatchTransaction {
         case .removeParticipant(let remove): return try await removeParticipant(remove)
         case .sendMessage(let send): return try await sendMessages([send], locked: nil)[0].get()
         case .markReceipt(let mark): return try await markReceipt(mark)
+        case .editMessage(let edit): return try await editMessage(edit)
+        case .deleteMessage(let action): return try await deleteMessage(action)
+        case .react(let react): return try await self.react(react)
         }
     }
 
@@ -195,7 +198,7 @@ struct BatchTransaction {
         case .addParticipants(let add): return add.entries.map { UserKey(appId: add.appId, uid: $0.uid) }
         case .removeParticipant(let remove): return [UserKey(appId: remove.appId, uid: remove.uid)]
         case .updateConversation, .deleteConversation, .undeleteConversation, .updateParticipant, .sendMessage,
-            .markReceipt:
+            .markReceipt, .editMessage, .deleteMessage, .react:
             return []
         }
     }
@@ -209,6 +212,7 @@ struct BatchTransaction {
                 throw DomainError(.badRequest, "A direct conversation has exactly one other participant.")
             }
         }
+        let roles = try ConversationRules.initialRoles(type: create.type, change: create.roles)
         if !others.isEmpty {
             let known = Set(
                 try await rows("SELECT uid FROM users WHERE app_id = \(create.appId) AND uid = ANY(\(others))")
@@ -225,10 +229,10 @@ struct BatchTransaction {
         let inserted = try await rows(
             """
             INSERT INTO conversations (id, app_id, type, direct_key, name, description, is_public, metadata,
-                created_by, created_at, updated_at, last_seq, last_activity_at, participant_count)
+                created_by, created_at, updated_at, last_seq, last_activity_at, participant_count, roles)
             VALUES (\(create.newId), \(create.appId), \(create.type.rawValue), \(create.directKey), \(create.name),
                 \(create.description), \(create.type == .group && create.isPublic), \(metadata)::jsonb,
-                \(create.creator), \(create.now), \(create.now), 0, \(create.now), 0)
+                \(create.creator), \(create.now), \(create.now), 0, \(create.now), 0, \(roles.storedJSON))
             ON CONFLICT (app_id, direct_key) DO NOTHING
             RETURNING \(unescaped: PostgresStore.conversationColumns())
             """
@@ -246,6 +250,7 @@ struct BatchTransaction {
         var conversation = row.conversation
         conversation.participantCount = members.count
         conversation.lastSeq = Int64(1 + members.count)
+        conversation.participants = participants
         try writer.append(.conversationCreate, .conversationCreated(conversation))
         // Its first members' streams start at the creation, so that a replay includes it.
         writer.joinSeq = writer.lastSeq
@@ -267,8 +272,10 @@ struct BatchTransaction {
             ).first
         else { return nil }
         let row = try PostgresStore.conversationRow(found)
+        var conversation = row.conversation
+        conversation.participants = try await fetchParticipants(row.pk)
         return CommandResult(
-            outcome: .conversation(row.conversation, created: false), events: [],
+            outcome: .conversation(conversation, created: false), events: [],
             recipients: try await participantUIDs(row.pk)
         )
     }
@@ -284,13 +291,17 @@ struct BatchTransaction {
         if let description = update.update.description { conversation.description = description }
         if let isPublic = update.update.isPublic { conversation.isPublic = isPublic }
         if let metadata = update.update.metadata { conversation.metadata = metadata }
+        if let roles = update.update.roles {
+            try ConversationRules.requireChangeRoles(role, type: row.conversation.type)
+            conversation.roles = conversation.roles.applying(roles)
+        }
         conversation.updatedAt = update.now
         let metadata = try PostgresStore.json(conversation.metadata)
         try await execute(
             """
             UPDATE conversations SET name = \(conversation.name), description = \(conversation.description),
                 is_public = \(conversation.isPublic), metadata = \(metadata)::jsonb,
-                updated_at = \(update.now)
+                roles = \(conversation.roles.storedJSON), updated_at = \(update.now)
             WHERE pk = \(row.pk)
             """
         )
@@ -371,9 +382,7 @@ struct BatchTransaction {
     func addParticipants(_ add: Command.AddParticipants) async throws -> CommandResult {
         let (row, role) = try await participation(appId: add.appId, id: add.conversationId, uid: add.actor)
         try requireGroup(row, "A direct conversation keeps its two participants.")
-        guard role.canAddParticipants else {
-            throw DomainError(.forbidden, "Only the owner or an admin can add participants.")
-        }
+        try ConversationRules.requireAdd(role, roles: row.conversation.roles)
         let uids = add.entries.map(\.uid)
         let known = Set(
             try await rows("SELECT uid FROM users WHERE app_id = \(add.appId) AND uid = ANY(\(uids))")
@@ -385,9 +394,7 @@ struct BatchTransaction {
         var newcomers: [(String, ParticipantRole)] = []
         for entry in add.entries where seen.insert(entry.uid).inserted {
             let newRole = entry.role ?? .member
-            guard role.canGrant(newRole) else {
-                throw DomainError(.forbidden, "A \(role.rawValue) cannot make a participant \(newRole.rawValue).")
-            }
+            try ConversationRules.requireGrant(role, newRole)
             guard known.contains(entry.uid) else { throw DomainError.uidNotFound(entry.uid) }
             guard !present.contains(entry.uid) else { continue }
             newcomers.append((entry.uid, newRole))
@@ -438,11 +445,15 @@ struct BatchTransaction {
                 throw DomainError(.forbidden, "The owner cannot leave; delete the conversation instead.")
             }
         } else {
-            guard role.canRemove(removed.role) else {
-                throw DomainError(.forbidden, "A \(role.rawValue) cannot remove a \(removed.role.rawValue).")
-            }
+            try ConversationRules.requireRemove(role, removed.role, roles: row.conversation.roles)
         }
         try await execute("DELETE FROM participants WHERE conversation_pk = \(row.pk) AND uid = \(remove.uid)")
+        // Mentions of someone who left are no longer theirs to read.
+        try await execute(
+            """
+            DELETE FROM mentions WHERE app_id = \(row.appId) AND uid = \(remove.uid) AND conversation_pk = \(row.pk)
+            """
+        )
         var writer = EventBuffer(row: row, now: remove.now, actor: remove.actor)
         try writer.append(.participantRemoved, .participantRemoved(removed))
         try await writer.finish(participantCount: row.conversation.participantCount - 1, in: self)
@@ -524,20 +535,50 @@ struct BatchTransaction {
         }
         let pks = Array(Set(conversations.values.map(\.pk)))
         var members: [Int64: [String]] = [:]
+        var memberRoles: [Int64: [String: ParticipantRole]] = [:]
         var messageCounts: [Int64: Int64] = [:]
         if !pks.isEmpty {
             for row in try await rows(
                 """
-                SELECT c.pk, c.message_count, p.uid FROM conversations c
+                SELECT c.pk, c.message_count, p.uid, p.role FROM conversations c
                 LEFT JOIN participants p ON p.conversation_pk = c.pk WHERE c.pk = ANY(\(pks))
                 """
             ) {
-                let (pk, count, uid) = try row.decode((Int64, Int64, String?).self)
+                let (pk, count, uid, role) = try row.decode((Int64, Int64, String?, String?).self)
                 messageCounts[pk] = count
-                if let uid { members[pk, default: []].append(uid) }
+                if let uid {
+                    members[pk, default: []].append(uid)
+                    memberRoles[pk, default: [:]][uid] = role.flatMap(ParticipantRole.init(rawValue:)) ?? .member
+                }
             }
         }
-        let memberSets = members.mapValues(Set.init)
+
+        // The messages replied to: stored before, or sent earlier in these sends.
+        struct MessageKey: Hashable {
+            var conversationPK: Int64
+            var messageId: String
+        }
+        var parents: [MessageKey: Message] = [:]
+        let replyKeys = Set(
+            sends.compactMap { send in
+                send.replyTo.flatMap { id in
+                    conversations[send.conversationId].map { MessageKey(conversationPK: $0.pk, messageId: id) }
+                }
+            }
+        )
+        if !replyKeys.isEmpty {
+            for row in try await rows(
+                """
+                SELECT e.conversation_pk, e.body FROM unnest(\(replyKeys.map(\.conversationPK)), \(replyKeys.map(\.messageId)))
+                    AS k(pk, message_id)
+                JOIN events e ON e.conversation_pk = k.pk AND e.message_id = k.message_id AND e.message_index IS NOT NULL
+                """
+            ) {
+                let (pk, body) = try row.decode((Int64, ByteBuffer).self)
+                let message = try MessageLifecycle.message(in: body.readableBytesView)
+                parents[MessageKey(conversationPK: pk, messageId: message.id)] = message
+            }
+        }
 
         // Earlier messages with the same client message ids.
         struct ClientKey: Hashable {
@@ -583,6 +624,7 @@ struct BatchTransaction {
         var positions: [Int64: (lastSeq: Int64, messageCount: Int64, lastActivityAt: Int64)] = [:]
         var readers: [ReaderKey: (seq: Int64, index: Int64)] = [:]
         var outbox: [(appId: String, pk: Int64, seq: Int64, now: Int64)] = []
+        var mentions: [(appId: String, uid: String, pk: Int64, seq: Int64, sentAt: Int64)] = []
         var results: [Result<CommandResult, DomainError>] = []
         results.reserveCapacity(sends.count)
         for send in sends {
@@ -590,7 +632,7 @@ struct BatchTransaction {
                 results.append(.failure(.conversationNotFound(send.conversationId)))
                 continue
             }
-            guard memberSets[row.pk]?.contains(send.sender) == true else {
+            guard let role = memberRoles[row.pk]?[send.sender] else {
                 results.append(
                     .failure(
                         row.conversation.isPublic
@@ -610,17 +652,43 @@ struct BatchTransaction {
                 )
                 continue
             }
+            var parent: Message?
+            do {
+                try ConversationRules.requireSend(role, roles: row.conversation.roles)
+                if let replyTo = send.replyTo {
+                    parent = parents[MessageKey(conversationPK: row.pk, messageId: replyTo)]
+                    try MessageLifecycle.requireReplyTarget(parent, id: replyTo)
+                }
+            } catch let refusal as DomainError {
+                // A repeat of a message stored before its parent was deleted (or the sender's role changed) is still
+                // the message stored then.
+                if let key, let original = try await storedMessage(key.conversationPK, key.sender, key.clientMessageId)
+                {
+                    results.append(
+                        .success(
+                            CommandResult(
+                                outcome: .message(original, duplicate: true), events: [], recipients: recipients)
+                        )
+                    )
+                } else {
+                    results.append(.failure(refusal))
+                }
+                continue
+            }
             var position = positions[row.pk]
                 ?? (lastSeq: row.conversation.lastSeq, messageCount: messageCounts[row.pk] ?? 0, lastActivityAt: row.lastActivityAt)
             position.lastSeq += 1
             position.messageCount += 1
             position.lastActivityAt = send.now
             positions[row.pk] = position
+            let roles = memberRoles[row.pk] ?? [:]
             let message = Message(
                 id: send.messageId, conversationId: row.conversation.id, seq: position.lastSeq, sender: send.sender,
                 clientMessageId: send.clientMessageId, parts: send.parts, metadata: send.metadata, alert: send.alert,
-                sentAt: send.now
+                sentAt: send.now, replyTo: send.replyTo,
+                mentions: MessageLifecycle.keptMentions(send.mentions, sender: send.sender) { roles[$0] != nil }
             )
+            parents[MessageKey(conversationPK: row.pk, messageId: message.id)] = message
             let event = Event(
                 id: Event.durableID(conversationId: row.conversation.id, seq: message.seq), appId: row.appId,
                 name: .messageSent, conversationId: row.conversation.id, seq: message.seq, timestamp: send.now,
@@ -629,8 +697,12 @@ struct BatchTransaction {
             let json = try WireJSON.encode(event)
             inserts.append(
                 conversationPK: row.pk, seq: message.seq, name: .messageSent, actor: send.sender, createdAt: send.now,
-                clientMessageId: send.clientMessageId, messageIndex: position.messageCount, body: json
+                clientMessageId: send.clientMessageId, messageIndex: position.messageCount, messageId: message.id,
+                threadSeq: parent?.seq, body: json
             )
+            for uid in message.mentions ?? [] {
+                mentions.append((row.appId, uid, row.pk, message.seq, message.sentAt))
+            }
             // Writing a message implies having read the conversation up to it.
             readers[ReaderKey(conversationPK: row.pk, uid: send.sender)] = (message.seq, position.messageCount)
             if send.queuesPush { outbox.append((row.appId, row.pk, message.seq, send.now)) }
@@ -651,18 +723,18 @@ struct BatchTransaction {
         try await execute(
             """
             WITH new_events AS (
-                \(EventColumns.insertSQL(binds: (1, 2, 3, 4, 5, 6, 7, 8, 9)))
+                \(EventColumns.insertSQL(binds: EventColumns.binds(from: 1)))
                 RETURNING 1
             ), new_positions AS (
                 UPDATE conversations c SET last_seq = u.last_seq, message_count = u.message_count,
                     last_activity_at = u.last_activity_at
-                FROM unnest($10::bigint[], $11::bigint[], $12::bigint[], $13::bigint[])
+                FROM unnest($12::bigint[], $13::bigint[], $14::bigint[], $15::bigint[])
                     AS u(pk, last_seq, message_count, last_activity_at)
                 WHERE c.pk = u.pk
                 RETURNING 1
             ), readers AS (
                 UPDATE participants p SET delivered_seq = u.seq, read_seq = u.seq, read_message_count = u.message_index
-                FROM unnest($14::text[], $15::bigint[], $16::bigint[], $17::bigint[]) AS u(uid, pk, seq, message_index)
+                FROM unnest($16::text[], $17::bigint[], $18::bigint[], $19::bigint[]) AS u(uid, pk, seq, message_index)
                 WHERE p.conversation_pk = u.pk AND p.uid = u.uid
                 RETURNING 1
             )
@@ -679,6 +751,20 @@ struct BatchTransaction {
                 binds.append(readerRows.map(\.value.index))
             }
         )
+        if !mentions.isEmpty {
+            // Unread for each mentioned participant (who has not read that far: the sender of a later message in
+            // these sends has).
+            try await execute(
+                """
+                INSERT INTO mentions (app_id, uid, conversation_pk, seq, sent_at)
+                SELECT m.app_id, m.uid, m.pk, m.seq, m.sent_at
+                FROM unnest(\(mentions.map(\.appId)), \(mentions.map(\.uid)), \(mentions.map(\.pk)), \(mentions.map(\.seq)),
+                    \(mentions.map(\.sentAt))) AS m(app_id, uid, pk, seq, sent_at)
+                JOIN participants p ON p.conversation_pk = m.pk AND p.uid = m.uid AND p.read_seq < m.seq
+                ON CONFLICT DO NOTHING
+                """
+            )
+        }
         if !outbox.isEmpty {
             try await execute(
                 """
@@ -710,11 +796,28 @@ struct BatchTransaction {
             )
             events.append(StoredEvent(event: event, json: try WireJSON.encode(event)))
         }
+        /// The receipt names the newest message it reaches.
+        func receipt(_ seq: Int64) async throws -> Receipt {
+            let newest = try await rows(
+                """
+                SELECT message_id, created_at FROM events WHERE conversation_pk = \(row.pk) AND seq <= \(seq)
+                AND message_index IS NOT NULL ORDER BY seq DESC LIMIT 1
+                """
+            ).first.map { try $0.decode((String?, Int64).self) }
+            return Receipt(uid: mark.uid, seq: seq, messageId: newest?.0, timestamp: newest?.1)
+        }
         if delivered > participant.deliveredSeq {
-            try ephemeral(.messageDelivered, .messageDelivered(Receipt(uid: mark.uid, seq: delivered)), seq: delivered)
+            try ephemeral(.messageDelivered, .messageDelivered(try await receipt(delivered)), seq: delivered)
         }
         if read > participant.readSeq {
-            try ephemeral(.messageRead, .messageRead(Receipt(uid: mark.uid, seq: read)), seq: read)
+            try ephemeral(.messageRead, .messageRead(try await receipt(read)), seq: read)
+            // Mentions read are no longer unread.
+            try await execute(
+                """
+                DELETE FROM mentions WHERE app_id = \(row.appId) AND uid = \(mark.uid) AND conversation_pk = \(row.pk)
+                AND seq <= \(read)
+                """
+            )
         }
         if !events.isEmpty {
             try await execute(
@@ -805,9 +908,15 @@ struct EventBuffer {
             payload: payload
         )
         let json = try WireJSON.encode(event)
+        // An edit's or a deletion's event is found with the message's others, to be rewritten by a later change.
+        let messageId: String?
+        switch payload {
+        case .messageUpdated(let message), .messageDeleted(let message): messageId = message.id
+        default: messageId = nil
+        }
         columns.append(
             conversationPK: conversationPK, seq: lastSeq, name: name, actor: actor, createdAt: now, clientMessageId: nil,
-            messageIndex: nil, body: json
+            messageIndex: nil, messageId: messageId, threadSeq: nil, body: json
         )
         events.append(StoredEvent(event: event, json: json))
         switch payload {
@@ -818,11 +927,12 @@ struct EventBuffer {
     }
 
     /// Writes the events, extends the users' streams, and records the conversation's new last sequence number (and
-    /// participant count, when it changed).
-    func finish(participantCount: Int?, in transaction: BatchTransaction) async throws {
+    /// participant count, when it changed); with `activity`, its last activity too (a change of an existing message
+    /// does not move it up the lists).
+    func finish(participantCount: Int?, activity: Bool = true, in transaction: BatchTransaction) async throws {
         if !columns.isEmpty {
             try await transaction.execute(
-                PostgresQuery(unsafeSQL: EventColumns.insertSQL(binds: (1, 2, 3, 4, 5, 6, 7, 8, 9)) + " RETURNING 1")
+                PostgresQuery(unsafeSQL: EventColumns.insertSQL(binds: EventColumns.binds(from: 1)) + " RETURNING 1")
                     .withBinds { columns.bind(into: &$0) }
             )
         }
@@ -854,7 +964,8 @@ struct EventBuffer {
         }
         try await transaction.execute(
             """
-            UPDATE conversations SET last_seq = \(lastSeq), last_activity_at = \(now),
+            UPDATE conversations SET last_seq = \(lastSeq),
+                last_activity_at = CASE WHEN \(activity) THEN \(now) ELSE last_activity_at END,
                 participant_count = COALESCE(\(participantCount.map { Int64($0) })::bigint, participant_count)
             WHERE pk = \(conversationPK)
             """
@@ -874,14 +985,20 @@ struct EventColumns {
     var clientMessageIds: [String] = []
     /// 0 for events that are not messages (stored as NULL).
     var messageIndexes: [Int64] = []
+    /// "" for events that carry no message (stored as NULL).
+    var messageIds: [String] = []
+    /// 0 for events that are not replies (stored as NULL).
+    var threadSeqs: [Int64] = []
     var bodies: [ByteBuffer] = []
 
     var isEmpty: Bool { seqs.isEmpty }
 
     mutating func append(
         conversationPK: Int64, seq: Int64, name: EventName, actor: String, createdAt: Int64, clientMessageId: String?,
-        messageIndex: Int64?, body: [UInt8]
+        messageIndex: Int64?, messageId: String?, threadSeq: Int64?, body: [UInt8]
     ) {
+        messageIds.append(messageId ?? "")
+        threadSeqs.append(threadSeq ?? 0)
         conversationPKs.append(conversationPK)
         seqs.append(seq)
         names.append(name.rawValue)
@@ -893,7 +1010,7 @@ struct EventColumns {
         bodies.append(ByteBuffer(bytes: body))
     }
 
-    /// Appends the nine arrays, in the order of ``insertSQL(binds:)``.
+    /// Appends the eleven arrays, in the order of ``insertSQL(binds:)``.
     func bind(into binds: inout PostgresBindings) {
         binds.append(conversationPKs)
         binds.append(seqs)
@@ -903,18 +1020,26 @@ struct EventColumns {
         binds.append(hasClientMessageIds)
         binds.append(clientMessageIds)
         binds.append(messageIndexes)
+        binds.append(messageIds)
+        binds.append(threadSeqs)
         binds.append(bodies)
     }
 
-    /// The INSERT, reading its nine arrays from the given parameter numbers.
-    static func insertSQL(binds p: (Int, Int, Int, Int, Int, Int, Int, Int, Int)) -> String {
+    /// The parameter numbers of the eleven arrays, from `first` on.
+    static func binds(from first: Int) -> [Int] { Array(first..<first + 11) }
+
+    /// The INSERT, reading its eleven arrays from the given parameter numbers.
+    static func insertSQL(binds p: [Int]) -> String {
         """
-        INSERT INTO events (conversation_pk, seq, name, actor, created_at, client_message_id, message_index, body)
+        INSERT INTO events (conversation_pk, seq, name, actor, created_at, client_message_id, message_index, message_id,
+            thread_seq, body)
         SELECT pk, seq, name, actor, created_at, CASE WHEN has_client_message_id THEN client_message_id END,
-            NULLIF(message_index, 0), body
-        FROM unnest($\(p.0)::bigint[], $\(p.1)::bigint[], $\(p.2)::text[], $\(p.3)::text[], $\(p.4)::bigint[],
-            $\(p.5)::boolean[], $\(p.6)::text[], $\(p.7)::bigint[], $\(p.8)::bytea[])
-            AS e(pk, seq, name, actor, created_at, has_client_message_id, client_message_id, message_index, body)
+            NULLIF(message_index, 0), NULLIF(message_id, ''), NULLIF(thread_seq, 0), body
+        FROM unnest($\(p[0])::bigint[], $\(p[1])::bigint[], $\(p[2])::text[], $\(p[3])::text[], $\(p[4])::bigint[],
+            $\(p[5])::boolean[], $\(p[6])::text[], $\(p[7])::bigint[], $\(p[8])::text[], $\(p[9])::bigint[],
+            $\(p[10])::bytea[])
+            AS e(pk, seq, name, actor, created_at, has_client_message_id, client_message_id, message_index, message_id,
+                thread_seq, body)
         """
     }
 }

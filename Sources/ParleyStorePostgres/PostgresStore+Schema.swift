@@ -208,6 +208,54 @@ extension PostgresStore {
                 "CREATE INDEX push_jobs_by_token ON push_jobs(app_id, token)",
             ]
         ),
+        PostgresMigration(
+            version: 5, name: "message lifecycle",
+            statements: [
+                // What each role may do (JSON); NULL for the defaults.
+                "ALTER TABLE conversations ADD COLUMN roles TEXT",
+                "ALTER TABLE conversations ADD COLUMN deleted_message_count BIGINT NOT NULL DEFAULT 0",
+                // The message a sent, update or delete event carries (to find and rewrite them), and a reply's
+                // parent (its seq).
+                "ALTER TABLE events ADD COLUMN message_id TEXT",
+                "ALTER TABLE events ADD COLUMN thread_seq BIGINT",
+                """
+                UPDATE events SET message_id = convert_from(body, 'UTF8')::jsonb -> 'payload' ->> 'id'
+                WHERE message_index IS NOT NULL
+                """,
+                "CREATE INDEX events_by_message ON events(conversation_pk, message_id) WHERE message_id IS NOT NULL",
+                "CREATE INDEX events_by_thread ON events(conversation_pk, thread_seq, seq) WHERE thread_seq IS NOT NULL",
+                // Deleted messages by index: unread counts leave them out.
+                """
+                CREATE TABLE deleted_messages (
+                    conversation_pk BIGINT NOT NULL REFERENCES conversations(pk),
+                    message_index BIGINT NOT NULL,
+                    PRIMARY KEY (conversation_pk, message_index)
+                )
+                """,
+                """
+                CREATE TABLE reactions (
+                    conversation_pk BIGINT NOT NULL REFERENCES conversations(pk),
+                    message_seq BIGINT NOT NULL,
+                    key TEXT NOT NULL,
+                    uid TEXT NOT NULL,
+                    created_at BIGINT NOT NULL,
+                    PRIMARY KEY (conversation_pk, message_seq, key, uid)
+                )
+                """,
+                // Unread mentions only: a row goes when its user reads past it, leaves, or the message goes.
+                """
+                CREATE TABLE mentions (
+                    app_id TEXT NOT NULL,
+                    uid TEXT NOT NULL,
+                    conversation_pk BIGINT NOT NULL REFERENCES conversations(pk),
+                    seq BIGINT NOT NULL,
+                    sent_at BIGINT NOT NULL,
+                    PRIMARY KEY (app_id, uid, conversation_pk, seq)
+                )
+                """,
+                "CREATE INDEX mentions_by_message ON mentions(conversation_pk, seq)",
+            ]
+        ),
     ]
 
     /// The key of the advisory lock that serializes migrations of one database ("parley.schema").

@@ -342,12 +342,15 @@ public final class PostgresStore: ParleyStore {
 
     /// The columns ``conversationRow(_:at:)`` decodes, for a table alias.
     static func conversationColumns(_ alias: String = "conversations") -> String {
-        ["pk", "id", "app_id", "type", "name", "description", "is_public", "metadata::text", "created_by", "created_at",
-         "updated_at", "last_seq", "participant_count", "deleted_at", "last_activity_at"]
-            .map { "\(alias).\($0)" }.joined(separator: ", ")
+        [
+            "pk", "id", "app_id", "type", "name", "description", "is_public", "metadata::text", "created_by",
+            "created_at",
+            "updated_at", "last_seq", "participant_count", "deleted_at", "last_activity_at", "roles",
+        ]
+        .map { "\(alias).\($0)" }.joined(separator: ", ")
     }
 
-    static let conversationColumnCount = 15
+    static let conversationColumnCount = 16
 
     public func conversation(appId: String, id: String, viewer: String) async throws -> (
         ConversationRow, ParticipantRole?
@@ -393,29 +396,14 @@ public final class PostgresStore: ParleyStore {
         ).map(Self.participant)
     }
 
-    public func messages(appId: String, conversationId: String, query: HistoryQuery) async throws -> [Message] {
-        let bodies = try await rows(
-            """
-            SELECT e.body FROM events e JOIN conversations c ON c.pk = e.conversation_pk
-            WHERE c.id = \(conversationId) AND c.app_id = \(appId) AND e.seq < \(query.beforeSeq ?? Int64.max)
-                AND e.name = \(EventName.messageSent.rawValue)
-            ORDER BY e.seq DESC LIMIT \(query.limit)
-            """
-        )
-        let decoder = JSONDecoder()
-        return try bodies.map { row in
-            let event = try decoder.decode(Event.self, from: Data(try row.decode(ByteBuffer.self).readableBytesView))
-            guard case .messageSent(let message) = event.payload else {
-                throw DomainError(.internalError, "Stored event \(event.id) is not a message.")
-            }
-            return message
-        }
-    }
-
     public func unread(appId: String, uid: String, conversationIds: [String]?) async throws -> UnreadSummary {
         let rows = try await rows(
             """
-            SELECT c.id, c.last_seq, c.message_count, p.read_seq, p.read_message_count
+            SELECT c.id, c.last_seq, c.message_count, p.read_seq, p.read_message_count,
+                CASE WHEN c.deleted_message_count = 0 THEN 0 ELSE (
+                    SELECT count(*) FROM deleted_messages d
+                    WHERE d.conversation_pk = c.pk AND d.message_index > p.read_message_count
+                ) END
             FROM participants p JOIN conversations c ON c.pk = p.conversation_pk
             WHERE p.uid = \(uid) AND c.app_id = \(appId) AND c.deleted_at IS NULL
             """
@@ -424,10 +412,11 @@ public final class PostgresStore: ParleyStore {
         var total = 0
         var conversations: [ConversationUnread] = []
         for row in rows {
-            let (id, lastSeq, messageCount, readSeq, readMessageCount) = try row.decode(
-                (String, Int64, Int64, Int64, Int64).self
+            let (id, lastSeq, messageCount, readSeq, readMessageCount, deletedUnread) = try row.decode(
+                (String, Int64, Int64, Int64, Int64, Int64).self
             )
-            let count = max(0, Int(messageCount - readMessageCount))
+            // Messages after the read position, less the deleted ones among them.
+            let count = max(0, Int(messageCount - readMessageCount - deletedUnread))
             total += count
             if wanted?.contains(id) ?? true {
                 conversations.append(ConversationUnread(conversationId: id, unread: count, readSeq: readSeq, lastSeq: lastSeq))
@@ -516,15 +505,20 @@ public final class PostgresStore: ParleyStore {
     // MARK: Rows
 
     static func conversationRow(_ row: PostgresRow) throws -> ConversationRow {
-        let (pk, id, appId, type, name, description, isPublic, metadata, createdBy, createdAt, updatedAt, lastSeq,
-            participantCount, deletedAt, lastActivityAt) = try row.decode(
-                (Int64, String, String, String, String?, String?, Bool, String?, String, Int64, Int64, Int64, Int64,
-                    Int64?, Int64).self
-            )
+        let (
+            pk, id, appId, type, name, description, isPublic, metadata, createdBy, createdAt, updatedAt, lastSeq,
+            participantCount, deletedAt, lastActivityAt, roles
+        ) = try row.decode(
+            (
+                Int64, String, String, String, String?, String?, Bool, String?, String, Int64, Int64, Int64, Int64,
+                Int64?, Int64, String?
+            ).self
+        )
         let conversation = Conversation(
             id: id, type: ConversationType(rawValue: type) ?? .group, name: name, description: description,
             isPublic: isPublic, metadata: try jsonValue(metadata), createdBy: createdBy, createdAt: createdAt,
-            updatedAt: updatedAt, lastSeq: lastSeq, participantCount: Int(participantCount), deletedAt: deletedAt
+            updatedAt: updatedAt, lastSeq: lastSeq, participantCount: Int(participantCount), deletedAt: deletedAt,
+            roles: try ConversationRoles(storedJSON: roles)
         )
         return ConversationRow(
             pk: pk, appId: appId, conversation: conversation, lastActivityAt: lastActivityAt, deletedAt: deletedAt

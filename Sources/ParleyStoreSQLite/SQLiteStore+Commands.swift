@@ -97,6 +97,9 @@ extension SQLiteStore: UnreadWithBatch, SynchronousBatches {
             try sends.flush(db)
             return try result.get()
         case .markReceipt(let mark): return try markReceipt(mark, in: db)
+        case .editMessage(let edit): return try editMessage(edit, in: db)
+        case .deleteMessage(let action): return try deleteMessage(action, in: db)
+        case .react(let react): return try self.react(react, in: db)
         }
     }
 
@@ -111,6 +114,7 @@ extension SQLiteStore: UnreadWithBatch, SynchronousBatches {
                 throw DomainError(.badRequest, "A direct conversation has exactly one other participant.")
             }
         }
+        let roles = try ConversationRules.initialRoles(type: create.type, change: create.roles)
         for uid in others where try fetchUser(db, appId: create.appId, uid: uid) == nil {
             throw DomainError.uidNotFound(uid)
         }
@@ -121,21 +125,23 @@ extension SQLiteStore: UnreadWithBatch, SynchronousBatches {
             )
         {
             let row = try conversationRow(existing)
+            var conversation = row.conversation
+            conversation.participants = try fetchParticipants(db, conversationPK: row.pk)
             return CommandResult(
-                outcome: .conversation(row.conversation, created: false), events: [],
+                outcome: .conversation(conversation, created: false), events: [],
                 recipients: try participantUIDs(db, conversationPK: row.pk)
             )
         }
         try db.execute(
             sql: """
                 INSERT INTO conversations (id, app_id, type, direct_key, name, description, is_public, metadata,
-                    created_by, created_at, updated_at, last_seq, last_activity_at, participant_count)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, 0)
+                    created_by, created_at, updated_at, last_seq, last_activity_at, participant_count, roles)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, 0, ?)
                 """,
             arguments: [
                 create.newId, create.appId, create.type.rawValue, create.directKey, create.name, create.description,
                 create.type == .group && create.isPublic, try json(create.metadata), create.creator, create.now,
-                create.now, create.now,
+                create.now, create.now, roles.storedJSON,
             ]
         )
         let row = try fetchConversation(db, appId: create.appId, id: create.newId)!
@@ -149,6 +155,7 @@ extension SQLiteStore: UnreadWithBatch, SynchronousBatches {
         var conversation = row.conversation
         conversation.participantCount = members.count
         conversation.lastSeq = Int64(1 + members.count)
+        conversation.participants = participants
         try writer.append(.conversationCreate, .conversationCreated(conversation))
         // Its first members' streams start at the creation, so that a replay includes it.
         writer.joinSeq = writer.lastSeq
@@ -172,12 +179,19 @@ extension SQLiteStore: UnreadWithBatch, SynchronousBatches {
         if let description = update.update.description { conversation.description = description }
         if let isPublic = update.update.isPublic { conversation.isPublic = isPublic }
         if let metadata = update.update.metadata { conversation.metadata = metadata }
+        if let roles = update.update.roles {
+            try ConversationRules.requireChangeRoles(role, type: row.conversation.type)
+            conversation.roles = conversation.roles.applying(roles)
+        }
         conversation.updatedAt = update.now
         try db.execute(
-            sql: "UPDATE conversations SET name = ?, description = ?, is_public = ?, metadata = ?, updated_at = ? WHERE pk = ?",
+            sql: """
+                UPDATE conversations SET name = ?, description = ?, is_public = ?, metadata = ?, roles = ?, updated_at = ?
+                WHERE pk = ?
+                """,
             arguments: [
                 conversation.name, conversation.description, conversation.isPublic, try json(conversation.metadata),
-                update.now, row.pk,
+                conversation.roles.storedJSON, update.now, row.pk,
             ]
         )
         return try publishConversation(conversation, .conversationUpdate, row: row, actor: update.actor, now: update.now, in: db)
@@ -266,17 +280,13 @@ extension SQLiteStore: UnreadWithBatch, SynchronousBatches {
     {
         let (row, role) = try participation(db, appId: add.appId, id: add.conversationId, uid: add.actor)
         try requireGroup(row, "A direct conversation keeps its two participants.")
-        guard role.canAddParticipants else {
-            throw DomainError(.forbidden, "Only the owner or an admin can add participants.")
-        }
+        try ConversationRules.requireAdd(role, roles: row.conversation.roles)
         var writer = EventWriter(db: db, row: row, now: add.now, actor: add.actor)
         var count = row.conversation.participantCount
         var seen = Set<String>()
         for entry in add.entries where seen.insert(entry.uid).inserted {
             let newRole = entry.role ?? .member
-            guard role.canGrant(newRole) else {
-                throw DomainError(.forbidden, "A \(role.rawValue) cannot make a participant \(newRole.rawValue).")
-            }
+            try ConversationRules.requireGrant(role, newRole)
             guard try fetchUser(db, appId: add.appId, uid: entry.uid) != nil else {
                 throw DomainError.uidNotFound(entry.uid)
             }
@@ -332,12 +342,15 @@ extension SQLiteStore: UnreadWithBatch, SynchronousBatches {
                 throw DomainError(.forbidden, "The owner cannot leave; delete the conversation instead.")
             }
         } else {
-            guard role.canRemove(removed.role) else {
-                throw DomainError(.forbidden, "A \(role.rawValue) cannot remove a \(removed.role.rawValue).")
-            }
+            try ConversationRules.requireRemove(role, removed.role, roles: row.conversation.roles)
         }
         try db.execute(
             sql: "DELETE FROM participants WHERE conversation_pk = ? AND uid = ?", arguments: [row.pk, remove.uid]
+        )
+        // Mentions of someone who left are no longer theirs to read.
+        try db.execute(
+            sql: "DELETE FROM mentions WHERE app_id = ? AND uid = ? AND conversation_pk = ?",
+            arguments: [row.appId, remove.uid, row.pk]
         )
         var writer = EventWriter(db: db, row: row, now: remove.now, actor: remove.actor)
         try writer.append(.participantRemoved, .participantRemoved(removed))
@@ -393,11 +406,24 @@ extension SQLiteStore: UnreadWithBatch, SynchronousBatches {
             )
             events.append(StoredEvent(event: event, json: try WireJSON.encode(event)))
         }
+        /// The receipt names the newest message it reaches.
+        func receipt(_ seq: Int64) throws -> Receipt {
+            let newest = try Row.fetchOne(
+                db.cachedStatement(
+                    sql: """
+                        SELECT message_id, created_at FROM events WHERE conversation_pk = ? AND seq <= ?
+                        AND message_index IS NOT NULL ORDER BY seq DESC LIMIT 1
+                        """
+                ),
+                arguments: [row.pk, seq]
+            )
+            return Receipt(uid: mark.uid, seq: seq, messageId: newest?[0], timestamp: newest?[1])
+        }
         if delivered > participant.deliveredSeq {
-            try ephemeral(.messageDelivered, .messageDelivered(Receipt(uid: mark.uid, seq: delivered)), seq: delivered)
+            try ephemeral(.messageDelivered, .messageDelivered(try receipt(delivered)), seq: delivered)
         }
         if read > participant.readSeq {
-            try ephemeral(.messageRead, .messageRead(Receipt(uid: mark.uid, seq: read)), seq: read)
+            try ephemeral(.messageRead, .messageRead(try receipt(read)), seq: read)
         }
         if !events.isEmpty {
             try db.execute(
@@ -409,6 +435,12 @@ extension SQLiteStore: UnreadWithBatch, SynchronousBatches {
                     """,
                 arguments: [delivered, read, row.pk, read, row.pk, mark.uid]
             )
+            if read > participant.readSeq {
+                // Mentions read are no longer unread.
+                try db.cachedStatement(
+                    sql: "DELETE FROM mentions WHERE app_id = ? AND uid = ? AND conversation_pk = ? AND seq <= ?"
+                ).execute(arguments: [row.appId, mark.uid, row.pk, read])
+            }
             participant.deliveredSeq = delivered
             participant.readSeq = read
         }
@@ -478,9 +510,18 @@ struct EventWriter {
             payload: payload
         )
         let json = try WireJSON.encode(event)
+        // An edit's or a deletion's event is found with the message's others, to be rewritten by a later change.
+        let messageId: String?
+        switch payload {
+        case .messageUpdated(let message), .messageDeleted(let message): messageId = message.id
+        default: messageId = nil
+        }
         try db.cachedStatement(
-            sql: "INSERT INTO events (conversation_pk, seq, name, actor, created_at, body) VALUES (?, ?, ?, ?, ?, ?)"
-        ).execute(arguments: [conversationPK, lastSeq, name.rawValue, actor, now, Data(json)])
+            sql: """
+                INSERT INTO events (conversation_pk, seq, name, actor, created_at, message_id, body)
+                VALUES (?, ?, ?, ?, ?, ?, ?)
+                """
+        ).execute(arguments: [conversationPK, lastSeq, name.rawValue, actor, now, messageId, Data(json)])
         events.append(StoredEvent(event: event, json: json))
         switch payload {
         case .participantAdded(let participant): try recordMembership(of: participant.uid, joined: true)
@@ -504,14 +545,15 @@ struct EventWriter {
         ).execute(arguments: [appId, uid, userSeq, conversationPK, joined, joined ? (joinSeq ?? lastSeq) : lastSeq])
     }
 
-    /// Records the new last sequence number (and participant count, when it changed) on the conversation.
-    func finish(participantCount: Int?) throws {
+    /// Records the new last sequence number (and participant count, when it changed) on the conversation; with
+    /// `activity`, its last activity too (a change of an existing message does not move it up the lists).
+    func finish(participantCount: Int?, activity: Bool = true) throws {
         try db.cachedStatement(
             sql: """
-                UPDATE conversations SET last_seq = ?, last_activity_at = ?,
+                UPDATE conversations SET last_seq = ?, last_activity_at = CASE WHEN ? THEN ? ELSE last_activity_at END,
                     participant_count = COALESCE(?, participant_count)
                 WHERE pk = ?
                 """
-        ).execute(arguments: [lastSeq, now, participantCount, conversationPK])
+        ).execute(arguments: [lastSeq, activity, now, participantCount, conversationPK])
     }
 }

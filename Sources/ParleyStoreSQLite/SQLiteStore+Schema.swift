@@ -177,6 +177,45 @@ extension SQLiteStore {
                     """
             )
         }
+        migrator.registerMigration("v6: message lifecycle") { db in
+            // Messages change after they are sent. `events.message_id` finds a message's events (sent, update,
+            // delete) to rewrite them; `thread_seq` is a reply's parent; `deleted_messages` lets unread counts skip
+            // deleted messages; `reactions` and `mentions` (unread mentions only) are rows of their own.
+            try db.execute(
+                sql: """
+                    ALTER TABLE conversations ADD COLUMN roles TEXT;
+                    ALTER TABLE conversations ADD COLUMN deleted_message_count INTEGER NOT NULL DEFAULT 0;
+                    ALTER TABLE events ADD COLUMN message_id TEXT;
+                    ALTER TABLE events ADD COLUMN thread_seq INTEGER;
+                    UPDATE events SET message_id = json_extract(CAST(body AS TEXT), '$.payload.id')
+                        WHERE message_index IS NOT NULL;
+                    CREATE INDEX events_by_message ON events(conversation_pk, message_id) WHERE message_id IS NOT NULL;
+                    CREATE INDEX events_by_thread ON events(conversation_pk, thread_seq, seq) WHERE thread_seq IS NOT NULL;
+                    CREATE TABLE deleted_messages (
+                        conversation_pk INTEGER NOT NULL REFERENCES conversations(pk),
+                        message_index INTEGER NOT NULL,
+                        PRIMARY KEY (conversation_pk, message_index)
+                    ) WITHOUT ROWID;
+                    CREATE TABLE reactions (
+                        conversation_pk INTEGER NOT NULL REFERENCES conversations(pk),
+                        message_seq INTEGER NOT NULL,
+                        key TEXT NOT NULL,
+                        uid TEXT NOT NULL,
+                        created_at INTEGER NOT NULL,
+                        PRIMARY KEY (conversation_pk, message_seq, key, uid)
+                    ) WITHOUT ROWID;
+                    CREATE TABLE mentions (
+                        app_id TEXT NOT NULL,
+                        uid TEXT NOT NULL,
+                        conversation_pk INTEGER NOT NULL REFERENCES conversations(pk),
+                        seq INTEGER NOT NULL,
+                        sent_at INTEGER NOT NULL,
+                        PRIMARY KEY (app_id, uid, conversation_pk, seq)
+                    ) WITHOUT ROWID;
+                    CREATE INDEX mentions_by_message ON mentions(conversation_pk, seq);
+                    """
+            )
+        }
         return migrator
     }
 }

@@ -355,28 +355,6 @@ public final class SQLiteStore: ParleyStore {
         }
     }
 
-    public func messages(appId: String, conversationId: String, query: HistoryQuery) async throws -> [Message] {
-        let bodies = try await pool.read { db -> [Data] in
-            guard let row = try Self.fetchConversation(db, appId: appId, id: conversationId) else { return [] }
-            return try Data.fetchAll(
-                db,
-                sql: """
-                    SELECT body FROM events WHERE conversation_pk = ? AND seq < ? AND name = ?
-                    ORDER BY seq DESC LIMIT ?
-                    """,
-                arguments: [row.pk, query.beforeSeq ?? Int64.max, EventName.messageSent.rawValue, query.limit]
-            )
-        }
-        let decoder = JSONDecoder()
-        return try bodies.map { body in
-            let event = try decoder.decode(Event.self, from: body)
-            guard case .messageSent(let message) = event.payload else {
-                throw DomainError(.internalError, "Stored event \(event.id) is not a message.")
-            }
-            return message
-        }
-    }
-
     public func unread(appId: String, uid: String, conversationIds: [String]?) async throws -> UnreadSummary {
         try await pool.read { db in try Self.fetchUnread(db, appId: appId, uid: uid, conversationIds: conversationIds) }
     }
@@ -391,7 +369,11 @@ public final class SQLiteStore: ParleyStore {
         let rows = try Row.fetchCursor(
             db.cachedStatement(
                 sql: """
-                    SELECT c.id, c.last_seq, c.message_count, p.read_seq, p.read_message_count
+                    SELECT c.id, c.last_seq, c.message_count, p.read_seq, p.read_message_count,
+                        CASE WHEN c.deleted_message_count = 0 THEN 0 ELSE (
+                            SELECT COUNT(*) FROM deleted_messages d
+                            WHERE d.conversation_pk = c.pk AND d.message_index > p.read_message_count
+                        ) END
                     FROM participants p CROSS JOIN conversations c ON c.pk = p.conversation_pk
                     WHERE p.uid = ? AND c.app_id = ? AND c.deleted_at IS NULL
                     """
@@ -402,7 +384,8 @@ public final class SQLiteStore: ParleyStore {
         var total = 0
         var conversations: [ConversationUnread] = []
         while let row = try rows.next() {
-            let count = max(0, Int(row[2] as Int64) - Int(row[4] as Int64))
+            // Messages after the read position, less the deleted ones among them.
+            let count = max(0, Int(row[2] as Int64) - Int(row[4] as Int64) - Int(row[5] as Int64))
             total += count
             let id: String = row[0]
             if wanted?.contains(id) ?? true {
@@ -543,7 +526,8 @@ public final class SQLiteStore: ParleyStore {
             id: row["id"], type: ConversationType(rawValue: row["type"]) ?? .group, name: row["name"],
             description: row["description"], isPublic: row["is_public"], metadata: try jsonValue(row["metadata"]),
             createdBy: row["created_by"], createdAt: row["created_at"], updatedAt: row["updated_at"],
-            lastSeq: row["last_seq"], participantCount: row["participant_count"], deletedAt: row["deleted_at"]
+            lastSeq: row["last_seq"], participantCount: row["participant_count"], deletedAt: row["deleted_at"],
+            roles: try ConversationRoles(storedJSON: row["roles"])
         )
         return ConversationRow(
             pk: row["pk"], appId: row["app_id"], conversation: conversation,

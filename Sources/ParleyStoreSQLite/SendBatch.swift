@@ -41,9 +41,12 @@ struct SendBatch {
         var lastSeq: Int64
         var messageCount: Int64
         var lastActivityAt: Int64
-        /// The participants (the recipients of its events), in the order `participantUIDs` reads them.
+        /// What each role may do.
+        var roles: ConversationRoles
+        /// The participants (the recipients of its events), in the order the participants table lists them.
         var participants: [String]
-        var members: Set<String>
+        /// Each participant's role.
+        var members: [String: ParticipantRole]
         /// Whether sends moved its position since it was read or last written.
         var moved = false
     }
@@ -83,7 +86,7 @@ struct SendBatch {
         guard var conversation = try conversation(send.conversationId, in: db), conversation.appId == send.appId,
             !conversation.isDeleted
         else { return .failure(.conversationNotFound(send.conversationId)) }
-        guard conversation.members.contains(send.sender) else {
+        guard let role = conversation.members[send.sender] else {
             // A private conversation is not visible to those who do not participate.
             return .failure(
                 conversation.isPublic
@@ -92,11 +95,37 @@ struct SendBatch {
             )
         }
         let seq = conversation.lastSeq + 1
+        var threadSeq: Int64?
+        do {
+            try ConversationRules.requireSend(role, roles: conversation.roles)
+            if let replyTo = send.replyTo {
+                let parent = try SQLiteStore.fetchStoredMessage(db, conversationPK: conversation.pk, messageId: replyTo)
+                try MessageLifecycle.requireReplyTarget(parent?.message, id: replyTo)
+                threadSeq = parent?.message.seq
+            }
+        } catch let refusal as DomainError {
+            // A repeat of a message stored before its parent was deleted (or the sender's role changed) is still the
+            // message stored then.
+            if let clientMessageId = send.clientMessageId,
+                let original = try? Self.storedMessage(
+                    conversationPK: conversation.pk, sender: send.sender, clientMessageId: clientMessageId, in: db
+                )
+            {
+                return .success(
+                    CommandResult(
+                        outcome: .message(original, duplicate: true), events: [], recipients: conversation.participants
+                    )
+                )
+            }
+            return .failure(refusal)
+        }
         let messageIndex = conversation.messageCount + 1
+        let members = conversation.members
         let message = Message(
             id: send.messageId, conversationId: conversation.id, seq: seq, sender: send.sender,
             clientMessageId: send.clientMessageId, parts: send.parts, metadata: send.metadata, alert: send.alert,
-            sentAt: send.now
+            sentAt: send.now, replyTo: send.replyTo,
+            mentions: MessageLifecycle.keptMentions(send.mentions, sender: send.sender) { members[$0] != nil }
         )
         let event = Event(
             id: Event.durableID(conversationId: conversation.id, seq: seq), appId: conversation.appId,
@@ -109,9 +138,9 @@ struct SendBatch {
         if insertEvent == nil {
             insertEvent = try db.cachedStatement(
                 sql: """
-                    INSERT INTO events
-                        (conversation_pk, seq, name, actor, created_at, client_message_id, message_index, body)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                    INSERT INTO events (conversation_pk, seq, name, actor, created_at, client_message_id, message_index,
+                        message_id, thread_seq, body)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                     ON CONFLICT (conversation_pk, actor, client_message_id) WHERE client_message_id IS NOT NULL
                     DO NOTHING
                     """
@@ -120,7 +149,7 @@ struct SendBatch {
         try insertEvent!.execute(
             arguments: [
                 conversation.pk, seq, EventName.messageSent.rawValue, send.sender, send.now, send.clientMessageId,
-                messageIndex, Data(json),
+                messageIndex, message.id, threadSeq, Data(json),
             ]
         )
         guard db.changesCount == 1 else {
@@ -137,6 +166,10 @@ struct SendBatch {
                     outcome: .message(original, duplicate: true), events: [], recipients: conversation.participants
                 )
             )
+        }
+        if message.mentions != nil {
+            try SQLiteStore.insertMentions(
+                db, appId: conversation.appId, conversationPK: conversation.pk, message: message)
         }
         if send.queuesPush {
             try db.cachedStatement(
@@ -193,7 +226,8 @@ struct SendBatch {
             let row = try Row.fetchOne(
                 db.cachedStatement(
                     sql: """
-                        SELECT pk, app_id, is_public, deleted_at IS NOT NULL, last_seq, message_count, last_activity_at
+                        SELECT pk, app_id, is_public, deleted_at IS NOT NULL, last_seq, message_count, last_activity_at,
+                            roles
                         FROM conversations WHERE id = ?
                         """
                 ),
@@ -204,10 +238,21 @@ struct SendBatch {
             return nil
         }
         let pk: Int64 = row[0]
-        let participants = try SQLiteStore.participantUIDs(db, conversationPK: pk)
+        let memberRows = try Row.fetchAll(
+            db.cachedStatement(sql: "SELECT uid, role FROM participants WHERE conversation_pk = ?"), arguments: [pk]
+        )
+        var participants: [String] = []
+        var members: [String: ParticipantRole] = [:]
+        participants.reserveCapacity(memberRows.count)
+        for member in memberRows {
+            let uid: String = member[0]
+            participants.append(uid)
+            members[uid] = ParticipantRole(rawValue: member[1]) ?? .member
+        }
         let conversation = Conversation(
             pk: pk, appId: row[1], id: id, isPublic: row[2], isDeleted: row[3], lastSeq: row[4], messageCount: row[5],
-            lastActivityAt: row[6], participants: participants, members: Set(participants)
+            lastActivityAt: row[6], roles: try ConversationRoles(storedJSON: row[7]), participants: participants,
+            members: members
         )
         remember(id, conversation)
         return conversation
@@ -234,10 +279,6 @@ struct SendBatch {
                 arguments: [conversationPK, sender, clientMessageId]
             )
         else { throw DomainError(.internalError, "A message was neither stored nor found as a duplicate.") }
-        let stored = try JSONDecoder().decode(Event.self, from: body)
-        guard case .messageSent(let message) = stored.payload else {
-            throw DomainError(.internalError, "Stored event \(stored.id) is not a message.")
-        }
-        return message
+        return try MessageLifecycle.message(in: body)
     }
 }

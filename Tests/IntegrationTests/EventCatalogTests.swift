@@ -327,9 +327,11 @@ import Testing
     @Test func deliveryAndReadReceiptsReachEveryParticipantAndUpdateUnreadCounts() async throws {
         let party = try await party()
         let group = try await party["alice"].createGroup(name: "Team", participants: ["bob", "carol"])
-        var last: Message?
-        for index in 1...3 { last = try await party["alice"].sendTextMessage("m\(index)", to: .conversation(group.id)) }
-        let seq = try #require(last?.seq)
+        var sent: [Message] = []
+        for index in 1...3 {
+            sent.append(try await party["alice"].sendTextMessage("m\(index)", to: .conversation(group.id)))
+        }
+        let seq = sent[2].seq
         #expect(try await party["bob"].unreadCounts().conversations.first { $0.conversationId == group.id }?.unread == 3)
         try await party.fence()
         party.mark()
@@ -343,7 +345,12 @@ import Testing
         for uid in ["alice", "bob", "carol"] {
             let events = party.observed(by: uid)
             #expect(events.map(\.name) == [.messageDelivered, .messageRead], "\(uid)")
-            #expect(events.map(\.payload) == [.messageDelivered(Receipt(uid: "bob", seq: seq)), .messageRead(Receipt(uid: "bob", seq: seq - 1))])
+            // Each names the message it reaches: the catalog's messageId and timestamp.
+            #expect(
+                events.map(\.payload) == [
+                    .messageDelivered(Receipt(uid: "bob", seq: seq, messageId: sent[2].id, timestamp: sent[2].sentAt)),
+                    .messageRead(Receipt(uid: "bob", seq: seq - 1, messageId: sent[1].id, timestamp: sent[1].sentAt)),
+                ])
         }
         #expect(party.observed(by: "dave").isEmpty)
         let unread = try await party["bob"].unreadCounts()

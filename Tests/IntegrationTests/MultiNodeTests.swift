@@ -208,6 +208,67 @@ struct MultiNodeTests {
         try await nodes.stop()
     }
 
+    /// Edits, deletions, reactions, replies and mentions made through one node reach the other node's clients as they
+    /// reach their own: each user's ``MessageList`` ends equal to what either node reads for that user.
+    @Test(.timeLimit(.minutes(3)))
+    func aMessagesLifecycleCrossesNodes() async throws {
+        let nodes = try await Self.twoNodes()
+        let aliceEvents = RecordingListener()
+        let bobEvents = RecordingListener()
+        let alice = try await Self.client("alice", url: nodes.a.baseURL, app: nodes.app, recorder: aliceEvents)
+        let bob = try await Self.client("bob", url: nodes.b.baseURL, app: nodes.app, recorder: bobEvents)
+        do {
+            let group = try await alice.createGroup(name: "nodes", participants: ["bob"])
+            let first = try await alice.sendTextMessage("frist", to: .conversation(group.id))
+            let second = try await alice.sendTextMessage("to delete", to: .conversation(group.id))
+            let alicesList = try await alice.messageList(conversationId: group.id)
+            let bobsList = try await bob.messageList(conversationId: group.id)
+            let thread = try await alice.messageList(conversationId: group.id, thread: first.id)
+
+            let edited = try await alice.editTextMessage(first.id, in: group.id, text: "first")
+            let reaction = try await bob.addReaction("👍", to: .id(first.id), in: group.id)
+            let reply = try await bob.sendTextMessage(
+                "@alice see", to: .conversation(group.id), replyTo: first.id, mentions: ["alice"]
+            )
+            let tombstone = try await alice.deleteMessage(second.id, in: group.id)
+            let fence = try await bob.sendTextMessage("fence", to: .conversation(group.id))
+
+            // Each client got each change once, whichever node it was made through.
+            let edit = await bobEvents.next(where: { $0.name == .messageUpdate && $0.conversationId == group.id })
+            #expect(edit?.payload == .messageUpdated(edited) && edit?.seq == group.lastSeq + 3)
+            let reacted = await aliceEvents.next(where: { $0.name == .reactionAdded && $0.conversationId == group.id })
+            #expect(
+                reacted?.payload
+                    == .reactionAdded(
+                        MessageReaction(messageId: first.id, messageSeq: first.seq, key: "👍", uid: "bob", count: 1)))
+            let deleted = await bobEvents.next(where: { $0.name == .messageDelete && $0.conversationId == group.id })
+            #expect(deleted?.payload == .messageDeleted(tombstone))
+            #expect(reaction.reactions == [ReactionSummary(key: "👍", count: 1, reacted: true)])
+
+            for (uid, client, list) in [("alice", alice, alicesList), ("bob", bob, bobsList)] {
+                let live = try await MessageLifecycleTests.settled(list, through: fence.id)
+                #expect(live == (try await client.fetchMessages(conversationId: group.id).messages), "\(uid)")
+                for node in [nodes.a, nodes.b] {
+                    let page = try await node.request(
+                        "GET", "/v1/conversations/\(group.id)/messages", token: try await node.login(uid)
+                    ).decode(MessagePage.self)
+                    #expect(live == page.messages, "\(uid) through \(node.baseURL)")
+                }
+                #expect(live.map(\.text) == ["first", "", "@alice see", "fence"], "\(uid)")
+                #expect(live[0].replyCount == 1 && live[0].reactions?.first?.count == 1 && live[1].isDeleted, "\(uid)")
+            }
+            #expect(try await MessageLifecycleTests.settled(thread) { $0.count == 1 }.map(\.id) == [reply.id])
+            // The mention is listed for alice through either node until she reads it.
+            #expect(try await alice.fetchUnreadMentions().messages.map(\.id) == [reply.id])
+            for list in [alicesList, bobsList, thread] { list.close() }
+        } catch {
+            Issue.record("node A log:\n\(nodes.a.log.suffix(3_000))\nnode B log:\n\(nodes.b.log.suffix(3_000))")
+            throw error
+        }
+        for client in [alice, bob] { await client.shutdown() }
+        try await nodes.stop()
+    }
+
     @Test(.timeLimit(.minutes(3)))
     func nodesStartingTogetherOnAnEmptyDatabaseCreateOneDefaultApp() async throws {
         let database = try await PostgresTestDatabase.create(prefix: "parley_nodes")

@@ -136,6 +136,41 @@ import Testing
         try await standIn.stop()
     }
 
+    /// docs/PROTOCOL.md, "Mentions": a mentioned participant gets the push even while their app is open (a live
+    /// socket), so their other devices ring; the payload says `mentioned`. Without the mention, nothing.
+    @Test func aMentionPushesARecipientWhoseAppIsOpen() async throws {
+        let standIn = try await APNsStandIn.start()
+        let server = try await server(standIn)
+        let alice = try await server.login("alice")
+        let bobClient = try await ParleyClient.initialize(
+            appId: server.app.appId, settings: testSettings(server: server))
+        try await bobClient.setDeviceToken(hex: Self.phone, environment: .sandbox)
+        try await bobClient.authorize(uid: "bob", authKey: server.app.authKey)
+        await bobClient.waitUntilConnected()
+        let group = try await server.createConversation(token: alice, with: ["bob"])
+
+        _ = try await send("no mention", to: group.id, as: alice, on: server)
+        let answer = try await server.request(
+            "POST", "/v1/conversations/\(group.id)/messages", token: alice,
+            body: SendMessageRequest(parts: [.text("@bob look")], mentions: ["bob", "alice"])
+        )
+        let mention: Message = try answer.decode()
+        #expect(mention.mentions == ["bob"])
+        let pushes = await standIn.waitForRequests(1)
+        #expect(pushes.map(\.headers["apns-collapse-id"]) == [mention.id])
+        let userInfo = Dictionary(uniqueKeysWithValues: pushes[0].json.map { (AnyHashable($0.key), $0.value) })
+        #expect(
+            ParleyClient.pushPayload(from: userInfo)
+                == PushPayload(conversationId: group.id, messageId: mention.id, seq: mention.seq, mentioned: true)
+        )
+        await bobClient.shutdown()
+        let (depth, _) = try await queueAfterStop(server)
+        #expect(depth == PushQueueDepth(outbox: 0, jobs: 0))
+        // The message without the mention made no push: bob's socket was live.
+        #expect(standIn.requests.map(\.headers["apns-collapse-id"]) == [mention.id])
+        try await standIn.stop()
+    }
+
     @Test func anUnregisteredTokenIsRemovedAndItsDeviceGetsNoMorePushes() async throws {
         let standIn = try await APNsStandIn.start()
         let server = try await server(standIn)

@@ -76,6 +76,13 @@ import Testing
                 )
             ),
             .send(SendFrame(ref: "", conversationId: "", parts: [])),
+            .send(
+                SendFrame(
+                    ref: "r4", conversationId: "c_1", parts: [.text("@bob see above")], replyTo: "m_1",
+                    mentions: ["bob", "carol"]
+                )
+            ),
+            .send(SendFrame(ref: "r5", conversationId: "c_1", parts: [.text("x")], mentions: [])),
             .receipt(ReceiptFrame(conversationId: "c_1", readSeq: 12)),
             .receipt(ReceiptFrame(ref: "r3", conversationId: "c_1", deliveredSeq: Int64.max, readSeq: 0)),
             .receipt(ReceiptFrame(conversationId: "c_1")),
@@ -117,6 +124,38 @@ import Testing
         // The frame itself comes back.
         for frame in Self.sdkFrames.prefix(14) {
             #expect(try ClientFrame.decode(bytes: WireCoding.encode(frame)) == frame)
+        }
+    }
+
+    /// The frames that change a message go to JSONDecoder (they are not the hot path), with the same outcome.
+    @Test func framesThatChangeAMessageDecodeAsFoundationReadsThem() throws {
+        let frames: [ClientFrame] = [
+            .edit(EditFrame(ref: "e1", conversationId: "c_1", messageId: "m_1", parts: [.text("fixed")])),
+            .edit(
+                EditFrame(
+                    ref: "e2", conversationId: "c_1", messageId: "m_1", parts: [.data(["k": 1])], metadata: ["v": 2],
+                    mentions: ["bob"]
+                )
+            ),
+            .delete(DeleteFrame(ref: "d1", conversationId: "c_1", messageId: "m_1")),
+            .reaction(ReactionFrame(ref: "x1", conversationId: "c_1", messageId: "m_1", key: "👍")),
+            .reaction(ReactionFrame(ref: "x2", conversationId: "c_1", messageId: "m_1", key: "+1", remove: true)),
+        ]
+        for frame in frames {
+            let bytes = try WireCoding.encode(frame)
+            expectSameOutcome(bytes)
+            #expect(try ClientFrame.decode(bytes: bytes) == frame)
+        }
+        for malformed in [
+            #"{"type":"send","ref":"r","conversationId":"c","parts":[],"mentions":[1]}"#,
+            #"{"type":"send","ref":"r","conversationId":"c","parts":[],"mentions":"bob"}"#,
+            #"{"type":"send","ref":"r","conversationId":"c","parts":[],"replyTo":7}"#,
+            #"{"type":"edit","ref":"r","conversationId":"c","parts":[]}"#,
+            #"{"type":"reaction","ref":"r","conversationId":"c","messageId":"m"}"#,
+            #"{"type":"delete","ref":"r","messageId":"m"}"#,
+        ] {
+            #expect(Self.decoded(Array(malformed.utf8)) == .malformed, "\(malformed)")
+            expectSameOutcome(Array(malformed.utf8))
         }
     }
 

@@ -49,6 +49,20 @@ import Testing
                 metadata: ["priority": 2, "tags": ["x", "y"]], alert: "Bob: a", sentAt: -1
             ),
             Message(id: "m_3", conversationId: "c_1", seq: 0, sender: "carol", parts: [], sentAt: 0),
+            // Every field of a message's later life: a reply that mentions, edited, deleted, with reactions and a
+            // thread summary.
+            Message(
+                id: "m_4", conversationId: "c_1", seq: 9, sender: "dave", parts: [.text("@bob")], sentAt: 3,
+                replyTo: "m_1", mentions: ["bob", "quote\"d"], editedAt: 4, deletedAt: 5, deletedBy: "alice",
+                replyCount: 2, lastReplyAt: 6,
+                reactions: [
+                    ReactionSummary(key: "👍", count: 3, reacted: true),
+                    ReactionSummary(key: "a\"b", count: 1, reacted: false),
+                ]
+            ),
+            Message(
+                id: "m_5", conversationId: "c_1", seq: 10, sender: "dave", parts: [], sentAt: 3, mentions: [],
+                reactions: []),
         ]
         for (index, text) in awkwardStrings.enumerated() {
             messages.append(
@@ -93,6 +107,15 @@ import Testing
             (.participantTypingOff, .participantTypingOff(TypingIndicator(uid: "bob"))),
             (.messageDelivered, .messageDelivered(Receipt(uid: "bob", seq: 6))),
             (.messageRead, .messageRead(Receipt(uid: "bob\u{1}\"", seq: 0))),
+            (.messageRead, .messageRead(Receipt(uid: "bob", seq: 7, messageId: "m_\"7", timestamp: -3))),
+            (
+                .reactionAdded,
+                .reactionAdded(MessageReaction(messageId: "m_1", messageSeq: 1, key: "👍", uid: "bob", count: 2))
+            ),
+            (
+                .reactionRemoved,
+                .reactionRemoved(MessageReaction(messageId: "m_1", messageSeq: 1, key: "x", uid: "b", count: 0))
+            ),
             (.presenceUpdate, .presenceUpdated(Presence(uid: "bob", online: false, lastSeenAt: 9))),
             (
                 .unreadUpdate,
@@ -110,8 +133,10 @@ import Testing
             ("some.futureEvent", .unknown(["x": [1, "y"]])),
         ]
         payloads += Self.messages().map { (.messageSent, .messageSent($0)) }
+        payloads += Self.messages().map { (.messageUpdate, .messageUpdated($0)) }
+        payloads += Self.messages().map { (.messageDelete, .messageDeleted($0)) }
         // Every kind is covered (the unknown one included).
-        #expect(Set(payloads.compactMap { $0.1.eventName }).count == 17)
+        #expect(Set(payloads.compactMap { $0.1.eventName }).count == 21)
         for (name, payload) in payloads {
             for createdBy in ["alice", nil, "quote\"d"] as [String?] {
                 for durable in [true, false] {
@@ -125,7 +150,17 @@ import Testing
     }
 
     @Test func ackFramesDecodeAsTheFoundationForm() throws {
-        var frames: [ServerFrame] = [.ack(AckFrame(ref: "r")), .ack(AckFrame(ref: "r\"\\\n", duplicate: true))]
+        var frames: [ServerFrame] = [
+            .ack(AckFrame(ref: "r")), .ack(AckFrame(ref: "r\"\\\n", duplicate: true)),
+            .ack(
+                AckFrame(
+                    ref: "r", duplicate: false,
+                    reactions: ReactionList(
+                        messageId: "m\"", reactions: [ReactionSummary(key: "🎉", count: 1, reacted: true)])
+                )
+            ),
+            .ack(AckFrame(ref: "r", reactions: ReactionList(messageId: "m", reactions: []))),
+        ]
         for message in Self.messages() {
             frames.append(.ack(AckFrame(ref: message.sender, message: message, duplicate: false)))
         }
@@ -216,16 +251,31 @@ import Testing
         for index in 0..<1200 {
             let text = Random.string(&generator)
             let value = Random.value(&generator)
+            func maybe<T>(_ make: (inout Random.Generator) -> T) -> T? {
+                Bool.random(using: &generator) ? make(&generator) : nil
+            }
             let message = Message(
                 id: "m_\(index)", conversationId: text, seq: Int64.random(in: 0 ... .max, using: &generator),
-                sender: text, clientMessageId: Bool.random(using: &generator) ? Random.string(&generator) : nil,
+                sender: text, clientMessageId: maybe(Random.string),
                 parts: [.text(Random.string(&generator)), .data(value, name: Random.string(&generator))],
-                metadata: Bool.random(using: &generator) ? Random.value(&generator) : nil,
-                alert: Bool.random(using: &generator) ? Random.string(&generator) : nil,
-                sentAt: Int64.random(in: .min ... .max, using: &generator)
+                metadata: maybe { Random.value(&$0) }, alert: maybe(Random.string),
+                sentAt: Int64.random(in: .min ... .max, using: &generator), replyTo: maybe(Random.string),
+                mentions: maybe { [Random.string(&$0), Random.string(&$0)] },
+                editedAt: maybe { Int64.random(in: .min ... .max, using: &$0) },
+                deletedAt: maybe { Int64.random(in: .min ... .max, using: &$0) }, deletedBy: maybe(Random.string),
+                replyCount: maybe { Int.random(in: 0...Int.max, using: &$0) },
+                lastReplyAt: maybe { Int64.random(in: .min ... .max, using: &$0) },
+                reactions: maybe {
+                    [
+                        ReactionSummary(
+                            key: Random.string(&$0), count: Int.random(in: 0...9, using: &$0),
+                            reacted: Bool.random(using: &$0))
+                    ]
+                }
             )
             let frames: [ServerFrame] = [
                 .event(EventFrame(event: event(.messageSent, .messageSent(message)))),
+                .event(EventFrame(event: event(.messageUpdate, .messageUpdated(message)))),
                 .ack(AckFrame(ref: text, message: message, duplicate: Bool.random(using: &generator))),
                 .error(
                     ErrorFrame(

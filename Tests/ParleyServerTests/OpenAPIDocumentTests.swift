@@ -30,16 +30,31 @@ import FoundationNetworking
     static let samples: [(schema: String, complete: any Encodable & Sendable, minimal: any Encodable & Sendable)] = {
         let user = User(uid: "alice", name: "Alice", avatarURL: "https://x/a.png", metadata: ["k": 1], createdAt: 1, updatedAt: 2)
         let bareUser = User(uid: "bob", name: "bob", createdAt: 1, updatedAt: 1)
+        let participant = Participant(uid: "alice", role: .owner, joinedAt: 1, deliveredSeq: 2, readSeq: 1)
+        let permissions = RolePermissions(
+            canSend: true, canAddParticipants: false, canRemoveParticipants: true, canEditOthersMessages: false,
+            canDeleteOthersMessages: true
+        )
+        let permissionsChange = RolePermissionsChange(
+            canSend: false, canAddParticipants: true, canRemoveParticipants: false, canEditOthersMessages: true,
+            canDeleteOthersMessages: false
+        )
+        let rolesChange = ConversationRolesChange(
+            owner: permissionsChange, admin: permissionsChange, member: permissionsChange)
         let conversation = Conversation(
             id: "c_1", type: .group, name: "G", description: "d", isPublic: true, metadata: ["k": "v"], createdBy: "alice",
-            createdAt: 1, updatedAt: 2, lastSeq: 3, participantCount: 2, deletedAt: 4
+            createdAt: 1, updatedAt: 2, lastSeq: 3, participantCount: 2, deletedAt: 4, participants: [participant]
         )
-        let bareConversation = Conversation(id: "c_2", type: .direct, createdBy: "a", createdAt: 1, updatedAt: 1, lastSeq: 0, participantCount: 2)
-        let participant = Participant(uid: "alice", role: .owner, joinedAt: 1, deliveredSeq: 2, readSeq: 1)
+        let bareConversation = Conversation(
+            id: "c_2", type: .direct, createdBy: "a", createdAt: 1, updatedAt: 1, lastSeq: 0, participantCount: 2)
         let part = MessagePart(type: .data, text: "t", data: ["lat": 1.5], name: "location")
+        let reaction = ReactionSummary(key: "👍", count: 2, reacted: true)
         let message = Message(
-            id: "m_1", conversationId: "c_1", seq: 4, sender: "alice", clientMessageId: "x", parts: [part], metadata: ["a": true],
-            alert: "New message", sentAt: 5
+            id: "m_1", conversationId: "c_1", seq: 4, sender: "alice", clientMessageId: "x", parts: [part],
+            metadata: ["a": true],
+            alert: "New message", sentAt: 5, replyTo: "m_0", mentions: ["bob"], editedAt: 6, deletedAt: 7,
+            deletedBy: "alice",
+            replyCount: 2, lastReplyAt: 8, reactions: [reaction]
         )
         let bareMessage = Message(id: "m_2", conversationId: "c_1", seq: 5, sender: "bob", parts: [.text("hi")], sentAt: 6)
         let token = AuthTokenInfo(id: "tok_1", uid: "alice", createdAt: 1, expiresAt: 2)
@@ -64,7 +79,10 @@ import FoundationNetworking
             ("Conversation", conversation, bareConversation),
             (
                 "CreateConversationRequest",
-                CreateConversationRequest(type: .group, participants: ["b"], name: "n", description: "d", isPublic: true, metadata: ["x": 1]),
+                CreateConversationRequest(
+                    type: .group, participants: ["b"], name: "n", description: "d", isPublic: true, metadata: ["x": 1],
+                    roles: rolesChange
+                ),
                 CreateConversationRequest(type: .direct, participants: ["b"])
             ),
             ("ConversationList", ConversationList(conversations: [conversation], nextCursor: "c"), ConversationList(conversations: [])),
@@ -78,10 +96,29 @@ import FoundationNetworking
             ("MessagePart", part, MessagePart.text("hi")),
             ("Message", message, bareMessage),
             (
-                "SendMessageRequest", SendMessageRequest(clientMessageId: "x", parts: [part], metadata: ["m": 1], alert: "a"),
+                "SendMessageRequest",
+                SendMessageRequest(
+                    clientMessageId: "x", parts: [part], metadata: ["m": 1], alert: "a", replyTo: "m_0",
+                    mentions: ["bob"]),
                 SendMessageRequest(parts: [.text("hi")])
             ),
-            ("MessagePage", MessagePage(messages: [message], nextCursor: "4"), MessagePage(messages: [])),
+            (
+                "EditMessageRequest", EditMessageRequest(parts: [part], metadata: ["m": 2], mentions: ["bob"]),
+                EditMessageRequest(parts: [.text("fixed")])
+            ),
+            (
+                "MessagePage", MessagePage(messages: [message], nextCursor: "4", lastSeq: 9, parent: message),
+                MessagePage(messages: [])
+            ),
+            ("ReactionSummary", reaction, ReactionSummary(key: "+1", count: 1, reacted: false)),
+            (
+                "ReactionList", ReactionList(messageId: "m_1", reactions: [reaction]),
+                ReactionList(messageId: "m_1", reactions: [])
+            ),
+            ("RolePermissions", permissions, permissions),
+            ("ConversationRoles", ConversationRoles.defaults, ConversationRoles.defaults),
+            ("RolePermissionsChange", permissionsChange, RolePermissionsChange()),
+            ("ConversationRolesChange", rolesChange, ConversationRolesChange()),
             (
                 "Event",
                 Event(
@@ -93,7 +130,9 @@ import FoundationNetworking
             ("EventPage", EventPage(events: [], nextCursor: "4"), EventPage(events: [])),
             ("JSONValue", JSONValue.object(["any": [1, "two", nil]]), JSONValue.null),
             (
-                "UpdateConversationRequest", UpdateConversationRequest(name: "n", description: "d", isPublic: true, metadata: ["a": 1]),
+                "UpdateConversationRequest",
+                UpdateConversationRequest(
+                    name: "n", description: "d", isPublic: true, metadata: ["a": 1], roles: rolesChange),
                 UpdateConversationRequest()
             ),
             ("UpdateParticipantRequest", UpdateParticipantRequest(role: .admin), UpdateParticipantRequest(role: .member)),
@@ -168,7 +207,7 @@ import FoundationNetworking
                 checked += 1
             }
         }
-        #expect(checked == 32)
+        #expect(checked == 39)
         try await server.stop()
     }
 
@@ -180,6 +219,12 @@ import FoundationNetworking
         let mallory = try await server.login("mallory")
         _ = try await server.login("bob")
         let group = try await server.createConversation(token: alice, with: ["bob"], isPublic: true)
+        let sent = try await server.request(
+            "POST", "/v1/conversations/\(group.id)/messages", token: alice,
+            body: SendMessageRequest(parts: [.text("hi")])
+        )
+        let message = try WireCoding.decode(Message.self, from: sent.body)
+        let one = "/v1/conversations/{conversationId}/messages/{messageId}"
         let paths = try #require(document["paths"] as? [String: Any])
         let checks: [(String, String, String)] = [
             ("get", "/v1/conversations/{conversationId}", "/v1/conversations/\(group.id)"),
@@ -187,14 +232,27 @@ import FoundationNetworking
             ("get", "/v1/conversations/{conversationId}/participants", "/v1/conversations/\(group.id)/participants"),
             ("get", "/v1/conversations/{conversationId}/events", "/v1/conversations/\(group.id)/events?after=0"),
             ("post", "/v1/conversations/{conversationId}/messages", "/v1/conversations/\(group.id)/messages"),
+            ("get", one, "/v1/conversations/\(group.id)/messages/\(message.id)"),
+            ("patch", one, "/v1/conversations/\(group.id)/messages/\(message.id)"),
+            ("delete", one, "/v1/conversations/\(group.id)/messages/\(message.id)"),
+            ("get", one + "/replies", "/v1/conversations/\(group.id)/messages/\(message.id)/replies"),
+            ("put", one + "/reactions/{key}", "/v1/conversations/\(group.id)/messages/\(message.id)/reactions/ok"),
+            ("delete", one + "/reactions/{key}", "/v1/conversations/\(group.id)/messages/\(message.id)/reactions/ok"),
         ]
         for (method, template, path) in checks {
             let operation = try #require((paths[template] as? [String: Any])?[method] as? [String: Any])
             let declared = Set(try #require(operation["responses"] as? [String: Any]).keys)
-            let answer = try await server.request(
-                method.uppercased(), path, token: mallory,
-                body: method == "post" ? SendMessageRequest(parts: [.text("hi")]) : nil
-            )
+            let answer =
+                switch method {
+                case "post":
+                    try await server.request(
+                        "POST", path, token: mallory, body: SendMessageRequest(parts: [.text("hi")]))
+                case "patch":
+                    try await server.request(
+                        "PATCH", path, token: mallory, body: EditMessageRequest(parts: [.text("mine")]))
+                default:
+                    try await server.request(method.uppercased(), path, token: mallory)
+                }
             #expect(
                 answer.status >= 400 && declared.contains(String(answer.status)),
                 "\(method) \(template): \(answer.status)"

@@ -159,6 +159,7 @@ extension StoreConformanceTests {
         // The duplicate took no sequence number.
         #expect(original.seq == 4 && next.seq == 6)
         let history = try await store.messages(appId: Self.appId, conversationId: "c_g", query: HistoryQuery(limit: 10))
+            .messages
         #expect(history.map(\.text) == ["next", "other sender", "first"])
         // And a later batch still finds it.
         let later = try await apply(store, send(store, "c_g", from: "alice", text: "again", clientId: "cm-1"))
@@ -234,12 +235,23 @@ extension StoreConformanceTests {
             .markReceipt(
                 .init(appId: Self.appId, conversationId: "c_g", uid: "alice", deliveredSeq: 100, readSeq: nil, now: 41)),
         ])
-        // Clamped to the last message at that point of the batch.
+        // Clamped to the last message at that point of the batch; a receipt names the message it reaches.
+        func message(_ index: Int) throws -> Message {
+            guard case .message(let message, _) = try results[index].get().outcome else {
+                throw StoreTestError.noMessage
+            }
+            return message
+        }
+        let (sixth, eighth) = (try message(1), try message(4))
         #expect(
             try results[2].get().events.map(\.event.payload) == [
-                .messageDelivered(Receipt(uid: "bob", seq: 6)), .messageRead(Receipt(uid: "bob", seq: 6)),
+                .messageDelivered(Receipt(uid: "bob", seq: 6, messageId: sixth.id, timestamp: sixth.sentAt)),
+                .messageRead(Receipt(uid: "bob", seq: 6, messageId: sixth.id, timestamp: sixth.sentAt)),
             ])
-        #expect(try results[5].get().events.map(\.event.payload) == [.messageDelivered(Receipt(uid: "alice", seq: 8))])
+        #expect(
+            try results[5].get().events.map(\.event.payload) == [
+                .messageDelivered(Receipt(uid: "alice", seq: 8, messageId: eighth.id, timestamp: eighth.sentAt))
+            ])
         #expect(try await store.unread(appId: Self.appId, uid: "bob", conversationIds: nil).total == 2)
         #expect(try await store.unread(appId: Self.appId, uid: "alice", conversationIds: nil).total == 1)
         #expect(try await store.unread(appId: Self.appId, uid: "carol", conversationIds: nil).total == 0)

@@ -309,7 +309,9 @@ struct PostgresStoreTests {
             #expect(messages.filter { !$0.1 }.count == 1, "round \(round)")
             #expect(Set(messages.map(\.0)).count == 1, "round \(round): both answers are the stored message")
         }
-        let history = try await nodeA.messages(appId: Self.appId, conversationId: "c_g", query: HistoryQuery(limit: 100))
+        let history = try await nodeA.messages(
+            appId: Self.appId, conversationId: "c_g", query: HistoryQuery(limit: 100)
+        ).messages
         #expect(history.count == 20)
         #expect(history.map(\.seq) == Array((6...25).reversed()))
     }

@@ -42,13 +42,33 @@ import Testing
         // Bob read up to seq 3 (messages 2 and 3): 2 of 4 messages are unread.
         #expect(try await store.unread(appId: "a", uid: "bob", conversationIds: nil).total == 2)
         #expect(try await store.unread(appId: "a", uid: "alice", conversationIds: nil).total == 0)
-        #expect(try await store.messages(appId: "a", conversationId: "c", query: HistoryQuery(limit: 10)).map(\.seq) == [5, 4, 3, 2])
+        #expect(
+            try await store.messages(appId: "a", conversationId: "c", query: HistoryQuery(limit: 10)).messages.map(
+                \.seq) == [5, 4, 3, 2])
         // New messages continue the count.
         let result = try await store.apply([
             .sendMessage(.init(appId: "a", conversationId: "c", sender: "alice", messageId: "m6", clientMessageId: nil, parts: [.text("6")], metadata: nil, alert: nil, now: 2))
         ])
         #expect(try result[0].get().events.first?.event.seq == 6)
         #expect(try await store.unread(appId: "a", uid: "bob", conversationIds: nil).total == 3)
+
+        // Messages stored before the lifecycle (v6) are found by id, edited, deleted and reacted to like new ones.
+        #expect(try await store.message(appId: "a", conversationId: "c", messageId: "m3", viewer: "bob")?.text == "3")
+        let changes = try await store.apply([
+            .editMessage(
+                .init(appId: "a", conversationId: "c", actor: "alice", messageId: "m3", parts: [.text("three")], now: 3)
+            ),
+            .deleteMessage(.init(appId: "a", conversationId: "c", actor: "alice", messageId: "m4", now: 3)),
+            .react(.init(appId: "a", conversationId: "c", actor: "bob", messageId: "m5", key: "👍", add: true, now: 3)),
+        ])
+        #expect(try changes.map { try $0.get().events.first?.event.seq } == [7, 8, 9])
+        let history = try await store.messages(
+            appId: "a", conversationId: "c", query: HistoryQuery(limit: 10, viewer: "bob"))
+        #expect(history.messages.map(\.text) == ["6", "5", "", "three", "2"])
+        #expect(history.messages[1].reactions == [ReactionSummary(key: "👍", count: 1, reacted: true)])
+        #expect(history.messages[2].isDeleted && history.lastSeq == 9)
+        // The deleted message was unread for bob (read up to 3): it no longer counts.
+        #expect(try await store.unread(appId: "a", uid: "bob", conversationIds: nil).total == 2)
         try await store.close()
     }
 }

@@ -273,6 +273,7 @@ enum Backend: String, CaseIterable, CustomTestStringConvertible {
         else { Issue.record("expected new, duplicate, new"); return }
         #expect(repeated == original && again.events.isEmpty)
         let history = try await store.messages(appId: Self.appId, conversationId: "c_g", query: HistoryQuery(limit: 10))
+            .messages
         #expect(history.map(\.seq) == [5, 4])
     }
 
@@ -312,10 +313,15 @@ enum Backend: String, CaseIterable, CustomTestStringConvertible {
         _ = try await group(store)
         for index in 1...7 { _ = try await apply(store, send(store, "c_g", from: "alice", text: "m\(index)")) }
         let newest = try await store.messages(appId: Self.appId, conversationId: "c_g", query: HistoryQuery(limit: 3))
+            .messages
         #expect(newest.map(\.text) == ["m7", "m6", "m5"])
-        let older = try await store.messages(appId: Self.appId, conversationId: "c_g", query: HistoryQuery(beforeSeq: newest.last!.seq, limit: 10))
+        let older = try await store.messages(
+            appId: Self.appId, conversationId: "c_g", query: HistoryQuery(beforeSeq: newest.last!.seq, limit: 10)
+        ).messages
         #expect(older.map(\.text) == ["m4", "m3", "m2", "m1"])
-        #expect(try await store.messages(appId: Self.otherApp, conversationId: "c_g", query: HistoryQuery(limit: 10)).isEmpty)
+        #expect(
+            try await store.messages(appId: Self.otherApp, conversationId: "c_g", query: HistoryQuery(limit: 10))
+                .messages.isEmpty)
     }
 
     @Test(arguments: Backend.allCases) func conversationsAreListedByRecentActivityWithACursor(_ backend: Backend) async throws {
@@ -393,9 +399,11 @@ extension StoreConformanceTests {
         let store = try await prepared(backend)
         _ = try await group(store, members: ["bob", "carol"])
         var seqs: [Int64] = []
+        var sent: [Message] = []
         for index in 0..<4 {
             let result = try await apply(store, send(store, "c_g", from: index == 2 ? "bob" : "alice"))
             seqs += result.events.compactMap(\.event.seq)
+            sent += result.events.compactMap(\.event.payload.message)
         }
         // alice sent 3, bob 1: sending reads the conversation up to your message.
         let bobUnread = try await store.unread(appId: Self.appId, uid: "bob", conversationIds: nil)
@@ -409,7 +417,13 @@ extension StoreConformanceTests {
         let marked = try await apply(store, mark("carol", delivered: seqs[3], read: seqs[1]))
         #expect(marked.events.map(\.event.name) == [.messageDelivered, .messageRead])
         #expect(marked.events.allSatisfy { $0.event.seq == nil })
-        #expect(marked.events.map(\.event.payload) == [.messageDelivered(Receipt(uid: "carol", seq: seqs[3])), .messageRead(Receipt(uid: "carol", seq: seqs[1]))])
+        // Each receipt names the newest message it reaches.
+        #expect(
+            marked.events.map(\.event.payload) == [
+                .messageDelivered(
+                    Receipt(uid: "carol", seq: seqs[3], messageId: sent[3].id, timestamp: sent[3].sentAt)),
+                .messageRead(Receipt(uid: "carol", seq: seqs[1], messageId: sent[1].id, timestamp: sent[1].sentAt)),
+            ])
         #expect(try await store.unread(appId: Self.appId, uid: "carol", conversationIds: ["c_g"]).conversations.first?.unread == 2)
         #expect(try await apply(store, mark("carol", read: seqs[0])).events.isEmpty)
         let clamped = try await apply(store, mark("carol", read: 10_000))

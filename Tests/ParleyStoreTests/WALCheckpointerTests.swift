@@ -41,7 +41,9 @@ import Testing
         try observer.close()
         // Nothing lost on the way: a reopened store reads every message.
         let reopened = try SQLiteStore(path: path)
-        let newest = try await reopened.messages(appId: Self.appId, conversationId: "c_g", query: HistoryQuery(limit: 1))
+        let newest = try await reopened.messages(
+            appId: Self.appId, conversationId: "c_g", query: HistoryQuery(limit: 1)
+        ).messages
         #expect(newest.map(\.id) == ["m_last"])
         try await reopened.close()
         let reader = try DatabaseQueue(path: path)

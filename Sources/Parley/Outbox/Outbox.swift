@@ -1,29 +1,47 @@
 import Foundation
 import NIOConcurrencyHelpers
 
-/// The durable outbox: messages the app sent that the server has not confirmed yet, kept in a JSON file next to the
-/// saved session, sent one at a time in the order they were written (so one sender's messages keep their order).
+/// The durable outbox: messages the app sent, and the edits, deletions and reactions it made, that the server has not
+/// confirmed yet, kept in a JSON file next to the saved session, sent one at a time in the order they were written
+/// (so one sender's actions keep their order).
 ///
-/// The sender loop (``ParleyClient`` runs it) takes the oldest pending message with ``takeNext()``, tries it, and
-/// reports with ``finish(_:with:)`` or ``release(_:)``. A message being tried cannot be cancelled: the server may
+/// The sender loop (``ParleyClient`` runs it) takes the oldest pending entry with ``takeNext()``, tries it, and
+/// reports with ``finish(_:with:)`` or ``release(_:)``. An entry being tried cannot be cancelled: the server may
 /// already have it.
+///
+/// The outbox also remembers the server ids of the messages it sent last (``sentLimit``), so that an edit, a
+/// deletion or a reaction queued for a message still in the outbox (``MessageRef/queued(clientMessageId:)``) reaches
+/// that message once it is sent, also after a restart.
 final class Outbox: Sendable {
     private struct Saved: Codable {
         var uid: String
         var messages: [OutgoingMessage]
+        /// Client message id and server id of the messages sent last, oldest first.
+        var sent: [SentMessage]?
     }
+
+    struct SentMessage: Codable, Sendable, Hashable {
+        var clientMessageId: String
+        var messageId: String
+    }
+
+    /// Sent messages whose ids are remembered.
+    static let sentLimit = 1000
 
     private struct State {
         var uid: String?
         /// Pending and failed messages, oldest first.
         var messages: [OutgoingMessage] = []
         var inFlight: String?
-        /// Callers of `sendMessage` waiting for their message's outcome.
-        var waiters: [String: [UUID: CheckedContinuation<Message, any Error>]] = [:]
+        var sent: [SentMessage] = []
+        /// Callers waiting for their entry's outcome.
+        var waiters: [String: [UUID: CheckedContinuation<OutboxOutcome, any Error>]] = [:]
         /// Messages whose failure is reported to a waiting caller: dropped from the outbox once it knows.
         var dropOnFailure: Set<String> = []
         var wake: CheckedContinuation<Void, Never>?
         var woken = false
+
+        func saved(_ uid: String) -> Saved { Saved(uid: uid, messages: messages, sent: sent) }
     }
 
     private let fileURL: URL
@@ -40,14 +58,17 @@ final class Outbox: Sendable {
     /// Loads `uid`'s saved outbox (a message that was being sent when the app stopped is pending again).
     func begin(uid: String) {
         var messages: [OutgoingMessage] = []
+        var sent: [SentMessage] = []
         if let data = try? Data(contentsOf: fileURL), let saved = try? JSONDecoder().decode(Saved.self, from: data),
             saved.uid == uid
         {
             messages = saved.messages
+            sent = saved.sent ?? []
         }
         state.withLockedValue { state in
             state.uid = uid
             state.messages = messages
+            state.sent = sent
             state.inFlight = nil
         }
         signal()
@@ -55,7 +76,7 @@ final class Outbox: Sendable {
 
     /// Forgets the user's outbox (logout): waiting callers fail with `ERR_NOT_LOGGED_IN`.
     func end() {
-        let waiters = state.withLockedValue { state -> [CheckedContinuation<Message, any Error>] in
+        let waiters = state.withLockedValue { state -> [CheckedContinuation<OutboxOutcome, any Error>] in
             defer {
                 state = State(wake: state.wake, woken: state.woken)
             }
@@ -72,16 +93,16 @@ final class Outbox: Sendable {
         let saved = try state.withLockedValue { state -> Saved in
             guard let uid = state.uid else { throw ParleyError(.notLoggedIn, "Log in first.") }
             state.messages.append(message)
-            return Saved(uid: uid, messages: state.messages)
+            return state.saved(uid)
         }
         try save(saved)
         notify(message)
         signal()
     }
 
-    /// Queues a message and waits for its outcome: the stored message, or the server's refusal (the message then
-    /// leaves the outbox: the caller knows). Cancelling the waiting task stops the wait, not the message.
-    func send(_ message: OutgoingMessage) async throws -> Message {
+    /// Queues an entry and waits for its outcome: the stored message (or reactions), or the server's refusal (the
+    /// entry then leaves the outbox: the caller knows). Cancelling the waiting task stops the wait, not the entry.
+    func perform(_ message: OutgoingMessage) async throws -> OutboxOutcome {
         let id = message.clientMessageId
         let key = UUID()
         return try await withTaskCancellationHandler {
@@ -92,7 +113,7 @@ final class Outbox: Sendable {
                     state.messages.append(message)
                     state.dropOnFailure.insert(id)
                     state.waiters[id, default: [:]][key] = continuation
-                    return Saved(uid: uid, messages: state.messages)
+                    return state.saved(uid)
                 }
                 guard let saved else {
                     continuation.resume(throwing: ParleyError(.notLoggedIn, "Log in first."))
@@ -132,7 +153,7 @@ final class Outbox: Sendable {
             var cancelled = state.messages.remove(at: index)
             cancelled.state = .cancelled
             let waiters = state.waiters.removeValue(forKey: clientMessageId).map { Array($0.values) } ?? []
-            return (Saved(uid: state.uid ?? "", messages: state.messages), cancelled, waiters)
+            return (state.saved(state.uid ?? ""), cancelled, waiters)
         }
         try save(saved)
         notify(cancelled)
@@ -151,7 +172,7 @@ final class Outbox: Sendable {
             var message = state.messages.remove(at: index)
             message.state = .pending
             state.messages.append(message)
-            return (Saved(uid: state.uid ?? "", messages: state.messages), message)
+            return (state.saved(state.uid ?? ""), message)
         }
         try save(saved)
         notify(message)
@@ -178,18 +199,25 @@ final class Outbox: Sendable {
         }
     }
 
-    /// The server stored the message, or refused it for good.
-    func finish(_ clientMessageId: String, with result: Result<Message, ParleyError>) {
+    /// The server did what the entry asked, or refused it for good.
+    func finish(_ clientMessageId: String, with result: Result<OutboxOutcome, ParleyError>) {
         let (saved, changed, waiters) = state.withLockedValue { state in
             if state.inFlight == clientMessageId { state.inFlight = nil }
             guard let index = state.messages.firstIndex(where: { $0.clientMessageId == clientMessageId }) else {
-                return (Saved?.none, OutgoingMessage?.none, [CheckedContinuation<Message, any Error>]())
+                return (Saved?.none, OutgoingMessage?.none, [CheckedContinuation<OutboxOutcome, any Error>]())
             }
             var changed = state.messages[index]
             let waiters = state.waiters.removeValue(forKey: clientMessageId).map { Array($0.values) } ?? []
             switch result {
-            case .success(let message):
+            case .success(.message(let message)):
                 changed.state = .sent(message)
+                state.messages.remove(at: index)
+                if case .send = changed.action {
+                    state.sent.append(SentMessage(clientMessageId: clientMessageId, messageId: message.id))
+                    if state.sent.count > Self.sentLimit { state.sent.removeFirst(state.sent.count - Self.sentLimit) }
+                }
+            case .success(.reactions(let reactions)):
+                changed.state = .reacted(reactions)
                 state.messages.remove(at: index)
             case .failure(let error):
                 changed.state = .failed(code: error.code, message: error.message)
@@ -200,11 +228,22 @@ final class Outbox: Sendable {
                 }
             }
             state.dropOnFailure.remove(clientMessageId)
-            return (Saved(uid: state.uid ?? "", messages: state.messages), changed, waiters)
+            return (state.saved(state.uid ?? ""), changed, waiters)
         }
         if let saved { try? save(saved) }
         if let changed { notify(changed) }
         for waiter in waiters { waiter.resume(with: result.mapError { $0 }) }
+    }
+
+    /// The server id of the message `ref` names; nil for a queued message that was not sent (yet, or ever).
+    func messageId(for ref: MessageRef) -> String? {
+        switch ref {
+        case .id(let id): return id
+        case .queued(let clientMessageId):
+            return state.withLockedValue { state in
+                state.sent.last(where: { $0.clientMessageId == clientMessageId })?.messageId
+            }
+        }
     }
 
     /// Wakes the sender loop (a new message, a retry, the socket connected).

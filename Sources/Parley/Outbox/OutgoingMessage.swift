@@ -1,34 +1,125 @@
 import Foundation
 
-/// A message in the outbox: written by the app, not yet confirmed by the server (or refused by it).
+/// An entry of the outbox: a message the app sent, or a change it made to a message (an edit, a deletion, a
+/// reaction), not yet confirmed by the server (or refused by it).
 ///
-/// Its `clientMessageId` is chosen once, when the app sends it, and goes with every attempt: however many times
-/// it is retried (after a lost connection, a lost acknowledgement or an app restart), the server stores it once.
+/// Its `clientMessageId` is chosen once, when the app makes it, and goes with every attempt: however many times a
+/// send is retried (after a lost connection, a lost acknowledgement or an app restart), the server stores it once;
+/// an edit, a deletion or a reaction made again changes nothing the second time. Entries go to the server one at a
+/// time, in the order the app made them.
 public struct OutgoingMessage: Sendable, Hashable, Codable, Identifiable {
-    /// Where a message stands.
+    /// Where an entry stands.
     public enum State: Sendable, Hashable, Codable {
         /// Waiting to be sent, or being sent.
         case pending
-        /// Stored by the server: the message with its sequence number.
+        /// Done: the message as the server stored it (sent, edited or deleted).
         case sent(Message)
+        /// A reaction done: the message's reactions after it.
+        case reacted(ReactionList)
         /// Refused by the server (`ERR_NOT_A_PARTICIPANT`, `ERR_CONVERSATION_NOT_FOUND` ...). Retry or cancel it.
         case failed(code: ErrorCode, message: String)
         /// Cancelled by the app before it was sent.
         case cancelled
     }
 
+    /// What an entry does.
+    public enum Action: Sendable, Hashable, Codable {
+        /// Sends a new message (`parts`, `metadata`, `alert`, `replyTo`, `mentions`).
+        case send
+        /// Replaces a message's content with `parts` (and `metadata`, `mentions` when set).
+        case edit(MessageRef)
+        /// Deletes a message.
+        case delete(MessageRef)
+        /// Adds (`add`) or removes a reaction.
+        case react(MessageRef, key: String, add: Bool)
+    }
+
+    /// The entry's id; for a send, the message's client message id.
     public var clientMessageId: String
     public var receiver: Receiver
+    public var action: Action
     public var parts: [MessagePart]
     public var metadata: JSONValue?
     public var alert: String?
-    /// When the app sent it (epoch ms, device clock).
+    /// The id of the message a send replies to.
+    public var replyTo: String?
+    /// The uids a send or an edit mentions.
+    public var mentions: [String]?
+    /// When the app made it (epoch ms, device clock).
     public var createdAt: Int64
     public var state: State
     /// Attempts made so far.
     public var attempts: Int
 
     public var id: String { clientMessageId }
+
+    public init(
+        clientMessageId: String, receiver: Receiver, action: Action = .send, parts: [MessagePart],
+        metadata: JSONValue? = nil, alert: String? = nil, replyTo: String? = nil, mentions: [String]? = nil,
+        createdAt: Int64, state: State = .pending, attempts: Int = 0
+    ) {
+        self.clientMessageId = clientMessageId
+        self.receiver = receiver
+        self.action = action
+        self.parts = parts
+        self.metadata = metadata
+        self.alert = alert
+        self.replyTo = replyTo
+        self.mentions = mentions
+        self.createdAt = createdAt
+        self.state = state
+        self.attempts = attempts
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case clientMessageId, receiver, action, parts, metadata, alert, replyTo, mentions, createdAt, state, attempts
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        clientMessageId = try container.decode(String.self, forKey: .clientMessageId)
+        receiver = try container.decode(Receiver.self, forKey: .receiver)
+        // Outboxes saved before edits, deletions and reactions hold sends only.
+        action = try container.decodeIfPresent(Action.self, forKey: .action) ?? .send
+        parts = try container.decode([MessagePart].self, forKey: .parts)
+        metadata = try container.decodeIfPresent(JSONValue.self, forKey: .metadata)
+        alert = try container.decodeIfPresent(String.self, forKey: .alert)
+        replyTo = try container.decodeIfPresent(String.self, forKey: .replyTo)
+        mentions = try container.decodeIfPresent([String].self, forKey: .mentions)
+        createdAt = try container.decode(Int64.self, forKey: .createdAt)
+        state = try container.decode(State.self, forKey: .state)
+        attempts = try container.decode(Int.self, forKey: .attempts)
+    }
+}
+
+/// A message an edit, a deletion or a reaction applies to: by its server id, or, for a message still in the outbox
+/// (sent while offline, say), by its client message id; the SDK uses the server id once the send is done.
+public enum MessageRef: Sendable, Hashable, Codable, CustomStringConvertible {
+    case id(String)
+    case queued(clientMessageId: String)
+
+    public var description: String {
+        switch self {
+        case .id(let id): id
+        case .queued(let clientMessageId): "queued:\(clientMessageId)"
+        }
+    }
+}
+
+/// What an outbox entry came to.
+enum OutboxOutcome: Sendable {
+    case message(Message)
+    case reactions(ReactionList)
+
+    var message: Message? {
+        if case .message(let message) = self { return message }
+        return nil
+    }
+
+    var reactions: ReactionList? {
+        if case .reactions(let reactions) = self { return reactions }
+        return nil
+    }
 }
 
 /// Receives the state changes of outgoing messages (pending, sent, failed, cancelled), in order.

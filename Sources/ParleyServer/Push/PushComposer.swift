@@ -6,8 +6,10 @@ import ParleyProtocol
 /// ```json
 /// {"aps": {"alert": {"title": "Alice", "subtitle": "Team", "body": "See you at 5"}, "badge": 3,
 ///          "sound": "default", "thread-id": "<conversation id>"},
-///  "parley": {"conversationId": "<conversation id>", "messageId": "<message id>", "seq": 12}}
+///  "parley": {"conversationId": "<conversation id>", "messageId": "<message id>", "seq": 12, "mentioned": true}}
 /// ```
+///
+/// (`mentioned` only when the message mentions the recipient.)
 enum PushComposer {
     /// Longest alert body, in UTF-8 bytes; longer text is cut at a character boundary and ends with "…". Keeps the
     /// payload well under APNs' 4 KB limit.
@@ -43,7 +45,10 @@ enum PushComposer {
     ///   - senderName: The sender's display name (the title).
     ///   - groupName: The group's name for a group conversation (the subtitle); nil for a direct one.
     ///   - badge: The recipient's unread count over all conversations.
-    static func payload(message: Message, senderName: String, groupName: String?, badge: Int) -> [UInt8] {
+    ///   - mentioned: Whether the message mentions the recipient (`parley.mentioned`).
+    static func payload(message: Message, senderName: String, groupName: String?, badge: Int, mentioned: Bool = false)
+        -> [UInt8]
+    {
         let payload = Payload(
             aps: APS(
                 alert: Alert(
@@ -53,7 +58,10 @@ enum PushComposer {
                 ),
                 badge: badge, sound: "default", threadId: message.conversationId
             ),
-            parley: PushPayload(conversationId: message.conversationId, messageId: message.id, seq: message.seq)
+            parley: PushPayload(
+                conversationId: message.conversationId, messageId: message.id, seq: message.seq,
+                mentioned: mentioned ? true : nil
+            )
         )
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]

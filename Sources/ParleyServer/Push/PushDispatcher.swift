@@ -9,9 +9,11 @@ import ServiceLifecycle
 /// The message path only adds an outbox row in the message's own transaction (``Command/SendMessage`` with
 /// `queuesPush`) and rings ``wake()``; it never waits for anything here. This service then, in a loop:
 /// 1. turns outbox entries into jobs: for each recipient but the sender who had no live socket when the message was
-///    stored and has none now (here or, with several nodes, on another node), one job per registered device, with the alert, the badge (their unread
+///    stored and has none now (here or, with several nodes, on another node), and for each participant the message
+///    mentions whatever their sockets, one job per registered device, with the alert, the badge (their unread
 ///    count) and the ids; deleting the entry and inserting its jobs is one transaction, so an entry yields its
-///    jobs once, also when several nodes look at once;
+///    jobs once, also when several nodes look at once (a message deleted before then yields none: its entry and
+///    jobs are deleted with it);
 /// 2. leases the due jobs and sends them, up to ``APNsConfiguration/maxConcurrentRequests`` at a time: a sent job
 ///    is deleted; an invalid token (410 `Unregistered`) removes the device; 429, 5xx and network failures come back
 ///    after ``PushRetryPolicy`` backoff; a job past its attempts or its expiry is given up with a warning;
@@ -140,14 +142,22 @@ final class PushDispatcher: Service {
 
     private func jobs(for entry: PushOutboxEntry, names: inout [UserRefKey: String]) async throws -> [PushJob] {
         let now = time.epochMilliseconds()
-        guard let message = entry.message, now - entry.createdAt <= Self.milliseconds(retry.expiry),
+        // A message deleted before its pushes were made makes none.
+        guard let message = entry.message, !message.isDeleted, now - entry.createdAt <= Self.milliseconds(retry.expiry),
             let participants = try await store.activeParticipants(appId: entry.appId, conversationId: entry.conversationId)
         else { return [] }
+        let mentioned = Set(message.mentions ?? [])
         var jobs: [PushJob] = []
         var conversation: Conversation?
         for uid in participants where uid != message.sender {
-            // Connected when the message was stored (it went out on that socket), or now: no push.
-            guard try await !presence.hasLiveSocket(appId: entry.appId, uid: uid, since: entry.createdAt) else { continue }
+            // Connected when the message was stored (it went out on that socket), or now: no push, unless the message
+            // mentions them (a mention reaches their other devices too).
+            let isMentioned = mentioned.contains(uid)
+            if !isMentioned {
+                guard try await !presence.hasLiveSocket(appId: entry.appId, uid: uid, since: entry.createdAt) else {
+                    continue
+                }
+            }
             let devices = try await store.devices(appId: entry.appId, uid: uid).filter { $0.platform == .apns }
             guard !devices.isEmpty else { continue }
             let senderKey = UserRefKey(appId: entry.appId, uid: message.sender)
@@ -161,7 +171,8 @@ final class PushDispatcher: Service {
             let badge = try await store.unread(appId: entry.appId, uid: uid, conversationIds: []).total
             let payload = PushComposer.payload(
                 message: message, senderName: names[senderKey] ?? message.sender,
-                groupName: conversation?.type == .group ? conversation?.name : nil, badge: badge
+                groupName: conversation?.type == .group ? conversation?.name : nil, badge: badge,
+                mentioned: isMentioned
             )
             for device in devices {
                 jobs.append(

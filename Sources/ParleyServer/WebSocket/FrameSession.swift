@@ -75,6 +75,12 @@ struct FrameSession {
             typing.typing(conversationId: frame.conversationId, isTyping: frame.isTyping, on: connection)
         case .receipt(let frame):
             receipt(frame)
+        case .edit(let frame):
+            edit(frame)
+        case .delete(let frame):
+            delete(frame)
+        case .reaction(let frame):
+            reaction(frame)
         }
     }
 
@@ -96,6 +102,18 @@ struct FrameSession {
             try InputRules.identifier(receipt.conversationId, "conversationId")
             try InputRules.position(receipt.deliveredSeq, "deliveredSeq")
             try InputRules.position(receipt.readSeq, "readSeq")
+        case .edit(let edit):
+            try InputRules.identifier(edit.ref, "ref")
+            try InputRules.identifier(edit.conversationId, "conversationId")
+            try InputRules.identifier(edit.messageId, "messageId")
+        case .delete(let delete):
+            try InputRules.identifier(delete.ref, "ref")
+            try InputRules.identifier(delete.conversationId, "conversationId")
+            try InputRules.identifier(delete.messageId, "messageId")
+        case .reaction(let reaction):
+            try InputRules.identifier(reaction.ref, "ref")
+            try InputRules.identifier(reaction.conversationId, "conversationId")
+            try MessageRules.validateReaction(messageId: reaction.messageId, key: reaction.key)
         }
     }
 
@@ -116,10 +134,10 @@ struct FrameSession {
     private func send(_ frame: SendFrame) {
         do {
             try sends?.take(appId: connection.principal.appId, uid: connection.principal.uid)
-            try InputRules.message(parts: frame.parts, metadata: frame.metadata, alert: frame.alert)
             try MessageRules.validate(
                 parts: frame.parts, metadata: frame.metadata, alert: frame.alert,
-                clientMessageId: frame.clientMessageId, limits: limits
+                clientMessageId: frame.clientMessageId, replyTo: frame.replyTo, mentions: frame.mentions,
+                limits: limits
             )
         } catch {
             reply(.error(Self.errorFrame(error, ref: frame.ref)))
@@ -129,16 +147,78 @@ struct FrameSession {
         let command = Command.SendMessage(
             appId: principal.appId, conversationId: frame.conversationId, sender: principal.uid,
             messageId: Secrets.randomID(prefix: "m_"), clientMessageId: frame.clientMessageId, parts: frame.parts,
-            metadata: frame.metadata, alert: frame.alert, now: time.epochMilliseconds()
+            metadata: frame.metadata, alert: frame.alert, replyTo: frame.replyTo, mentions: frame.mentions,
+            now: time.epochMilliseconds()
         )
+        submit(.sendMessage(command), ref: frame.ref)
+    }
+
+    private func edit(_ frame: EditFrame) {
+        do {
+            try sends?.take(appId: connection.principal.appId, uid: connection.principal.uid)
+            try MessageRules.validateEdit(
+                messageId: frame.messageId, parts: frame.parts, metadata: frame.metadata, mentions: frame.mentions,
+                limits: limits
+            )
+        } catch {
+            reply(.error(Self.errorFrame(error, ref: frame.ref)))
+            return
+        }
+        let principal = connection.principal
+        let command = Command.EditMessage(
+            appId: principal.appId, conversationId: frame.conversationId, actor: principal.uid,
+            messageId: frame.messageId, parts: frame.parts, metadata: frame.metadata, mentions: frame.mentions,
+            limits: limits, now: time.epochMilliseconds()
+        )
+        submit(.editMessage(command), ref: frame.ref)
+    }
+
+    private func delete(_ frame: DeleteFrame) {
+        do {
+            try sends?.take(appId: connection.principal.appId, uid: connection.principal.uid)
+        } catch {
+            reply(.error(Self.errorFrame(error, ref: frame.ref)))
+            return
+        }
+        let principal = connection.principal
+        let command = Command.MessageAction(
+            appId: principal.appId, conversationId: frame.conversationId, actor: principal.uid,
+            messageId: frame.messageId, now: time.epochMilliseconds()
+        )
+        submit(.deleteMessage(command), ref: frame.ref)
+    }
+
+    private func reaction(_ frame: ReactionFrame) {
+        do {
+            try sends?.take(appId: connection.principal.appId, uid: connection.principal.uid)
+        } catch {
+            reply(.error(Self.errorFrame(error, ref: frame.ref)))
+            return
+        }
+        let principal = connection.principal
+        let command = Command.React(
+            appId: principal.appId, conversationId: frame.conversationId, actor: principal.uid,
+            messageId: frame.messageId, key: frame.key, add: !(frame.remove ?? false), now: time.epochMilliseconds()
+        )
+        submit(.react(command), ref: frame.ref)
+    }
+
+    /// Stores a command that changes a message and answers with an ack carrying its outcome, or an error.
+    private func submit(_ command: Command, ref: String) {
         let connection = self.connection
-        writer.enqueue(.sendMessage(command)) { result in
+        writer.enqueue(command) { result in
             switch result {
             case .success(let outcome):
-                guard case .message(let message, let duplicate) = outcome.outcome else { return }
-                Self.reply(.ack(AckFrame(ref: frame.ref, message: message, duplicate: duplicate)), on: connection)
+                switch outcome.outcome {
+                case .message(let message, let duplicate):
+                    Self.reply(.ack(AckFrame(ref: ref, message: message, duplicate: duplicate)), on: connection)
+                case .reactions(let reactions, let duplicate):
+                    Self.reply(.ack(AckFrame(ref: ref, duplicate: duplicate, reactions: reactions)), on: connection)
+                default:
+                    return
+                }
             case .failure(let error):
-                Self.reply(.error(Self.errorFrame(error, ref: frame.ref)), on: connection)
+                Self.reply(.error(Self.errorFrame(error, ref: ref)), on: connection)
             }
         }
     }
@@ -170,6 +250,9 @@ extension ClientFrame {
         switch self {
         case .send(let send): send.ref
         case .receipt(let receipt): receipt.ref
+        case .edit(let edit): edit.ref
+        case .delete(let delete): delete.ref
+        case .reaction(let reaction): reaction.ref
         case .connect, .ping, .typing: nil
         }
     }

@@ -236,7 +236,7 @@ import Testing
             appId: server.app.appId, conversationId: conversation.id, query: HistoryQuery(limit: 200)
         )
         #expect(acknowledged.count == 50)
-        #expect(acknowledged.isSubset(of: Set(stored.map(\.id))))
+        #expect(acknowledged.isSubset(of: Set(stored.messages.map(\.id))))
         try await store.close()
     }
 }

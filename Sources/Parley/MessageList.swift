@@ -1,0 +1,300 @@
+import Foundation
+import NIOConcurrencyHelpers
+
+/// A conversation's messages (or one thread's), kept in their latest state as events arrive: new messages are added,
+/// edits and deletions replace a message, reactions and replies update the counts a message shows. What a chat screen
+/// shows, without writing the rules of each event.
+///
+/// ```swift
+/// let list = try await client.messageList(conversationId: id)
+/// for await messages in list.updates() { render(messages) }
+/// ```
+///
+/// The list starts with the newest page of history (``ParleyClient/fetchMessages(conversationId:limit:cursor:)``) and
+/// applies every later event of the conversation; ``loadOlder()`` adds older pages. An event the server had already
+/// applied when a page was read is not applied again to that page's messages (each page carries the `lastSeq` it was
+/// read at), so counts never go twice. After `parley.resyncRequired` the list reloads its newest page.
+public final class MessageList: Sendable {
+    public let conversationId: String
+    /// The first message of the thread this list shows; nil for the whole conversation.
+    public let thread: String?
+
+    private struct State {
+        var timeline: MessageTimeline
+        /// Events that arrived before the first page: applied once it is in.
+        var early: [Event] = []
+        var loaded = false
+        var nextCursor: String?
+        var streams: [UUID: AsyncStream<[Message]>.Continuation] = [:]
+        var task: Task<Void, Never>?
+    }
+
+    private let client: ParleyClient
+    private let pageSize: Int
+    private let state: NIOLockedValueBox<State>
+
+    init(client: ParleyClient, conversationId: String, thread: String?, viewer: String, pageSize: Int) {
+        self.client = client
+        self.conversationId = conversationId
+        self.thread = thread
+        self.pageSize = pageSize
+        self.state = NIOLockedValueBox(State(timeline: MessageTimeline(viewer: viewer, thread: thread)))
+    }
+
+    /// The messages, in ascending sequence order.
+    public var messages: [Message] { state.withLockedValue { $0.timeline.messages } }
+
+    /// The thread's first message (thread lists only), in its latest state.
+    public var parent: Message? { state.withLockedValue { $0.timeline.parent } }
+
+    /// Whether older messages remain to load.
+    public var hasOlder: Bool { state.withLockedValue { $0.nextCursor != nil } }
+
+    /// The messages after every change from now on (the current ones first).
+    public func updates() -> AsyncStream<[Message]> {
+        let (stream, continuation) = AsyncStream.makeStream(of: [Message].self, bufferingPolicy: .bufferingNewest(1))
+        let key = UUID()
+        continuation.onTermination = { [weak self] _ in
+            _ = self?.state.withLockedValue { $0.streams.removeValue(forKey: key) }
+        }
+        let current = state.withLockedValue { state -> [Message] in
+            state.streams[key] = continuation
+            return state.timeline.messages
+        }
+        continuation.yield(current)
+        return stream
+    }
+
+    /// Loads the next older page; does nothing when there is none.
+    public func loadOlder() async throws {
+        guard let cursor = state.withLockedValue({ $0.nextCursor }) else { return }
+        let page = try await fetch(cursor: cursor)
+        publish { state in
+            state.timeline.load(page, older: true)
+            state.nextCursor = page.nextCursor
+        }
+    }
+
+    /// Stops following the conversation and ends the update streams.
+    public func close() {
+        let (task, streams) = state.withLockedValue { state in
+            defer {
+                state.task = nil
+                state.streams = [:]
+            }
+            return (state.task, Array(state.streams.values))
+        }
+        task?.cancel()
+        for stream in streams { stream.finish() }
+    }
+
+    deinit {
+        close()
+    }
+
+    // MARK: Following
+
+    /// Subscribes to the conversation's events, then loads the newest page.
+    func start() async throws {
+        let events = client.events(conversationId: conversationId)
+        let task = Task { [weak self] in
+            for await event in events {
+                guard let self else { return }
+                await self.receive(event)
+            }
+        }
+        state.withLockedValue { $0.task = task }
+        try await reload()
+    }
+
+    private func receive(_ event: Event) async {
+        if case .resyncRequired = event.payload {
+            try? await reload()
+            return
+        }
+        publish { state in
+            guard state.loaded else {
+                state.early.append(event)
+                return
+            }
+            state.timeline.apply(event)
+        }
+    }
+
+    /// Replaces the list with the newest page, then applies the events that came meanwhile.
+    private func reload() async throws {
+        // Events from now on wait for the page (those it already includes are then skipped).
+        state.withLockedValue { $0.loaded = false }
+        let page = try await fetch(cursor: nil)
+        publish { state in
+            state.timeline.reset()
+            state.timeline.load(page, older: false)
+            state.nextCursor = page.nextCursor
+            state.loaded = true
+            for event in state.early { state.timeline.apply(event) }
+            state.early = []
+        }
+    }
+
+    private func fetch(cursor: String?) async throws -> MessagePage {
+        if let thread {
+            return try await client.fetchReplies(to: thread, in: conversationId, limit: pageSize, cursor: cursor)
+        }
+        return try await client.fetchMessages(conversationId: conversationId, limit: pageSize, cursor: cursor)
+    }
+
+    /// Changes the state and sends the messages to the update streams.
+    private func publish(_ change: (inout State) -> Void) {
+        let (messages, streams) = state.withLockedValue { state in
+            change(&state)
+            return (state.timeline.messages, Array(state.streams.values))
+        }
+        for stream in streams { stream.yield(messages) }
+    }
+}
+
+extension ParleyClient {
+    /// A list of a conversation's messages (or, with `thread`, of the replies to that message) that follows the
+    /// conversation's events: see ``MessageList``. Close it when the screen goes away.
+    public func messageList(conversationId: String, thread: String? = nil, pageSize: Int = 50) async throws
+        -> MessageList
+    {
+        let session = try requireSession()
+        let list = MessageList(
+            client: self, conversationId: conversationId, thread: thread, viewer: session.user.uid, pageSize: pageSize
+        )
+        do {
+            try await list.start()
+        } catch {
+            list.close()
+            throw error
+        }
+        return list
+    }
+}
+
+/// The messages of a list as a reader sees them, and how each event changes them: the rules ``MessageList`` applies.
+///
+/// - `conversationMessage.sent`: a new message is added (a thread list adds only replies to its thread); the message
+///   it replies to counts one more reply.
+/// - `conversationMessage.update`: the message takes the new content (its reactions and thread summary stay).
+/// - `conversationMessage.delete`: the message becomes what remains of it and loses its reactions; the message it
+///   replied to counts one reply less.
+/// - `conversationMessage.reactionAdded` / `reactionRemoved`: the key's count becomes the event's; `reacted` follows
+///   the reader's own reactions.
+///
+/// An event applies to a message only when its `seq` is above the position the message was read at.
+struct MessageTimeline: Sendable, Hashable {
+    let viewer: String
+    let thread: String?
+    private(set) var messages: [Message] = []
+    private(set) var parent: Message?
+    /// The sequence number each message's state includes: the page's `lastSeq`, or the event that added it.
+    private var readAt: [String: Int64] = [:]
+    /// The newest page's `lastSeq`: a new message at or below it is on that page or older.
+    private var newest: Int64 = 0
+
+    init(viewer: String, thread: String?) {
+        self.viewer = viewer
+        self.thread = thread
+    }
+
+    mutating func reset() {
+        messages = []
+        parent = nil
+        readAt = [:]
+        newest = 0
+    }
+
+    /// Adds a page (ascending): the newest one, or an older one before the messages held.
+    mutating func load(_ page: MessagePage, older: Bool) {
+        let position = page.lastSeq ?? 0
+        let known = Set(messages.map(\.id))
+        let added = page.messages.filter { !known.contains($0.id) }
+        for message in added { readAt[message.id] = position }
+        messages = older ? added + messages : messages + added
+        messages.sort { $0.seq < $1.seq }
+        if let pageParent = page.parent, parent == nil || position > readAt[pageParent.id, default: 0] {
+            parent = pageParent
+            readAt[pageParent.id] = position
+        }
+        if !older { newest = max(newest, position) }
+    }
+
+    /// Applies one event of the conversation; returns whether anything changed.
+    @discardableResult
+    mutating func apply(_ event: Event) -> Bool {
+        guard let seq = event.seq else { return false }
+        switch event.payload {
+        case .messageSent(let message):
+            guard seq > newest, !messages.contains(where: { $0.id == message.id }) else { return false }
+            var changed = false
+            if let replyTo = message.replyTo {
+                changed = update(replyTo, at: seq) { parent in
+                    parent.replyCount = (parent.replyCount ?? 0) + 1
+                    parent.lastReplyAt = max(parent.lastReplyAt ?? 0, message.sentAt)
+                }
+            }
+            guard thread == nil || message.replyTo == thread else { return changed }
+            messages.append(message.stored)
+            readAt[message.id] = seq
+            return true
+        case .messageUpdated(let message):
+            return update(message.id, at: seq) { current in
+                let kept = current
+                current = message.stored
+                current.replyCount = kept.replyCount
+                current.lastReplyAt = kept.lastReplyAt
+                current.reactions = kept.reactions
+            }
+        case .messageDeleted(let message):
+            var changed = update(message.id, at: seq) { current in
+                let kept = current
+                current = message.stored
+                current.replyCount = kept.replyCount
+                current.lastReplyAt = kept.lastReplyAt
+            }
+            if let replyTo = message.replyTo {
+                changed =
+                    update(replyTo, at: seq) { parent in
+                        let count = (parent.replyCount ?? 0) - 1
+                        parent.replyCount = count > 0 ? count : nil
+                    } || changed
+            }
+            return changed
+        case .reactionAdded(let reaction), .reactionRemoved(let reaction):
+            let added: Bool
+            if case .reactionAdded = event.payload { added = true } else { added = false }
+            let mine = reaction.uid == viewer
+            return update(reaction.messageId, at: seq) { message in
+                var reactions = message.reactions ?? []
+                if let index = reactions.firstIndex(where: { $0.key == reaction.key }) {
+                    reactions[index].count = reaction.count
+                    if mine { reactions[index].reacted = added }
+                    if reaction.count <= 0 { reactions.remove(at: index) }
+                } else if reaction.count > 0 {
+                    reactions.append(ReactionSummary(key: reaction.key, count: reaction.count, reacted: mine && added))
+                }
+                message.reactions = reactions.isEmpty ? nil : reactions
+            }
+        default:
+            return false
+        }
+    }
+
+    /// Changes the message with this id (in the list, or the thread's parent) when `seq` is news to it.
+    private mutating func update(_ id: String, at seq: Int64, _ change: (inout Message) -> Void) -> Bool {
+        guard seq > readAt[id, default: Int64.max] else { return false }
+        readAt[id] = seq
+        if let index = messages.firstIndex(where: { $0.id == id }) {
+            change(&messages[index])
+            return true
+        }
+        if parent?.id == id, var message = parent {
+            change(&message)
+            parent = message
+            return true
+        }
+        return false
+    }
+}
