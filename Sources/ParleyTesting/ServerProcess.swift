@@ -116,15 +116,21 @@ public final class ServerProcess: ParleyEndpoint {
         }
         let pipe = Pipe()
         let output = Output()
-        pipe.fileHandleForReading.readabilityHandler = { handle in
-            let data = handle.availableData
-            if data.isEmpty {
-                handle.readabilityHandler = nil
-                output.ended()
-            } else {
+        // A thread of its own reads the log with blocking reads until the child closes it. Not `readabilityHandler`:
+        // setting up and tearing down its dispatch read sources while other threads do the same corrupts libdispatch's
+        // epoll bookkeeping on Linux, and the test process crashed in `_dispatch_event_loop_drain`
+        // (swiftlang/swift-corelibs-libdispatch#949).
+        let readEnd = pipe.fileHandleForReading
+        let reader = Thread {
+            while true {
+                let data = readEnd.availableData
+                if data.isEmpty { break }
                 output.append(data)
             }
+            output.ended()
         }
+        reader.name = "parley-test-log-\(label)"
+        reader.start()
         let process = try ChildProcess(
             executable: executablePath, arguments: processArguments,
             standardError: pipe.fileHandleForWriting.fileDescriptor
