@@ -30,6 +30,10 @@ public struct AppSettings: Sendable {
     public var appLifecycle: (any AppLifecycleSource)?
     /// Where the SDK learns that the network comes and goes (`NWPathMonitor` on Apple platforms, none elsewhere).
     public var networkReachability: (any NetworkReachabilitySource)?
+    /// Hide what users you blocked write in groups (true, the default): their messages, edits and reactions are not
+    /// passed to listeners, `events()` or ``MessageList``. The server already keeps them from writing to you
+    /// directly, and from showing you their typing and presence.
+    public var hidesBlockedUsersMessages: Bool = true
 
     /// CometChat-style spelling of ``Builder``.
     public typealias AppSettingsBuilder = Builder
@@ -60,6 +64,7 @@ public struct AppSettings: Sendable {
         public func networkReachability(_ source: (any NetworkReachabilitySource)?) -> Builder {
             with { $0.networkReachability = source }
         }
+        public func hideBlockedUsersMessages(_ hide: Bool) -> Builder { with { $0.hidesBlockedUsersMessages = hide } }
         public func build() -> AppSettings { settings }
 
         private func with(_ change: (inout AppSettings) -> Void) -> Builder {

@@ -136,11 +136,19 @@ public final class MessageList: Sendable {
         }
     }
 
+    /// A page, without the messages of users the reader blocked (unless the settings show them).
     private func fetch(cursor: String?) async throws -> MessagePage {
-        if let thread {
-            return try await client.fetchReplies(to: thread, in: conversationId, limit: pageSize, cursor: cursor)
+        var page =
+            if let thread {
+                try await client.fetchReplies(to: thread, in: conversationId, limit: pageSize, cursor: cursor)
+            } else {
+                try await client.fetchMessages(conversationId: conversationId, limit: pageSize, cursor: cursor)
+            }
+        if client.settings.hidesBlockedUsersMessages {
+            let blocked = client.blockedUsers.withLockedValue { $0 }
+            if !blocked.isEmpty { page.messages.removeAll { blocked.contains($0.sender) } }
         }
-        return try await client.fetchMessages(conversationId: conversationId, limit: pageSize, cursor: cursor)
+        return page
     }
 
     /// Changes the state and sends the messages to the update streams.

@@ -24,6 +24,9 @@ public final class ParleyClient: Sendable {
     let state: NIOLockedValueBox<ClientState>
     let driver: ConnectionDriver
     let eventBroadcaster: Broadcaster<any ParleyEventListener, Event>
+    /// The users the logged-in user blocked, as the server last said (read at login and at start) and as this client
+    /// changed them since.
+    let blockedUsers: NIOLockedValueBox<Set<String>>
     let statusBroadcaster: Broadcaster<any ConnectionListener, ConnectionStatus>
     let requests: PendingRequests
     let clock: Timeline
@@ -88,6 +91,8 @@ public final class ParleyClient: Sendable {
             $0.dispatch($1)
         }
         let requests = PendingRequests()
+        let blocked = NIOLockedValueBox<Set<String>>([])
+        self.blockedUsers = blocked
         let outboxUpdates = Broadcaster<any OutboxListener, OutgoingMessage>(queue: settings.callbackQueue) {
             $0.onMessageStateChanged($1)
         }
@@ -115,6 +120,11 @@ public final class ParleyClient: Sendable {
                 try await Self.fetchEvents(rest: rest, conversationId: conversationId, after: after, through: through)
             },
             publish: { event in
+                if settings.hidesBlockedUsersMessages, Self.isWriting(event), let actor = event.context.createdBy,
+                    blocked.withLockedValue({ $0.contains(actor) })
+                {
+                    return
+                }
                 events.publish(event)
                 delegates.observe(event)
             },
@@ -222,6 +232,7 @@ public final class ParleyClient: Sendable {
         let appId = self.appId
         do {
             _ = try await rest.call { try await $0.getApp(path: .init(appId: appId)).ok.body.json }
+            if getLoggedInUser() != nil { await refreshBlockedUsers() }
         } catch let error as ParleyError where error.code == .serverUnreachable && getLoggedInUser() != nil {
             logger.warning("Server unreachable at start; the saved session will connect when it can.")
         }
@@ -337,6 +348,8 @@ public final class ParleyClient: Sendable {
             return replaced
         }
         if replaced { await driver.loggedOut() }
+        blockedUsers.withLockedValue { $0 = [] }
+        await refreshBlockedUsers()
         await driver.loggedIn()
         await registerPushTokenQuietly(for: session)
         return user
@@ -367,6 +380,7 @@ public final class ParleyClient: Sendable {
         try sessionStore.clear()
         pipeline.end()
         outbox.end()
+        blockedUsers.withLockedValue { $0 = [] }
         let chat = state.withLockedValue { state -> ChatSession? in
             defer {
                 state.session = nil

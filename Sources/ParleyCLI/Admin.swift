@@ -6,7 +6,9 @@ import Parley
 struct Admin: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Server-to-server tasks with the app's secret REST API key.",
-        subcommands: [CreateUser.self, IssueToken.self, ListTokens.self, RevokeTokens.self]
+        subcommands: [
+            CreateUser.self, IssueToken.self, ListTokens.self, RevokeTokens.self, Reports.self, ResolveReport.self,
+        ]
     )
 
     struct KeyOptions: ParsableArguments {

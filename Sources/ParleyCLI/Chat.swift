@@ -29,7 +29,7 @@ struct Chat: AsyncParsableCommand {
             }
             say("Chatting in \(conversationId) as \(user.uid). Type /help for commands.")
             let history = try await client.fetchMessages(conversationId: conversationId, limit: 20).messages
-            for message in history { say(describe(message)) }
+            for message in history where !client.isBlocked(message.sender) { say(describe(message)) }
             if let last = history.last { try? await client.markRead(upTo: last.seq, in: conversationId) }
             for participant in try await client.participants(of: conversationId) where participant.uid != user.uid {
                 let presence = try? await client.presence(of: participant.uid)
@@ -135,7 +135,8 @@ struct Chat: AsyncParsableCommand {
                 let unread = try await client.unreadCounts()
                 say("* \(unread.total) unread in all; here \(unread.conversations.first { $0.conversationId == conversationId }?.unread ?? 0)")
             case "/history":
-                for message in try await client.fetchMessages(conversationId: conversationId, limit: 20).messages {
+                for message in try await client.fetchMessages(conversationId: conversationId, limit: 20).messages
+                where !client.isBlocked(message.sender) {
                     say(describe(message))
                 }
             case "/status": say("* connection: \(client.connectionStatus)")

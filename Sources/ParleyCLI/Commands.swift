@@ -192,7 +192,8 @@ struct History: AsyncParsableCommand {
         try await reportingFailures {
             let (client, _) = try await options.loggedInClient()
             let page = try await client.fetchMessages(with: receiver.receiver, limit: limit)
-            for message in page.messages { say(describe(message)) }
+            // Users you blocked are left out, as the SDK's message lists leave them out.
+            for message in page.messages where !client.isBlocked(message.sender) { say(describe(message)) }
             if page.messages.isEmpty { say("No messages yet.") }
             await client.shutdown()
         }

@@ -19,7 +19,7 @@ struct ParleyCommand: AsyncParsableCommand {
         subcommands: [
             Login.self, Logout.self, WhoAmI.self, Profile.self, Conversations.self, Send.self, Reply.self, Edit.self,
             DeleteMessage.self, React.self, ThreadCommand.self, Mentions.self, Outbox.self, History.self, Chat.self,
-            Listen.self, Group.self, Admin.self,
+            Listen.self, Group.self, Block.self, Unblock.self, Blocks.self, ReportCommand.self, Admin.self,
         ]
     )
 }
@@ -127,11 +127,13 @@ func withFailureReporting(_ body: () async throws -> Void) async throws {
 func cliExitCode(for code: ErrorCode) -> Int32 {
     switch code {
     case .notLoggedIn, .authRequired, .authTokenInvalid, .authKeyInvalid, .apiKeyInvalid: return 3
-    case .invalidAppID, .uidNotFound, .conversationNotFound, .messageNotFound, .tokenNotFound, .notFound: return 4
+    case .invalidAppID, .uidNotFound, .conversationNotFound, .messageNotFound, .tokenNotFound, .reportNotFound,
+        .notFound:
+        return 4
     case .invalidArgument: return 2
     case .serverUnreachable, .timeout: return 5
     case .forbidden, .notAParticipant, .messageEmpty, .messageTooLarge, .invalidUID, .uidAlreadyExists,
-        .badRequest, .messageDeleted, .reactionLimit:
+        .badRequest, .messageDeleted, .reactionLimit, .blocked, .blockLimit:
         return 6
     default: return 1
     }

@@ -57,6 +57,13 @@ extension ErrorCode {
     /// A message holds as many reaction keys as it may (50), or the caller gave it as many as one participant may
     /// (20) (HTTP 409).
     public static let reactionLimit: ErrorCode = "ERR_REACTION_LIMIT"
+    /// One of the two participants of a direct conversation blocked the other: no new conversation, message, edit or
+    /// reaction between them until the block is lifted (HTTP 403).
+    public static let blocked: ErrorCode = "ERR_BLOCKED"
+    /// A user blocks as many users as one may (1,000) (HTTP 409).
+    public static let blockLimit: ErrorCode = "ERR_BLOCK_LIMIT"
+    /// No report with this id in the app.
+    public static let reportNotFound: ErrorCode = "ERR_REPORT_NOT_FOUND"
     /// A message has no parts, or only empty ones.
     public static let messageEmpty: ErrorCode = "ERR_MESSAGE_EMPTY"
     /// A message is larger than the server's limit.

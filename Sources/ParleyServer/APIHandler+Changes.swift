@@ -88,6 +88,12 @@ extension APIHandler {
     func getPresence(_ input: Operations.GetPresence.Input) async throws -> Operations.GetPresence.Output {
         let caller = try await authenticator.caller(credentials)
         let user = try await existingUser(appId: caller.appId, uid: input.path.uid)
+        // A user who blocked another sees them offline, as their presence events stopped reaching them.
+        if case .user(let principal) = caller,
+            try await store.blocks(appId: caller.appId, uid: principal.uid).contains(where: { $0.uid == user.uid })
+        {
+            return .ok(.init(body: .json(Presence(uid: user.uid, online: false))))
+        }
         return .ok(.init(body: .json(await presence.presence(appId: caller.appId, uid: user.uid))))
     }
 

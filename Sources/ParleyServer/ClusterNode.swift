@@ -37,7 +37,7 @@ struct ClusterNode: Service {
             writer.committedElsewhere(ranges)
         case .signal(let signal):
             relay.apply(signal)
-            guard case .deliver(let appId, let uids, let presenceOf, let json) = signal,
+            guard case .deliver(let appId, let uids, let presenceOf, _, let json) = signal,
                 let event = try? WireCoding.decode(Event.self, from: Array(json.utf8))
             else { return }
             if presenceOf != nil {

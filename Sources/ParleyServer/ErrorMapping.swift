@@ -11,11 +11,11 @@ extension ErrorCode {
     var httpStatus: HTTPResponse.Status {
         switch self {
         case .authRequired, .authTokenInvalid, .authKeyInvalid, .apiKeyInvalid: return .unauthorized
-        case .forbidden, .notAParticipant: return .forbidden
+        case .forbidden, .notAParticipant, .blocked: return .forbidden
         case .invalidAppID, .uidNotFound, .tokenNotFound, .deviceNotFound, .conversationNotFound, .messageNotFound,
-            .notFound:
+            .reportNotFound, .notFound:
             return .notFound
-        case .uidAlreadyExists, .reactionLimit: return .conflict
+        case .uidAlreadyExists, .reactionLimit, .blockLimit: return .conflict
         case .messageDeleted: return .gone
         case .messageTooLarge: return .contentTooLarge
         case .rateLimited: return .tooManyRequests

@@ -247,9 +247,21 @@ final class PresenceTracker: Service {
         }
         let now = time.epochMilliseconds()
         for ((presence, key), contacts) in zip(changes, contacts) {
+            // Contacts leave out those who blocked the user; so do the subscribers of every user's presence.
+            // When they cannot be read, the contacts (read without them) still get the change, the subscribers not.
+            var blockers: [String] = []
+            var toSubscribers = true
+            if relay.mayHavePresenceSubscribers(appId: key.appId) {
+                do {
+                    blockers = try await store.blockers(appId: key.appId, of: key.uid)
+                } catch {
+                    logger.warning("Presence: blocks unavailable", metadata: ["error": "\(error)"])
+                    toSubscribers = false
+                }
+            }
             relay.deliver(
                 appId: key.appId, actor: key.uid, timestamp: now, payload: .presenceUpdated(presence), to: contacts,
-                presenceOf: key.uid
+                presenceOf: toSubscribers ? key.uid : nil, except: blockers
             )
         }
     }

@@ -19,22 +19,35 @@ final class Relay: Sendable {
     }
 
     /// Builds an event that is not stored and delivers it to the connections of `uids`, on every node. With
-    /// `presenceOf`, also to the app's connections that subscribed to every user's presence, except that user's.
+    /// `presenceOf`, also to the app's connections that subscribed to every user's presence, except that user's and
+    /// those of `except`.
     func deliver(
         appId: String, conversationId: String? = nil, actor: String?, timestamp: Int64, payload: EventPayload,
-        to uids: [String], presenceOf: String? = nil
+        to uids: [String], presenceOf: String? = nil, except: [String] = []
     ) {
         guard let json = EphemeralEvents.json(
             appId: appId, conversationId: conversationId, actor: actor, timestamp: timestamp, payload: payload
         ) else { return }
-        deliver(json: json, appId: appId, to: uids, presenceOf: presenceOf)
+        deliver(json: json, appId: appId, to: uids, presenceOf: presenceOf, except: except)
+    }
+
+    /// Whether some connection, here or (with several nodes) on another node, may receive every user's presence in
+    /// the app: then a presence change must know who blocked its user.
+    func mayHavePresenceSubscribers(appId: String) -> Bool {
+        link != nil || !hub.presenceSubscribers(appId: appId).isEmpty
     }
 
     /// Delivers an encoded event that is not stored (a receipt, say) to the connections of `uids`, on every node.
-    func deliver(json: [UInt8], appId: String, to uids: [String], presenceOf: String? = nil) {
-        deliverHere(FrameEncoding.eventFrame(json: json), appId: appId, uids: uids, presenceOf: presenceOf)
+    func deliver(json: [UInt8], appId: String, to uids: [String], presenceOf: String? = nil, except: [String] = []) {
+        deliverHere(
+            FrameEncoding.eventFrame(json: json), appId: appId, uids: uids, presenceOf: presenceOf, except: except)
         if link != nil {
-            sink.yield(.deliver(appId: appId, uids: uids, presenceOf: presenceOf, event: String(decoding: json, as: UTF8.self)))
+            sink.yield(
+                .deliver(
+                    appId: appId, uids: uids, presenceOf: presenceOf, except: except.isEmpty ? nil : except,
+                    event: String(decoding: json, as: UTF8.self)
+                )
+            )
         }
     }
 
@@ -49,8 +62,11 @@ final class Relay: Sendable {
     /// Applies a signal from another node to this node's connections.
     func apply(_ signal: ClusterSignal) {
         switch signal {
-        case .deliver(let appId, let uids, let presenceOf, let event):
-            deliverHere(FrameEncoding.eventFrame(json: Array(event.utf8)), appId: appId, uids: uids, presenceOf: presenceOf)
+        case .deliver(let appId, let uids, let presenceOf, let except, let event):
+            deliverHere(
+                FrameEncoding.eventFrame(json: Array(event.utf8)), appId: appId, uids: uids, presenceOf: presenceOf,
+                except: except ?? []
+            )
         case .close(let appId, let uid, let tokenIds, let code, let reason):
             hub.close(
                 appId: appId, uid: uid, tokenIds: tokenIds.map(Set.init), code: code,
@@ -68,7 +84,9 @@ final class Relay: Sendable {
     /// Ends ``sendSignals()`` once what is queued has been sent.
     func finish() { sink.finish() }
 
-    private func deliverHere(_ frame: ByteBuffer, appId: String, uids: [String], presenceOf: String?) {
+    private func deliverHere(
+        _ frame: ByteBuffer, appId: String, uids: [String], presenceOf: String?, except: [String] = []
+    ) {
         guard let subject = presenceOf else {
             hub.deliver(frame, appId: appId, to: uids)
             return
@@ -76,7 +94,9 @@ final class Relay: Sendable {
         var reached = Set<ObjectIdentifier>()
         var wakeUps = WakeUps()
         for connection in uids.flatMap({ hub.connections(appId: appId, uid: $0) }) + hub.presenceSubscribers(appId: appId)
-        where connection.principal.uid != subject && reached.insert(ObjectIdentifier(connection)).inserted {
+        where connection.principal.uid != subject && !except.contains(connection.principal.uid)
+            && reached.insert(ObjectIdentifier(connection)).inserted
+        {
             wakeUps.push(frame, on: connection)
         }
         wakeUps.run()

@@ -137,9 +137,16 @@ final class TypingTracker: Service {
         timers.schedule(key)
     }
 
+    /// The conversation's participants but those who blocked the typing user (they do not see them type); nil when
+    /// there is no such conversation.
     private func participants(of key: Key) async -> [String]? {
         do {
-            return try await store.activeParticipants(appId: key.appId, conversationId: key.conversationId)
+            guard
+                let participants = try await store.activeParticipants(
+                    appId: key.appId, conversationId: key.conversationId)
+            else { return nil }
+            let blockers = Set(try await store.blockers(appId: key.appId, of: key.uid))
+            return blockers.isEmpty ? participants : participants.filter { !blockers.contains($0) }
         } catch {
             logger.warning("Typing: participants unavailable", metadata: ["error": "\(error)"])
             return nil

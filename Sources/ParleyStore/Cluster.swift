@@ -81,8 +81,8 @@ public struct RoutedEvent: Sendable {
 /// Something that is not stored and that every node applies to its own connections.
 public enum ClusterSignal: Sendable, Hashable, Codable {
     /// An event (JSON of ``Event``) for the connections of `uids`; with `presenceOf`, also for the app's connections
-    /// that subscribed to every user's presence, except that user's own.
-    case deliver(appId: String, uids: [String], presenceOf: String?, event: String)
+    /// that subscribed to every user's presence, except that user's own and those of `except` (who blocked them).
+    case deliver(appId: String, uids: [String], presenceOf: String?, except: [String]? = nil, event: String)
     /// Closes the user's connections (those opened with `tokenIds`, or all when nil) with `code` and `reason`.
     case close(appId: String, uid: String, tokenIds: [String]?, code: UInt16, reason: String)
 }

@@ -99,10 +99,32 @@ public protocol ParleyStore: Sendable {
     func unreadMentions(appId: String, uid: String, after: MentionPosition?, limit: Int) async throws -> [MentionRow]
     /// The user's unread counts: for the given conversations (all of them when nil), and the total over all.
     func unread(appId: String, uid: String, conversationIds: [String]?) async throws -> UnreadSummary
-    /// The users who share at least one (not deleted) conversation with `uid`, not including `uid`.
+    /// The users who share at least one (not deleted) conversation with `uid`, not including `uid` nor those who
+    /// blocked `uid` (they do not see `uid`'s presence and profile changes).
     func contacts(appId: String, uid: String) async throws -> [String]
     /// The participants of a conversation that is not deleted; nil when there is no such conversation.
     func activeParticipants(appId: String, conversationId: String) async throws -> [String]?
+
+    // MARK: Safety
+    /// `blocker` blocks `blocked`; blocking again keeps the first block. Throws `ERR_UID_NOT_FOUND` when `blocked` is
+    /// not a user of the app, `ERR_BLOCK_LIMIT` past ``Safety/maxBlocks``.
+    func block(appId: String, blocker: String, blocked: String, now: Int64) async throws -> BlockedUser
+    /// Lifts a block; nothing happens when there is none.
+    func unblock(appId: String, blocker: String, blocked: String) async throws
+    /// The users `uid` blocked, most recent first.
+    func blocks(appId: String, uid: String) async throws -> [BlockedUser]
+    /// The users who blocked `uid`.
+    func blockers(appId: String, of uid: String) async throws -> [String]
+    /// Stores a report, or finds the open one of the same reporter about the same message or user
+    /// (`created` false).
+    func insertReport(appId: String, _ report: Report) async throws -> (report: Report, created: Bool)
+    /// The app's reports (in `state`, when given), oldest first, after the position `after`, at most `limit`; each with
+    /// its position (the cursor of the next page).
+    func reports(appId: String, state: ReportState?, after: Int64?, limit: Int) async throws
+        -> [(position: Int64, report: Report)]
+    /// Sets a report's state (and resolution); nil when the app has no report with this id.
+    func updateReport(appId: String, id: String, state: ReportState, resolution: String?, now: Int64) async throws
+        -> Report?
 
     // MARK: Resume
     /// Durable events of a conversation with a sequence number above `afterSeq`, ascending, at most `limit`.

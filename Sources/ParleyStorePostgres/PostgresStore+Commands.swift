@@ -223,6 +223,11 @@ struct BatchTransaction {
         if let directKey = create.directKey, let existing = try await directConversation(create.appId, directKey) {
             return existing
         }
+        if create.type == .direct {
+            try Safety.requireNoBlock(
+                actor: create.creator, blockers: try await blockersBetween(create.appId, create.creator, others[0])
+            )
+        }
         // A direct conversation that another node creates at the same moment: ON CONFLICT waits for its commit,
         // then inserts nothing, and the existing one is returned as if it had been there all along.
         let metadata = try PostgresStore.json(create.metadata)
@@ -655,6 +660,9 @@ struct BatchTransaction {
             var parent: Message?
             do {
                 try ConversationRules.requireSend(role, roles: row.conversation.roles)
+                if row.conversation.type == .direct {
+                    try await requireNoBlock(appId: row.appId, actor: send.sender, direct: recipients)
+                }
                 if let replyTo = send.replyTo {
                     parent = parents[MessageKey(conversationPK: row.pk, messageId: replyTo)]
                     try MessageLifecycle.requireReplyTarget(parent, id: replyTo)

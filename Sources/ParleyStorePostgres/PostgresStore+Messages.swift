@@ -30,6 +30,10 @@ extension BatchTransaction {
             return CommandResult(outcome: .message(message, duplicate: true), events: [], recipients: participants)
         }
         try MessageLifecycle.requireWithinLimits(edited, edit.limits)
+        // After the repeat's answer: an edit made before a block and retried after it is still the edit made then.
+        if row.conversation.type == .direct {
+            try await requireNoBlock(appId: row.appId, actor: edit.actor, direct: participants)
+        }
         try await rewriteMessageEvents(row.pk, to: edited)
         if edited.mentions != message.mentions {
             try await execute("DELETE FROM mentions WHERE conversation_pk = \(row.pk) AND seq = \(message.seq)")
@@ -108,6 +112,11 @@ extension BatchTransaction {
             )
         }
         guard mine.contains(react.key) != react.add else { return try await answer(duplicate: true, events: []) }
+        // Taking a reaction back is always possible; giving one is writing to the other (a repeat of one given before
+        // a block is answered above, as it was).
+        if react.add && row.conversation.type == .direct {
+            try await requireNoBlock(appId: row.appId, actor: react.actor, direct: participants)
+        }
         if react.add {
             try MessageLifecycle.requireReactionRoom(message, key: react.key, keys: keys, own: mine.count)
             try await execute(

@@ -256,6 +256,45 @@ extension PostgresStore {
                 "CREATE INDEX mentions_by_message ON mentions(conversation_pk, seq)",
             ]
         ),
+        PostgresMigration(
+            version: 6, name: "safety",
+            statements: [
+                """
+                CREATE TABLE blocks (
+                    app_id TEXT NOT NULL,
+                    blocker TEXT NOT NULL,
+                    blocked TEXT NOT NULL,
+                    created_at BIGINT NOT NULL,
+                    PRIMARY KEY (app_id, blocker, blocked)
+                )
+                """,
+                "CREATE INDEX blocks_by_blocked ON blocks(app_id, blocked)",
+                // A report keeps a copy of the reported message (JSON) as it was when reported.
+                """
+                CREATE TABLE reports (
+                    pk BIGSERIAL PRIMARY KEY,
+                    id TEXT NOT NULL UNIQUE,
+                    app_id TEXT NOT NULL,
+                    reporter TEXT NOT NULL,
+                    uid TEXT NOT NULL,
+                    conversation_id TEXT,
+                    message_id TEXT,
+                    message TEXT,
+                    reason TEXT NOT NULL,
+                    details TEXT,
+                    state TEXT NOT NULL,
+                    resolution TEXT,
+                    created_at BIGINT NOT NULL,
+                    resolved_at BIGINT
+                )
+                """,
+                "CREATE INDEX reports_by_state ON reports(app_id, state, pk)",
+                """
+                CREATE UNIQUE INDEX reports_open_once ON reports(app_id, reporter, uid, coalesce(message_id, ''))
+                WHERE state = 'open'
+                """,
+            ]
+        ),
     ]
 
     /// The key of the advisory lock that serializes migrations of one database ("parley.schema").

@@ -432,6 +432,7 @@ public final class PostgresStore: ParleyStore {
             JOIN conversations c ON c.pk = mine.conversation_pk AND c.app_id = \(appId) AND c.deleted_at IS NULL
             JOIN participants other ON other.conversation_pk = mine.conversation_pk
             WHERE mine.uid = \(uid) AND other.uid <> \(uid)
+            AND NOT EXISTS (SELECT 1 FROM blocks b WHERE b.app_id = \(appId) AND b.blocker = other.uid AND b.blocked = \(uid))
             """
         ).map { try $0.decode(String.self) }
     }

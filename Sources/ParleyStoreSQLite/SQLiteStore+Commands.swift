@@ -132,6 +132,12 @@ extension SQLiteStore: UnreadWithBatch, SynchronousBatches {
                 recipients: try participantUIDs(db, conversationPK: row.pk)
             )
         }
+        if create.type == .direct {
+            try Safety.requireNoBlock(
+                actor: create.creator,
+                blockers: try blockersBetween(db, appId: create.appId, create.creator, others[0])
+            )
+        }
         try db.execute(
             sql: """
                 INSERT INTO conversations (id, app_id, type, direct_key, name, description, is_public, metadata,

@@ -28,6 +28,10 @@ extension SQLiteStore {
             return CommandResult(outcome: .message(message, duplicate: true), events: [], recipients: participants)
         }
         try MessageLifecycle.requireWithinLimits(edited, edit.limits)
+        // After the repeat's answer: an edit made before a block and retried after it is still the edit made then.
+        if row.conversation.type == .direct {
+            try requireNoBlock(db, appId: row.appId, actor: edit.actor, direct: participants)
+        }
         try rewriteMessageEvents(db, conversationPK: row.pk, to: edited)
         if edited.mentions != message.mentions {
             try db.execute(
@@ -103,6 +107,11 @@ extension SQLiteStore {
             )
         }
         guard mine.contains(react.key) != react.add else { return try answer(duplicate: true, events: []) }
+        // Taking a reaction back is always possible; giving one is writing to the other (a repeat of one given before
+        // a block is answered above, as it was).
+        if react.add && row.conversation.type == .direct {
+            try requireNoBlock(db, appId: row.appId, actor: react.actor, direct: participants)
+        }
         if react.add {
             try MessageLifecycle.requireReactionRoom(
                 message, key: react.key, keys: Set(keys.map { $0[0] as String }), own: mine.count

@@ -216,6 +216,41 @@ extension SQLiteStore {
                     """
             )
         }
+        migrator.registerMigration("v7: safety") { db in
+            // Blocks between users of an app, and reports of messages and users for the app's moderators. A report
+            // keeps a copy of the reported message (`message`, JSON) as it was when reported.
+            try db.execute(
+                sql: """
+                    CREATE TABLE blocks (
+                        app_id TEXT NOT NULL,
+                        blocker TEXT NOT NULL,
+                        blocked TEXT NOT NULL,
+                        created_at INTEGER NOT NULL,
+                        PRIMARY KEY (app_id, blocker, blocked)
+                    ) WITHOUT ROWID;
+                    CREATE INDEX blocks_by_blocked ON blocks(app_id, blocked);
+                    CREATE TABLE reports (
+                        pk INTEGER PRIMARY KEY,
+                        id TEXT NOT NULL UNIQUE,
+                        app_id TEXT NOT NULL,
+                        reporter TEXT NOT NULL,
+                        uid TEXT NOT NULL,
+                        conversation_id TEXT,
+                        message_id TEXT,
+                        message TEXT,
+                        reason TEXT NOT NULL,
+                        details TEXT,
+                        state TEXT NOT NULL,
+                        resolution TEXT,
+                        created_at INTEGER NOT NULL,
+                        resolved_at INTEGER
+                    );
+                    CREATE INDEX reports_by_state ON reports(app_id, state, pk);
+                    CREATE UNIQUE INDEX reports_open_once ON reports(app_id, reporter, uid, coalesce(message_id, ''))
+                        WHERE state = 'open';
+                    """
+            )
+        }
         return migrator
     }
 }

@@ -410,9 +410,10 @@ public final class SQLiteStore: ParleyStore {
                     CROSS JOIN conversations c ON c.pk = mine.conversation_pk AND c.app_id = ? AND c.deleted_at IS NULL
                     CROSS JOIN participants other ON other.conversation_pk = mine.conversation_pk
                     WHERE mine.uid = ? AND other.uid != ?
+                    AND NOT EXISTS (SELECT 1 FROM blocks b WHERE b.app_id = ? AND b.blocker = other.uid AND b.blocked = ?)
                     """
             ),
-            arguments: [appId, uid, uid]
+            arguments: [appId, uid, uid, appId, uid]
         )
     }
 

@@ -37,6 +37,8 @@ struct SendBatch {
         var appId: String
         var id: String
         var isPublic: Bool
+        /// A direct conversation: sends between its two participants stop while either blocks the other.
+        var isDirect: Bool
         var isDeleted: Bool
         var lastSeq: Int64
         var messageCount: Int64
@@ -98,6 +100,12 @@ struct SendBatch {
         var threadSeq: Int64?
         do {
             try ConversationRules.requireSend(role, roles: conversation.roles)
+            if conversation.isDirect {
+                // Read on every send (not kept): a block is made outside the writer's batches.
+                try SQLiteStore.requireNoBlock(
+                    db, appId: conversation.appId, actor: send.sender, direct: conversation.participants
+                )
+            }
             if let replyTo = send.replyTo {
                 let parent = try SQLiteStore.fetchStoredMessage(db, conversationPK: conversation.pk, messageId: replyTo)
                 try MessageLifecycle.requireReplyTarget(parent?.message, id: replyTo)
@@ -227,7 +235,7 @@ struct SendBatch {
                 db.cachedStatement(
                     sql: """
                         SELECT pk, app_id, is_public, deleted_at IS NOT NULL, last_seq, message_count, last_activity_at,
-                            roles
+                            roles, type = 'direct'
                         FROM conversations WHERE id = ?
                         """
                 ),
@@ -250,7 +258,8 @@ struct SendBatch {
             members[uid] = ParticipantRole(rawValue: member[1]) ?? .member
         }
         let conversation = Conversation(
-            pk: pk, appId: row[1], id: id, isPublic: row[2], isDeleted: row[3], lastSeq: row[4], messageCount: row[5],
+            pk: pk, appId: row[1], id: id, isPublic: row[2], isDirect: row[8], isDeleted: row[3], lastSeq: row[4],
+            messageCount: row[5],
             lastActivityAt: row[6], roles: try ConversationRoles(storedJSON: row[7]), participants: participants,
             members: members
         )

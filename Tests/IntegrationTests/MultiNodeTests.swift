@@ -269,6 +269,55 @@ struct MultiNodeTests {
         try await nodes.stop()
     }
 
+    /// A block made through one node holds on the other at once: sends refused there, typing kept from the blocker.
+    @Test(.timeLimit(.minutes(3)))
+    func aBlockMadeOnOneNodeHoldsOnTheOther() async throws {
+        let nodes = try await Self.twoNodes()
+        let alice = try await nodes.a.login("alice")
+        let bob = try await nodes.b.login("bob")
+        _ = try await nodes.a.login("carol")
+        let direct = try await nodes.a.createConversation(token: alice, type: .direct, with: ["bob"])
+        let group = try await nodes.a.createConversation(token: alice, with: ["bob", "carol"])
+        #expect(try await nodes.a.request("PUT", "/v1/me/blocks/bob", token: alice).status == 200)
+
+        let refused = try await nodes.b.request(
+            "POST", "/v1/conversations/\(direct.id)/messages", token: bob, body: SendMessageRequest(parts: [.text("x")])
+        )
+        #expect(refused.status == 403 && refused.errorCode == .blocked)
+        // alice's socket on node A gets no typing of bob's through node B; carol's does.
+        let alicesSocket = WebSocketProbe(url: nodes.a.webSocketURL, token: alice)
+        let carolsSocket = WebSocketProbe(url: nodes.a.webSocketURL, token: try await nodes.a.login("carol"))
+        let bobsSocket = WebSocketProbe(url: nodes.b.webSocketURL, token: bob)
+        for socket in [alicesSocket, carolsSocket, bobsSocket] {
+            guard case .hello = try await socket.nextFrame() else {
+                Issue.record("no hello")
+                return
+            }
+        }
+        /// The next event on `socket` that `matches`.
+        func nextEvent(_ socket: WebSocketProbe, _ matches: @escaping @Sendable (Event) -> Bool) async throws -> Event?
+        {
+            let frame = try await socket.nextFrame { frame in
+                if case .event(let event) = frame { return matches(event.event) }
+                return false
+            }
+            guard case .event(let event) = frame else { return nil }
+            return event.event
+        }
+        try await bobsSocket.send(.typing(TypingFrame(conversationId: group.id, isTyping: true)))
+        let carolSaw = try await nextEvent(carolsSocket) { $0.name == .participantTyping }
+        #expect(carolSaw?.context.createdBy == "bob")
+        // A message of carol's after it: alice's next event is that message, not bob's typing.
+        _ = try await nodes.b.request(
+            "POST", "/v1/conversations/\(group.id)/messages", token: try await nodes.b.login("carol"),
+            body: SendMessageRequest(parts: [.text("after")])
+        )
+        let aliceSaw = try await nextEvent(alicesSocket) { $0.name != .presenceUpdate && $0.name != .unreadUpdate }
+        #expect(aliceSaw?.name == .messageSent)
+        for socket in [alicesSocket, carolsSocket, bobsSocket] { await socket.close() }
+        try await nodes.stop()
+    }
+
     @Test(.timeLimit(.minutes(3)))
     func nodesStartingTogetherOnAnEmptyDatabaseCreateOneDefaultApp() async throws {
         let database = try await PostgresTestDatabase.create(prefix: "parley_nodes")

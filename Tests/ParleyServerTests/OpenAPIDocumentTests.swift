@@ -152,6 +152,41 @@ import FoundationNetworking
             ),
             ("Device", device, device),
             ("DeviceList", DeviceList(devices: [device]), DeviceList(devices: [])),
+            ("BlockedUser", BlockedUser(uid: "bob", blockedAt: 3), BlockedUser(uid: "bob", blockedAt: 3)),
+            ("BlockList", BlockList(blocks: [BlockedUser(uid: "bob", blockedAt: 3)]), BlockList(blocks: [])),
+            ("ReportReason", ReportReason.selfHarm, ReportReason.other),
+            ("ReportState", ReportState.resolved, ReportState.open),
+            (
+                "CreateReportRequest",
+                CreateReportRequest(conversationId: "c", messageId: "m", uid: "u", reason: .spam, details: "d"),
+                CreateReportRequest(reason: .other)
+            ),
+            (
+                "Report",
+                Report(
+                    id: "r", reporter: "a", uid: "b", conversationId: "c", messageId: message.id, message: message,
+                    reason: .harassment, details: "d", state: .resolved, resolution: "done", createdAt: 1, resolvedAt: 2
+                ),
+                Report(id: "r", reporter: "a", uid: "b", reason: .spam, state: .open, createdAt: 1)
+            ),
+            (
+                "ReportList",
+                ReportList(
+                    reports: [
+                        Report(
+                            id: "r", reporter: "a", uid: "b", conversationId: "c", messageId: message.id,
+                            message: message, reason: .spam, details: "d", state: .resolved, resolution: "done",
+                            createdAt: 1, resolvedAt: 2
+                        )
+                    ],
+                    nextCursor: "7"
+                ),
+                ReportList(reports: [])
+            ),
+            (
+                "UpdateReportRequest", UpdateReportRequest(state: .resolved, resolution: "done"),
+                UpdateReportRequest(state: .open)
+            ),
         ]
     }()
 
@@ -207,7 +242,7 @@ import FoundationNetworking
                 checked += 1
             }
         }
-        #expect(checked == 39)
+        #expect(checked == 45)
         try await server.stop()
     }
 
@@ -238,12 +273,17 @@ import FoundationNetworking
             ("get", one + "/replies", "/v1/conversations/\(group.id)/messages/\(message.id)/replies"),
             ("put", one + "/reactions/{key}", "/v1/conversations/\(group.id)/messages/\(message.id)/reactions/ok"),
             ("delete", one + "/reactions/{key}", "/v1/conversations/\(group.id)/messages/\(message.id)/reactions/ok"),
+            ("post", "/v1/reports", "/v1/reports"),
         ]
         for (method, template, path) in checks {
             let operation = try #require((paths[template] as? [String: Any])?[method] as? [String: Any])
             let declared = Set(try #require(operation["responses"] as? [String: Any]).keys)
             let answer =
                 switch method {
+                case "post" where template == "/v1/reports":
+                    try await server.request(
+                        "POST", path, token: mallory,
+                        body: CreateReportRequest(conversationId: group.id, messageId: message.id, reason: .spam))
                 case "post":
                     try await server.request(
                         "POST", path, token: mallory, body: SendMessageRequest(parts: [.text("hi")]))

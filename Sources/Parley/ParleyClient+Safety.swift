@@ -1,0 +1,108 @@
+import Foundation
+import ParleyProtocol
+
+extension ParleyClient {
+    // MARK: Blocks
+
+    /// Blocks a user: neither of you can write to the other in a direct conversation (`ERR_BLOCKED`), you no longer
+    /// get their typing, presence and profile changes, and, unless the settings say otherwise
+    /// (``AppSettings/hidesBlockedUsersMessages``), this client hides what they write in groups.
+    @discardableResult
+    public func blockUser(_ uid: String) async throws -> BlockedUser {
+        _ = try requireSession()
+        let block = try await rest.call { try await $0.blockUser(path: .init(uid: uid)).ok.body.json }
+        blockedUsers.withLockedValue { _ = $0.insert(uid) }
+        return block
+    }
+
+    /// Lifts a block (nothing happens when there is none).
+    public func unblockUser(_ uid: String) async throws {
+        _ = try requireSession()
+        _ = try await rest.call { try await $0.unblockUser(path: .init(uid: uid)).noContent }
+        blockedUsers.withLockedValue { _ = $0.remove(uid) }
+    }
+
+    /// The users you blocked, most recent first.
+    public func fetchBlockedUsers() async throws -> [BlockedUser] {
+        _ = try requireSession()
+        let blocks = try await rest.call { try await $0.listBlocks().ok.body.json }.blocks
+        blockedUsers.withLockedValue { $0 = Set(blocks.map(\.uid)) }
+        return blocks
+    }
+
+    /// Reads the block list (at login and at start: blocks made on the user's other devices count from there on).
+    /// Quietly keeps what it knew when the server cannot answer.
+    func refreshBlockedUsers() async {
+        do {
+            let blocks = try await rest.call { try await $0.listBlocks().ok.body.json }.blocks
+            blockedUsers.withLockedValue { $0 = Set(blocks.map(\.uid)) }
+        } catch {
+            logger.info(
+                "The block list could not be read (\(RESTClient.parleyError(error).code)); keeping what was known.")
+        }
+    }
+
+    /// Whether you blocked `uid`, as this client knows (read at login and at start, changed by your calls).
+    public func isBlocked(_ uid: String) -> Bool {
+        blockedUsers.withLockedValue { $0.contains(uid) }
+    }
+
+    // MARK: Reports
+
+    /// Reports a message of a conversation you are in to the app's moderators. Reporting it again while the first
+    /// report is open returns that report.
+    @discardableResult
+    public func reportMessage(
+        _ messageId: String, in conversationId: String, reason: ReportReason, details: String? = nil
+    )
+        async throws -> Report
+    {
+        try await report(
+            CreateReportRequest(conversationId: conversationId, messageId: messageId, reason: reason, details: details)
+        )
+    }
+
+    /// Reports a user to the app's moderators.
+    @discardableResult
+    public func reportUser(_ uid: String, reason: ReportReason, details: String? = nil) async throws -> Report {
+        try await report(CreateReportRequest(uid: uid, reason: reason, details: details))
+    }
+
+    private func report(_ body: CreateReportRequest) async throws -> Report {
+        _ = try requireSession()
+        return try await rest.call { api in
+            switch try await api.createReport(body: .json(body)) {
+            case .created(let created): return try created.body.json
+            case .ok(let existing): return try existing.body.json
+            default: throw ParleyError(.unexpectedResponse, "Unexpected answer to createReport.")
+            }
+        }
+    }
+
+    /// Events that carry what a user writes: a message, its edit, a reaction (hidden when the user is blocked).
+    static func isWriting(_ event: Event) -> Bool {
+        switch event.payload {
+        case .messageSent, .messageUpdated, .reactionAdded, .reactionRemoved: return true
+        default: return false
+        }
+    }
+}
+
+extension ParleyAdmin {
+    /// The app's reports (in `state`, when given), oldest first.
+    public func reports(state: ReportState? = nil, limit: Int = 50, cursor: String? = nil) async throws -> ReportList {
+        try await rest.call {
+            try await $0.listReports(query: .init(state: state, limit: limit, cursor: cursor)).ok.body.json
+        }
+    }
+
+    /// Resolves (or reopens) a report.
+    @discardableResult
+    public func updateReport(_ id: String, state: ReportState, resolution: String? = nil) async throws -> Report {
+        try await rest.call {
+            try await $0.updateReport(
+                path: .init(reportId: id), body: .json(UpdateReportRequest(state: state, resolution: resolution))
+            ).ok.body.json
+        }
+    }
+}

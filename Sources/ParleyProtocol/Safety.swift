@@ -1,0 +1,114 @@
+/// A user the caller blocked: `GET /v1/me/blocks`, `PUT /v1/me/blocks/{uid}`.
+public struct BlockedUser: Codable, Sendable, Hashable {
+    public var uid: String
+    /// When the block was made (epoch ms); blocking again keeps the first time.
+    public var blockedAt: Int64
+    public init(uid: String, blockedAt: Int64) {
+        self.uid = uid
+        self.blockedAt = blockedAt
+    }
+}
+
+/// `GET /v1/me/blocks`: the users the caller blocked, most recent first.
+public struct BlockList: Codable, Sendable, Hashable {
+    public var blocks: [BlockedUser]
+    public init(blocks: [BlockedUser]) { self.blocks = blocks }
+}
+
+/// Why something is reported.
+public enum ReportReason: String, Codable, Sendable, Hashable, CaseIterable {
+    case spam
+    case harassment
+    case hate
+    case violence
+    case sexual
+    case selfHarm
+    case impersonation
+    case other
+}
+
+/// Where a report is in the app's moderation.
+public enum ReportState: String, Codable, Sendable, Hashable, CaseIterable {
+    case open
+    case resolved
+}
+
+/// `POST /v1/reports`: a message (`conversationId` and `messageId`) or a user (`uid`) is reported.
+public struct CreateReportRequest: Codable, Sendable, Hashable {
+    public var conversationId: String?
+    public var messageId: String?
+    public var uid: String?
+    public var reason: ReportReason
+    /// What the reporter adds, at most 1 KiB.
+    public var details: String?
+    public init(
+        conversationId: String? = nil, messageId: String? = nil, uid: String? = nil, reason: ReportReason,
+        details: String? = nil
+    ) {
+        self.conversationId = conversationId
+        self.messageId = messageId
+        self.uid = uid
+        self.reason = reason
+        self.details = details
+    }
+}
+
+/// A report of a message or a user, as stored for the app's moderators.
+public struct Report: Codable, Sendable, Hashable {
+    public var id: String
+    /// Who reported.
+    public var reporter: String
+    /// The reported user: the message's sender, or the reported `uid`.
+    public var uid: String
+    /// For a message report: where, which, and the message as it was when it was reported (its content is kept for
+    /// the moderators even if the message is edited or deleted later).
+    public var conversationId: String?
+    public var messageId: String?
+    public var message: Message?
+    public var reason: ReportReason
+    public var details: String?
+    public var state: ReportState
+    /// What the moderator noted when resolving it.
+    public var resolution: String?
+    public var createdAt: Int64
+    public var resolvedAt: Int64?
+    public init(
+        id: String, reporter: String, uid: String, conversationId: String? = nil, messageId: String? = nil,
+        message: Message? = nil, reason: ReportReason, details: String? = nil, state: ReportState,
+        resolution: String? = nil, createdAt: Int64, resolvedAt: Int64? = nil
+    ) {
+        self.id = id
+        self.reporter = reporter
+        self.uid = uid
+        self.conversationId = conversationId
+        self.messageId = messageId
+        self.message = message
+        self.reason = reason
+        self.details = details
+        self.state = state
+        self.resolution = resolution
+        self.createdAt = createdAt
+        self.resolvedAt = resolvedAt
+    }
+}
+
+/// `GET /v1/reports`: a page of reports, oldest first.
+public struct ReportList: Codable, Sendable, Hashable {
+    public var reports: [Report]
+    public var nextCursor: String?
+    public init(reports: [Report], nextCursor: String? = nil) {
+        self.reports = reports
+        self.nextCursor = nextCursor
+    }
+}
+
+/// `PATCH /v1/reports/{reportId}`: the app's moderator resolves (or reopens) a report.
+public struct UpdateReportRequest: Codable, Sendable, Hashable {
+    public var state: ReportState
+    /// At most 1 KiB.
+    public var resolution: String?
+    public init(state: ReportState, resolution: String? = nil) {
+        self.state = state
+        self.resolution = resolution
+    }
+}

@@ -1,0 +1,107 @@
+import ParleyAPI
+import ParleyProtocol
+import ParleyStore
+
+extension APIHandler {
+    // MARK: Blocks
+
+    func listBlocks(_ input: Operations.ListBlocks.Input) async throws -> Operations.ListBlocks.Output {
+        let principal = try await currentUser()
+        return .ok(
+            .init(body: .json(BlockList(blocks: try await store.blocks(appId: principal.appId, uid: principal.uid)))))
+    }
+
+    func blockUser(_ input: Operations.BlockUser.Input) async throws -> Operations.BlockUser.Output {
+        let principal = try await currentUser()
+        let uid = input.path.uid
+        try Self.requireValidUID(uid)
+        guard uid != principal.uid else { throw DomainError(.badRequest, "You cannot block yourself.") }
+        try limits.sends?.take(appId: principal.appId, uid: principal.uid)
+        let block = try await store.block(
+            appId: principal.appId, blocker: principal.uid, blocked: uid, now: time.epochMilliseconds()
+        )
+        // From now on the blocker gets no presence of the blocked user: what it showed last goes offline.
+        relay.deliver(
+            appId: principal.appId, actor: uid, timestamp: time.epochMilliseconds(),
+            payload: .presenceUpdated(Presence(uid: uid, online: false)), to: [principal.uid]
+        )
+        return .ok(.init(body: .json(block)))
+    }
+
+    func unblockUser(_ input: Operations.UnblockUser.Input) async throws -> Operations.UnblockUser.Output {
+        let principal = try await currentUser()
+        try Self.requireValidUID(input.path.uid)
+        try await store.unblock(appId: principal.appId, blocker: principal.uid, blocked: input.path.uid)
+        return .noContent(.init())
+    }
+
+    // MARK: Reports
+
+    func createReport(_ input: Operations.CreateReport.Input) async throws -> Operations.CreateReport.Output {
+        let principal = try await currentUser()
+        guard case .json(let request) = input.body else { throw DomainError(.badRequest, "Expected JSON.") }
+        try Self.validateReportText(request.details, "details")
+        try limits.sends?.take(appId: principal.appId, uid: principal.uid)
+        var report = Report(
+            id: Secrets.randomID(prefix: "r_"), reporter: principal.uid, uid: "", reason: request.reason,
+            details: request.details, state: .open, createdAt: time.epochMilliseconds()
+        )
+        switch (request.conversationId, request.messageId, request.uid) {
+        case (let conversationId?, let messageId?, nil):
+            // A message of a conversation the reporter is in: as they see it now.
+            try InputRules.identifier(conversationId, "conversationId")
+            try InputRules.identifier(messageId, "messageId")
+            _ = try await requireParticipant(principal, conversationId: conversationId)
+            guard
+                let message = try await store.message(
+                    appId: principal.appId, conversationId: conversationId, messageId: messageId, viewer: principal.uid
+                )
+            else { throw MessageLifecycle.notFound(messageId) }
+            guard !message.isDeleted else { throw MessageLifecycle.deleted(messageId) }
+            report.uid = message.sender
+            report.conversationId = conversationId
+            report.messageId = messageId
+            report.message = message
+        case (nil, nil, let uid?):
+            try Self.requireValidUID(uid)
+            _ = try await existingUser(appId: principal.appId, uid: uid)
+            report.uid = uid
+        default:
+            throw DomainError(.badRequest, "Report a message (conversationId and messageId) or a user (uid).")
+        }
+        guard report.uid != principal.uid else { throw DomainError(.badRequest, "You cannot report yourself.") }
+        let (stored, created) = try await store.insertReport(appId: principal.appId, report)
+        return created ? .created(.init(body: .json(stored))) : .ok(.init(body: .json(stored)))
+    }
+
+    func listReports(_ input: Operations.ListReports.Input) async throws -> Operations.ListReports.Output {
+        let appId = try await authenticator.server(apiKey: credentials.apiKey)
+        let limit = try Self.pageSize(input.query.limit)
+        let after = try input.query.cursor.map { cursor in
+            guard let position = Int64(cursor), position >= 0 else { throw DomainError(.badRequest, "Invalid cursor.") }
+            return position
+        }
+        let page = try await store.reports(appId: appId, state: input.query.state, after: after, limit: limit)
+        let next = page.count == limit ? page.last.map { String($0.position) } : nil
+        return .ok(.init(body: .json(ReportList(reports: page.map(\.report), nextCursor: next))))
+    }
+
+    func updateReport(_ input: Operations.UpdateReport.Input) async throws -> Operations.UpdateReport.Output {
+        let appId = try await authenticator.server(apiKey: credentials.apiKey)
+        guard case .json(let request) = input.body else { throw DomainError(.badRequest, "Expected JSON.") }
+        try InputRules.identifier(input.path.reportId, "reportId")
+        try Self.validateReportText(request.resolution, "resolution")
+        guard
+            let report = try await store.updateReport(
+                appId: appId, id: input.path.reportId, state: request.state, resolution: request.resolution,
+                now: time.epochMilliseconds()
+            )
+        else { throw DomainError(.reportNotFound, "No report \(input.path.reportId) in this app.") }
+        return .ok(.init(body: .json(report)))
+    }
+
+    /// A report's details or a resolution: at most ``Safety/maxReportTextBytes``, line breaks and tabs allowed.
+    static func validateReportText(_ value: String?, _ field: String) throws {
+        try InputRules.name(value, field, maxBytes: Safety.maxReportTextBytes, lineBreaks: true)
+    }
+}

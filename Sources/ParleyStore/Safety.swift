@@ -1,0 +1,28 @@
+import ParleyProtocol
+
+/// Blocks and reports: the rules both stores apply.
+///
+/// A block is one-way in what it hides (the blocker no longer receives the blocked user's presence, profile changes
+/// and typing) and two-way in what it stops: while either of a direct conversation's two participants blocks the
+/// other, neither can start it, send in it, edit in it or react in it (`ERR_BLOCKED`). Groups are not affected: the
+/// blocker's client hides the blocked user's messages there (docs/SDK.md).
+public enum Safety {
+    /// Most users one user may block.
+    public static let maxBlocks = 1_000
+    /// Most bytes of a report's `details` and of a resolution.
+    public static let maxReportTextBytes = 1_024
+
+    /// The refusal of a send, edit, reaction or new direct conversation between `actor` and `other`, given who blocked
+    /// whom: it tells the blocker what to do, and the blocked user no more than that they cannot.
+    public static func refusal(actor: String, actorBlockedOther: Bool) -> DomainError {
+        actorBlockedOther
+            ? DomainError(.blocked, "You blocked this user: unblock them to write to them.")
+            : DomainError(.blocked, "You cannot write to this user.")
+    }
+
+    /// Throws the refusal when `blockers` (the blockers found between `actor` and `other`) is not empty.
+    public static func requireNoBlock(actor: String, blockers: [String]) throws {
+        guard !blockers.isEmpty else { return }
+        throw refusal(actor: actor, actorBlockedOther: blockers.contains(actor))
+    }
+}

@@ -1,0 +1,177 @@
+import Foundation
+import GRDB
+import ParleyProtocol
+import ParleyStore
+
+// Blocks and reports (see ``Safety`` for the rules).
+
+extension SQLiteStore {
+    // MARK: Blocks
+
+    public func block(appId: String, blocker: String, blocked: String, now: Int64) async throws -> BlockedUser {
+        try await pool.write { db in
+            guard try Self.fetchUser(db, appId: appId, uid: blocked) != nil else {
+                throw DomainError.uidNotFound(blocked)
+            }
+            if let since = try Int64.fetchOne(
+                db, sql: "SELECT created_at FROM blocks WHERE app_id = ? AND blocker = ? AND blocked = ?",
+                arguments: [appId, blocker, blocked]
+            ) {
+                return BlockedUser(uid: blocked, blockedAt: since)
+            }
+            let count =
+                try Int.fetchOne(
+                    db, sql: "SELECT count(*) FROM blocks WHERE app_id = ? AND blocker = ?",
+                    arguments: [appId, blocker]
+                ) ?? 0
+            guard count < Safety.maxBlocks else {
+                throw DomainError(.blockLimit, "A user may block at most \(Safety.maxBlocks) users.")
+            }
+            try db.execute(
+                sql: "INSERT INTO blocks (app_id, blocker, blocked, created_at) VALUES (?, ?, ?, ?)",
+                arguments: [appId, blocker, blocked, now]
+            )
+            return BlockedUser(uid: blocked, blockedAt: now)
+        }
+    }
+
+    public func unblock(appId: String, blocker: String, blocked: String) async throws {
+        try await pool.write { db in
+            try db.execute(
+                sql: "DELETE FROM blocks WHERE app_id = ? AND blocker = ? AND blocked = ?",
+                arguments: [appId, blocker, blocked]
+            )
+        }
+    }
+
+    public func blocks(appId: String, uid: String) async throws -> [BlockedUser] {
+        try await pool.read { db in
+            try Row.fetchAll(
+                db,
+                sql:
+                    "SELECT blocked, created_at FROM blocks WHERE app_id = ? AND blocker = ? ORDER BY created_at DESC, blocked",
+                arguments: [appId, uid]
+            ).map { BlockedUser(uid: $0[0], blockedAt: $0[1]) }
+        }
+    }
+
+    public func blockers(appId: String, of uid: String) async throws -> [String] {
+        try await pool.read { db in
+            try String.fetchAll(
+                db.cachedStatement(sql: "SELECT blocker FROM blocks WHERE app_id = ? AND blocked = ?"),
+                arguments: [appId, uid]
+            )
+        }
+    }
+
+    /// The users among `a` and `b` who blocked the other (empty when neither did).
+    static func blockersBetween(_ db: Database, appId: String, _ a: String, _ b: String) throws -> [String] {
+        try String.fetchAll(
+            db.cachedStatement(
+                sql: """
+                    SELECT blocker FROM blocks
+                    WHERE app_id = ? AND ((blocker = ? AND blocked = ?) OR (blocker = ? AND blocked = ?))
+                    """
+            ),
+            arguments: [appId, a, b, b, a]
+        )
+    }
+
+    /// Refuses `actor`'s change in a direct conversation whose two participants are `participants`, when either
+    /// blocked the other.
+    static func requireNoBlock(_ db: Database, appId: String, actor: String, direct participants: [String]) throws {
+        guard let other = participants.first(where: { $0 != actor }) else { return }
+        try Safety.requireNoBlock(actor: actor, blockers: try blockersBetween(db, appId: appId, actor, other))
+    }
+
+    // MARK: Reports
+
+    public func insertReport(appId: String, _ report: Report) async throws -> (report: Report, created: Bool) {
+        try await pool.write { db in
+            if let open = try Row.fetchOne(
+                db,
+                sql: """
+                    SELECT \(Self.reportColumns) FROM reports
+                    WHERE app_id = ? AND reporter = ? AND uid = ? AND coalesce(message_id, '') = ? AND state = 'open'
+                    """,
+                arguments: [appId, report.reporter, report.uid, report.messageId ?? ""]
+            ) {
+                return (try Self.report(open), false)
+            }
+            try db.execute(
+                sql: """
+                    INSERT INTO reports (id, app_id, reporter, uid, conversation_id, message_id, message, reason, details,
+                        state, resolution, created_at, resolved_at)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    """,
+                arguments: [
+                    report.id, appId, report.reporter, report.uid, report.conversationId, report.messageId,
+                    try report.message.map { String(decoding: try WireCoding.encode($0), as: UTF8.self) },
+                    report.reason.rawValue, report.details, report.state.rawValue, report.resolution, report.createdAt,
+                    report.resolvedAt,
+                ]
+            )
+            return (report, true)
+        }
+    }
+
+    public func reports(appId: String, state: ReportState?, after: Int64?, limit: Int) async throws
+        -> [(position: Int64, report: Report)]
+    {
+        try await pool.read { db in
+            try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT pk, \(Self.reportColumns) FROM reports
+                    WHERE app_id = ? AND (? IS NULL OR state = ?) AND pk > ? ORDER BY pk LIMIT ?
+                    """,
+                arguments: [appId, state?.rawValue, state?.rawValue, after ?? 0, limit]
+            ).map { row in (row[0], try Self.report(row, from: 1)) }
+        }
+    }
+
+    public func updateReport(appId: String, id: String, state: ReportState, resolution: String?, now: Int64)
+        async throws -> Report?
+    {
+        try await pool.write { db in
+            // Reopening a report while the same reporter has another open one about the same thing would make two:
+            // the unique index refuses it, and the caller is told.
+            do {
+                try db.execute(
+                    // A resolution given replaces the one noted; resolved again, it keeps when it was first resolved.
+                    sql: """
+                        UPDATE reports SET state = ?, resolution = coalesce(?, resolution),
+                            resolved_at = CASE WHEN ? = 'resolved' THEN coalesce(resolved_at, ?) END
+                        WHERE app_id = ? AND id = ?
+                        """,
+                    arguments: [state.rawValue, resolution, state.rawValue, now, appId, id]
+                )
+            } catch let error as DatabaseError where error.resultCode == .SQLITE_CONSTRAINT {
+                throw DomainError(.badRequest, "The reporter has another open report about the same message or user.")
+            }
+            return try Row.fetchOne(
+                db, sql: "SELECT \(Self.reportColumns) FROM reports WHERE app_id = ? AND id = ?",
+                arguments: [appId, id]
+            ).map { try Self.report($0) }
+        }
+    }
+
+    static let reportColumns =
+        "id, reporter, uid, conversation_id, message_id, message, reason, details, state, resolution, created_at, resolved_at"
+
+    static func report(_ row: Row, from start: Int = 0) throws -> Report {
+        let reason: String = row[start + 6]
+        let state: String = row[start + 8]
+        guard let reason = ReportReason(rawValue: reason), let state = ReportState(rawValue: state) else {
+            throw DatabaseError(message: "Unknown report reason or state in the reports table.")
+        }
+        let message: String? = row[start + 5]
+        return Report(
+            id: row[start], reporter: row[start + 1], uid: row[start + 2], conversationId: row[start + 3],
+            messageId: row[start + 4],
+            message: try message.map { try WireCoding.decode(Message.self, from: Array($0.utf8)) },
+            reason: reason, details: row[start + 7], state: state, resolution: row[start + 9],
+            createdAt: row[start + 10], resolvedAt: row[start + 11]
+        )
+    }
+}

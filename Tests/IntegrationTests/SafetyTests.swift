@@ -1,0 +1,226 @@
+import Foundation
+import Parley
+import ParleyServer
+import ParleyTesting
+import Testing
+
+/// Blocks and reports live, through the SDK and raw REST: docs/PROTOCOL.md, "Blocks and reports".
+@Suite(.timeLimit(.minutes(2))) struct SafetyTests {
+    typealias Party = EventCatalogTests.Party
+
+    func code(_ action: () async throws -> Any) async -> ErrorCode? {
+        do {
+            _ = try await action()
+            return nil
+        } catch let error as ParleyError {
+            return error.code
+        } catch {
+            return .internalError
+        }
+    }
+
+    @Test func aBlockStopsDirectWritingBothWays() async throws {
+        let party = try await EventCatalogTests().party()
+        let (alice, bob) = (party["alice"], party["bob"])
+        let hello = try await alice.sendTextMessage("hello", to: .user("bob"))
+        try await alice.blockUser("bob")
+        #expect(alice.isBlocked("bob"))
+
+        // Over the socket (the SDK's way) and over REST, from either side; reactions too.
+        #expect(await code { try await bob.sendTextMessage("hi?", to: .user("alice")) } == .blocked)
+        #expect(await code { try await alice.sendTextMessage("bye", to: .user("bob")) } == .blocked)
+        #expect(await code { try await bob.addReaction("👍", to: .id(hello.id), in: hello.conversationId) } == .blocked)
+        let bobsToken = try await party.server.login("bob")
+        let overREST = try await party.server.request(
+            "POST", "/v1/conversations/\(hello.conversationId)/messages", token: bobsToken,
+            body: SendMessageRequest(parts: [.text("still?")])
+        )
+        #expect(overREST.status == 403 && overREST.errorCode == .blocked)
+        // The blocked user learns no more than that: the message does not say who blocked whom.
+        #expect(try overREST.decode(ErrorResponse.self).error.message == "You cannot write to this user.")
+        // No new direct conversation either, whoever starts it.
+        try await alice.blockUser("dave")
+        #expect(await code { try await party["dave"].sendTextMessage("hi", to: .user("alice")) } == .blocked)
+        #expect(Set(try await alice.fetchBlockedUsers().map(\.uid)) == ["dave", "bob"])
+
+        // Lifted: they write again; nothing was stored meanwhile.
+        try await alice.unblockUser("bob")
+        let after = try await bob.sendTextMessage("hi again", to: .user("alice"))
+        let history = try await alice.fetchMessages(conversationId: hello.conversationId).messages
+        #expect(history.map(\.text) == ["hello", "hi again"] && history.last?.id == after.id)
+        try await party.stop()
+    }
+
+    @Test func theBlockerGetsNoTypingPresenceOrGroupMessagesOfTheBlocked() async throws {
+        // alice also subscribes to every user's presence: a block holds there too.
+        let party = try await EventCatalogTests().party(presenceForAll: ["alice"])
+        let group = try await party["alice"].createGroup(name: "Team", participants: ["bob", "carol"])
+        let before = try await party["bob"].sendTextMessage("before", to: .conversation(group.id))
+        try await party.fence()
+        party.mark()
+        try await party["alice"].blockUser("bob")
+        // What alice's client showed of bob goes offline at once.
+        let offline = await party.waitFor("alice") { $0.name == .presenceUpdate }
+        #expect(offline?.payload == .presenceUpdated(Presence(uid: "bob", online: false)))
+        #expect(try await !party["alice"].presence(of: "bob").online)
+        #expect(try await party["carol"].presence(of: "bob").online)
+
+        party.mark()
+        // bob goes away for good and comes back.
+        await party["bob"].disconnect()
+        await party.clock.sleeper(at: party.clock.now.offset + .seconds(5))
+        party.clock.advance(by: .seconds(5))
+        let carolSawOffline = await party.waitFor("carol") { event in
+            if case .presenceUpdated(let presence) = event.payload { return presence.uid == "bob" && !presence.online }
+            return false
+        }
+        #expect(carolSawOffline != nil)
+        try await party["bob"].connect()
+        let carolSawOnline = await party.waitFor("carol") { event in
+            if case .presenceUpdated(let presence) = event.payload { return presence.uid == "bob" && presence.online }
+            return false
+        }
+        #expect(carolSawOnline != nil)
+        await party["bob"].waitUntilConnected()
+        #expect(await party["bob"].startTyping(in: group.id))
+        let bobs = try await party["bob"].sendTextMessage("from bob", to: .conversation(group.id))
+        let carols = try await party["carol"].sendTextMessage("from carol", to: .conversation(group.id))
+        try await party.fence()
+
+        // carol sees all of it; alice only carol's message.
+        let carolSaw = party.observed(by: "carol", ignoring: [.unreadUpdate]).map(\.name)
+        #expect(carolSaw.contains(.participantTyping) && carolSaw.contains(.presenceUpdate))
+        #expect(carolSaw.contains(.messageSent))
+        let aliceSaw = party.observed(by: "alice", ignoring: [.unreadUpdate])
+        #expect(aliceSaw.map(\.payload) == [.messageSent(carols)], "\(aliceSaw.map(\.name))")
+        // alice's list of the group leaves bob's messages out; carol's has them.
+        let alicesList = try await party["alice"].messageList(conversationId: group.id)
+        #expect(!alicesList.messages.contains { $0.sender == "bob" })
+        #expect(alicesList.messages.map(\.id).contains(carols.id))
+        let carolsList = try await party["carol"].messageList(conversationId: group.id)
+        #expect(carolsList.messages.map(\.id).contains(bobs.id) && carolsList.messages.map(\.id).contains(before.id))
+        // Sends in groups are not refused: bob's message is stored.
+        #expect(try await party["carol"].fetchMessage(bobs.id, in: group.id).text == "from bob")
+        for list in [alicesList, carolsList] { list.close() }
+        try await party.stop()
+    }
+
+    @Test func blocksRefuseWhatIsNotAUserToBlock() async throws {
+        let server = try await TestServer.startForEdgeTests()
+        let alice = try await server.login("alice")
+        for (path, status, code) in [
+            ("/v1/me/blocks/alice", 400, ErrorCode.badRequest),
+            ("/v1/me/blocks/nobody", 404, .uidNotFound),
+            ("/v1/me/blocks/bad%20uid", 400, .invalidUID),
+            ("/v1/me/blocks/a%00b", 400, .badRequest),
+        ] {
+            let answer = try await server.request("PUT", path, token: alice)
+            #expect(
+                answer.status == status && answer.errorCode == code,
+                "\(path): \(answer.status) \(answer.errorCode?.rawValue ?? "")")
+        }
+        #expect(try await server.request("PUT", "/v1/me/blocks/bob").status == 401)
+        #expect(try await server.request("GET", "/v1/me/blocks", token: alice).decode(BlockList.self).blocks.isEmpty)
+        #expect(try await server.request("DELETE", "/v1/me/blocks/nobody", token: alice).status == 204)
+        try await server.stop()
+    }
+
+    @Test func reportsReachTheAppsModeratorsAndRefuseWhatTheyShould() async throws {
+        let server = try await TestServer.startForEdgeTests()
+        let alice = try await server.login("alice")
+        let bob = try await server.login("bob")
+        let mallory = try await server.login("mallory")
+        let group = try await server.createConversation(token: alice, with: ["bob"])
+        let message = try await server.request(
+            "POST", "/v1/conversations/\(group.id)/messages", token: bob,
+            body: SendMessageRequest(parts: [.text("buy now")])
+        ).decode(Message.self)
+        let messageReport = CreateReportRequest(
+            conversationId: group.id, messageId: message.id, reason: .spam, details: "third time today\nsame link"
+        )
+        let created = try await server.request("POST", "/v1/reports", token: alice, body: messageReport)
+        #expect(created.status == 201)
+        let report = try created.decode(Report.self)
+        #expect(report.uid == "bob" && report.reporter == "alice" && report.message?.text == "buy now")
+        #expect(report.state == .open && report.messageId == message.id)
+        // Again while open: the same report, 200.
+        let again = try await server.request("POST", "/v1/reports", token: alice, body: messageReport)
+        let repeated = try again.decode(Report.self)
+        #expect(again.status == 200 && repeated.id == report.id)
+        let userReport = try await server.request(
+            "POST", "/v1/reports", token: alice, body: CreateReportRequest(uid: "bob", reason: .harassment)
+        )
+        #expect(userReport.status == 201)
+
+        // Refusals: the message of a conversation mallory is not in, no target or two, oneself, long or control
+        // characters in the details, an unknown reason, no credentials.
+        let refusals: [(String, any Encodable & Sendable, Int, ErrorCode)] = [
+            (
+                "mallory", CreateReportRequest(conversationId: group.id, messageId: message.id, reason: .spam), 404,
+                .conversationNotFound
+            ),
+            (
+                "alice", CreateReportRequest(conversationId: group.id, messageId: "m_nope", reason: .spam), 404,
+                .messageNotFound
+            ),
+            ("alice", CreateReportRequest(reason: .spam), 400, .badRequest),
+            (
+                "alice",
+                CreateReportRequest(conversationId: group.id, messageId: message.id, uid: "bob", reason: .spam), 400,
+                .badRequest
+            ),
+            ("alice", CreateReportRequest(uid: "alice", reason: .spam), 400, .badRequest),
+            ("alice", CreateReportRequest(uid: "nobody", reason: .spam), 404, .uidNotFound),
+            (
+                "alice", CreateReportRequest(uid: "bob", reason: .spam, details: String(repeating: "x", count: 1_025)),
+                400, .fieldTooLarge
+            ),
+            ("alice", CreateReportRequest(uid: "bob", reason: .spam, details: "bell \u{7}"), 400, .badRequest),
+            ("alice", ["uid": "bob", "reason": "boring"], 400, .badRequest),
+        ]
+        let tokens = ["alice": alice, "mallory": mallory]
+        for (who, body, status, code) in refusals {
+            let answer = try await server.request("POST", "/v1/reports", token: tokens[who], body: AnyEncodable(body))
+            #expect(
+                answer.status == status && answer.errorCode == code,
+                "\(body): \(answer.status) \(answer.errorCode?.rawValue ?? "")")
+        }
+        #expect(try await server.request("POST", "/v1/reports", body: messageReport).status == 401)
+
+        // The app's server lists and resolves them with the REST API key; a user's token is not enough.
+        let key = server.app.restAPIKey
+        #expect(try await server.request("GET", "/v1/reports", token: alice).status == 401)
+        let firstPage = try await server.request("GET", "/v1/reports?limit=1", apiKey: key).decode(ReportList.self)
+        #expect(firstPage.reports.map(\.id) == [report.id])
+        let next = try #require(firstPage.nextCursor)
+        let secondPage = try await server.request("GET", "/v1/reports?limit=1&cursor=\(next)", apiKey: key)
+            .decode(ReportList.self)
+        #expect(secondPage.reports.map(\.uid) == ["bob"] && secondPage.reports.first?.messageId == nil)
+        #expect(try await server.request("GET", "/v1/reports?cursor=x", apiKey: key).errorCode == .badRequest)
+        #expect(try await server.request("GET", "/v1/reports?state=closed", apiKey: key).status == 400)
+        let resolved = try await server.request(
+            "PATCH", "/v1/reports/\(report.id)", apiKey: key,
+            body: UpdateReportRequest(state: .resolved, resolution: "message removed")
+        ).decode(Report.self)
+        #expect(resolved.state == .resolved && resolved.resolution == "message removed" && resolved.resolvedAt != nil)
+        let open = try await server.request("GET", "/v1/reports?state=open", apiKey: key).decode(ReportList.self)
+        let reportOfBob = try userReport.decode(Report.self)
+        #expect(open.reports.map(\.id) == [reportOfBob.id])
+        let unknown = try await server.request(
+            "PATCH", "/v1/reports/r_nope", apiKey: key, body: UpdateReportRequest(state: .resolved)
+        )
+        #expect(unknown.status == 404 && unknown.errorCode == .reportNotFound)
+        // The message is deleted: its report keeps what it said, for the moderators.
+        _ = try await server.request("DELETE", "/v1/conversations/\(group.id)/messages/\(message.id)", token: bob)
+        let kept = try await server.request("GET", "/v1/reports?limit=1", apiKey: key).decode(ReportList.self)
+        #expect(kept.reports.first?.message?.text == "buy now")
+        try await server.stop()
+    }
+}
+
+/// Any encodable value, to send bodies of several types from one list.
+struct AnyEncodable: Encodable, Sendable {
+    let value: any Encodable & Sendable
+    init(_ value: any Encodable & Sendable) { self.value = value }
+    func encode(to encoder: any Encoder) throws { try value.encode(to: encoder) }
+}
