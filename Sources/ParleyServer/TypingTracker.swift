@@ -34,9 +34,15 @@ final class TypingTracker: Service {
     private let sink: AsyncStream<Change>.Continuation
     /// What may stop an indicator; ``messageSent(appId:conversationId:sender:)`` and
     /// ``connectionClosed(_:)`` pass nothing to ``run()`` when there is nothing to stop.
+    /// An indicator that is on: the connection that started it, and the users it came on for.
+    private struct Indicator {
+        var connection: String
+        var audience: [String]
+    }
+
     private struct Indicators {
-        /// Active indicators and the connection that started each; changed only by `run()`.
-        var active: [Key: String] = [:]
+        /// Active indicators; changed only by `run()`.
+        var active: [Key: Indicator] = [:]
         /// `typing` changes with `isTyping` passed to `run()` and not handled yet, per key: while one is pending, the
         /// indicator may come on.
         var pendingOn: [Key: Int] = [:]
@@ -95,6 +101,10 @@ final class TypingTracker: Service {
                 return
             }
             guard isTyping || isActive else { return }
+            if !isTyping {
+                stop(key)
+                return
+            }
             guard let participants = await participants(of: key), participants.contains(key.uid) else {
                 connection.push(
                     FrameEncoding.frame(
@@ -103,27 +113,26 @@ final class TypingTracker: Service {
                 )
                 return
             }
-            if isTyping {
-                indicators.withLockedValue { $0.active[key] = connection.id }
-                scheduleExpiry(key)
-                publish(key, on: true, to: participants)
-            } else {
-                await stop(key, knownParticipants: participants)
-            }
+            let audience = participants.filter { $0 != key.uid }
+            indicators.withLockedValue { $0.active[key] = Indicator(connection: connection.id, audience: audience) }
+            scheduleExpiry(key)
+            publish(key, on: true, to: audience)
         case .expired(let key), .messageSent(let key):
-            await stop(key, knownParticipants: nil)
+            stop(key)
         case .connectionClosed(let connection):
-            let keys = indicators.withLockedValue { $0.active.filter { $0.value == connection.id }.map(\.key) }
-            for key in keys { await stop(key, knownParticipants: nil) }
+            let keys = indicators.withLockedValue {
+                $0.active.filter { $0.value.connection == connection.id }.map(\.key)
+            }
+            for key in keys { stop(key) }
         }
     }
 
-    private func stop(_ key: Key, knownParticipants: [String]?) async {
-        guard indicators.withLockedValue({ $0.active.removeValue(forKey: key) }) != nil else { return }
+    /// The indicator goes off for those it came on for (a user blocked since, or a participant who left, included;
+    /// one who joined since never saw it on).
+    private func stop(_ key: Key) {
+        guard let indicator = indicators.withLockedValue({ $0.active.removeValue(forKey: key) }) else { return }
         timers.cancel(key)
-        var participants = knownParticipants
-        if participants == nil { participants = await self.participants(of: key) }
-        if let participants { publish(key, on: false, to: participants) }
+        publish(key, on: false, to: indicator.audience)
     }
 
     private func handledOn(_ key: Key) {

@@ -585,6 +585,27 @@ struct BatchTransaction {
             }
         }
 
+        // The blocks between the two participants of each direct conversation sent to, read once for these sends (a
+        // block is written outside the batches, so none changes within them).
+        var directBlockers: [Int64: [String]] = [:]
+        let directs = Set(
+            sends.compactMap { conversations[$0.conversationId] }.filter { $0.conversation.type == .direct }.map(\.pk)
+        )
+        if !directs.isEmpty {
+            for row in try await rows(
+                """
+                SELECT p.conversation_pk, b.blocker FROM participants p
+                JOIN participants q ON q.conversation_pk = p.conversation_pk AND q.uid <> p.uid
+                JOIN conversations c ON c.pk = p.conversation_pk
+                JOIN blocks b ON b.app_id = c.app_id AND b.blocker = p.uid AND b.blocked = q.uid
+                WHERE p.conversation_pk = ANY(\(Array(directs)))
+                """
+            ) {
+                let (pk, blocker) = try row.decode((Int64, String).self)
+                directBlockers[pk, default: []].append(blocker)
+            }
+        }
+
         // Earlier messages with the same client message ids.
         struct ClientKey: Hashable {
             var conversationPK: Int64
@@ -661,7 +682,7 @@ struct BatchTransaction {
             do {
                 try ConversationRules.requireSend(role, roles: row.conversation.roles)
                 if row.conversation.type == .direct {
-                    try await requireNoBlock(appId: row.appId, actor: send.sender, direct: recipients)
+                    try Safety.requireNoBlock(actor: send.sender, blockers: directBlockers[row.pk] ?? [])
                 }
                 if let replyTo = send.replyTo {
                     parent = parents[MessageKey(conversationPK: row.pk, messageId: replyTo)]

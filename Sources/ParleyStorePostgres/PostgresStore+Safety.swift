@@ -10,6 +10,9 @@ extension PostgresStore {
     public func block(appId: String, blocker: String, blocked: String, now: Int64) async throws -> BlockedUser {
         try await withSession { session in
             try await session.transaction {
+                // One block at a time per blocker, whichever node makes it: two blocks made at once cannot both pass
+                // the count below.
+                try await session.execute("SELECT 1 FROM users WHERE app_id = \(appId) AND uid = \(blocker) FOR UPDATE")
                 guard
                     try await session.value(
                         "SELECT 1 FROM users WHERE app_id = \(appId) AND uid = \(blocked)", as: Int32.self)

@@ -105,6 +105,30 @@ import Testing
         try await party.stop()
     }
 
+    @Test func anIndicatorOnWhenTheBlockIsMadeGoesOffAndNoneComesOnAfter() async throws {
+        let party = try await EventCatalogTests().party()
+        let group = try await party["alice"].createGroup(name: "Team", participants: ["bob", "carol"])
+        try await party.fence()
+        party.mark()
+        #expect(await party["bob"].startTyping(in: group.id))
+        let on = await party.waitFor("alice") { $0.name == .participantTyping }
+        #expect(on?.context.createdBy == "bob")
+        try await party["alice"].blockUser("bob")
+        party.mark()
+        #expect(await party["bob"].stopTyping(in: group.id))
+        let off = await party.waitFor("alice") { $0.name == .participantTypingOff }
+        #expect(off?.payload == .participantTypingOff(TypingIndicator(uid: "bob")))
+        // From now on, nothing of bob's typing reaches alice; carol still sees it.
+        party.clock.advance(by: .seconds(5))
+        party.mark()
+        #expect(await party["bob"].startTyping(in: group.id))
+        #expect(await party["bob"].stopTyping(in: group.id))
+        _ = await party.waitFor("carol") { $0.name == .participantTypingOff }
+        try await party.fence()
+        #expect(party.observed(by: "alice", ignoring: [.unreadUpdate, .presenceUpdate]).isEmpty)
+        try await party.stop()
+    }
+
     @Test func blocksRefuseWhatIsNotAUserToBlock() async throws {
         let server = try await TestServer.startForEdgeTests()
         let alice = try await server.login("alice")
