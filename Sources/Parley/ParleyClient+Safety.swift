@@ -89,6 +89,15 @@ extension ParleyClient {
 }
 
 extension ParleyAdmin {
+    /// Deletes any message of the app's conversations (moderation): participants get `conversationMessage.delete`,
+    /// the tombstone has no `deletedBy`.
+    @discardableResult
+    public func deleteMessage(_ messageId: String, in conversationId: String) async throws -> Message {
+        try await rest.call {
+            try await $0.deleteMessage(path: .init(conversationId: conversationId, messageId: messageId)).ok.body.json
+        }
+    }
+
     /// The app's reports (in `state`, when given), oldest first.
     public func reports(state: ReportState? = nil, limit: Int = 50, cursor: String? = nil) async throws -> ReportList {
         try await rest.call {

@@ -157,7 +157,8 @@ func describe(_ message: Message) -> String {
         content += (content.isEmpty ? "" : " ") + "[\(part.name ?? "data")]"
     }
     if message.isDeleted {
-        content = "(message deleted\(message.deletedBy.map { $0 == message.sender ? "" : " by \($0)" } ?? ""))"
+        content =
+            "(message deleted\(message.deletedBy.map { $0 == message.sender ? "" : " by \($0)" } ?? " by the app"))"
     } else if message.editedAt != nil {
         content += " (edited)"
     }

@@ -115,10 +115,29 @@ extension Admin {
                     var line = "\(report.id) [\(report.state.rawValue)] \(report.reporter) reported \(report.uid)"
                     line += " for \(report.reason.rawValue)"
                     if let message = report.message { line += ": \(describe(message))" }
+                    if let conversationId = report.conversationId, let messageId = report.messageId {
+                        line += " [\(conversationId) \(messageId)]"
+                    }
                     if let details = report.details { line += " (\(details))" }
                     say(line)
                 }
                 if let next = page.nextCursor { say("More: --cursor \(next)") }
+            }
+        }
+    }
+
+    struct DeleteMessage: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "delete-message", abstract: "Delete any message of the app (moderation)."
+        )
+        @OptionGroup var key: KeyOptions
+        @Argument(help: "The conversation's id.") var conversationId: String
+        @Argument(help: "The message's id (m_...), as a report names it.") var messageId: String
+
+        func run() async throws {
+            try await reportingFailures {
+                let message = try await key.admin().deleteMessage(messageId, in: conversationId)
+                say(describe(message))
             }
         }
     }

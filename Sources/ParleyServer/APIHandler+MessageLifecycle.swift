@@ -34,12 +34,21 @@ extension APIHandler {
         return .ok(.init(body: .json(try await message(of: .editMessage(command)))))
     }
 
+    /// A user deletes a message where their role lets them; the app's server (REST API key) any message of its app.
     func deleteMessage(_ input: Operations.DeleteMessage.Input) async throws -> Operations.DeleteMessage.Output {
-        let principal = try await currentUser()
-        try limits.sends?.take(appId: principal.appId, uid: principal.uid)
+        let caller = try await authenticator.caller(credentials)
+        let actor: String?
+        switch caller {
+        case .user(let principal):
+            try limits.sends?.take(appId: principal.appId, uid: principal.uid)
+            actor = principal.uid
+        case .server:
+            actor = nil
+        }
+        try InputRules.identifier(input.path.conversationId, "conversationId")
         try InputRules.identifier(input.path.messageId, "messageId")
         let command = Command.MessageAction(
-            appId: principal.appId, conversationId: input.path.conversationId, actor: principal.uid,
+            appId: caller.appId, conversationId: input.path.conversationId, actor: actor,
             messageId: input.path.messageId, now: time.epochMilliseconds()
         )
         return .ok(.init(body: .json(try await message(of: .deleteMessage(command)))))

@@ -78,10 +78,12 @@ public enum Command: Sendable {
     public struct MessageAction: Sendable {
         public var appId: String
         public var conversationId: String
-        public var actor: String
+        /// The user who acts; nil for the app's own server (REST API key), which may delete any message of any of
+        /// the app's conversations.
+        public var actor: String?
         public var messageId: String
         public var now: Int64
-        public init(appId: String, conversationId: String, actor: String, messageId: String, now: Int64) {
+        public init(appId: String, conversationId: String, actor: String?, messageId: String, now: Int64) {
             self.appId = appId
             self.conversationId = conversationId
             self.actor = actor

@@ -123,7 +123,8 @@ public enum MessageLifecycle {
 
     /// What remains of a deleted message: its place (id, seq, sender, client id, `sentAt`, `replyTo`), when and by
     /// whom it was deleted, nothing of its content.
-    public static func tombstone(of message: Message, by actor: String, at now: Int64) -> Message {
+    /// `actor` nil: the app's server deleted it (`deletedBy` absent).
+    public static func tombstone(of message: Message, by actor: String?, at now: Int64) -> Message {
         Message(
             id: message.id, conversationId: message.conversationId, seq: message.seq, sender: message.sender,
             clientMessageId: message.clientMessageId, parts: [], sentAt: message.sentAt, replyTo: message.replyTo,

@@ -912,7 +912,8 @@ struct EventBuffer {
     let conversationPK: Int64
     var lastSeq: Int64
     let now: Int64
-    let actor: String
+    /// Who acts; nil for the app's own server.
+    let actor: String?
     private(set) var events: [StoredEvent] = []
     private var columns = EventColumns()
     /// Joins and departures, for the users' own streams.
@@ -920,7 +921,7 @@ struct EventBuffer {
     /// The sequence number recorded for joins in the members' streams; nil for the participantAdded event itself.
     var joinSeq: Int64?
 
-    init(row: ConversationRow, now: Int64, actor: String) {
+    init(row: ConversationRow, now: Int64, actor: String?) {
         self.appId = row.appId
         self.conversationId = row.conversation.id
         self.conversationPK = row.pk
@@ -944,8 +945,8 @@ struct EventBuffer {
         default: messageId = nil
         }
         columns.append(
-            conversationPK: conversationPK, seq: lastSeq, name: name, actor: actor, createdAt: now, clientMessageId: nil,
-            messageIndex: nil, messageId: messageId, threadSeq: nil, body: json
+            conversationPK: conversationPK, seq: lastSeq, name: name, actor: actor ?? "", createdAt: now,
+            clientMessageId: nil, messageIndex: nil, messageId: messageId, threadSeq: nil, body: json
         )
         events.append(StoredEvent(event: event, json: json))
         switch payload {
@@ -1062,7 +1063,7 @@ struct EventColumns {
         """
         INSERT INTO events (conversation_pk, seq, name, actor, created_at, client_message_id, message_index, message_id,
             thread_seq, body)
-        SELECT pk, seq, name, actor, created_at, CASE WHEN has_client_message_id THEN client_message_id END,
+        SELECT pk, seq, name, NULLIF(actor, ''), created_at, CASE WHEN has_client_message_id THEN client_message_id END,
             NULLIF(message_index, 0), NULLIF(message_id, ''), NULLIF(thread_seq, 0), body
         FROM unnest($\(p[0])::bigint[], $\(p[1])::bigint[], $\(p[2])::text[], $\(p[3])::text[], $\(p[4])::bigint[],
             $\(p[5])::boolean[], $\(p[6])::text[], $\(p[7])::bigint[], $\(p[8])::text[], $\(p[9])::bigint[],

@@ -48,14 +48,28 @@ extension SQLiteStore {
     }
 
     static func deleteMessage(_ action: Command.MessageAction, in db: Database) throws -> CommandResult {
-        let (row, role) = try participation(db, appId: action.appId, id: action.conversationId, uid: action.actor)
+        // A user acts as a participant; the app's server (no actor) on any conversation of the app.
+        let row: ConversationRow
+        var role: ParticipantRole?
+        if let actor = action.actor {
+            (row, role) = try participation(db, appId: action.appId, id: action.conversationId, uid: actor)
+        } else {
+            guard let found = try fetchConversation(db, appId: action.appId, id: action.conversationId),
+                found.deletedAt == nil
+            else {
+                throw DomainError.conversationNotFound(action.conversationId)
+            }
+            row = found
+        }
         guard let stored = try fetchStoredMessage(db, conversationPK: row.pk, messageId: action.messageId) else {
             throw MessageLifecycle.notFound(action.messageId)
         }
         let message = stored.message
         let participants = try participantUIDs(db, conversationPK: row.pk)
         // Who may not delete it is refused even when it is gone already: the answer does not depend on timing.
-        try MessageLifecycle.requireDelete(message, actor: action.actor, role: role, roles: row.conversation.roles)
+        if let actor = action.actor, let role {
+            try MessageLifecycle.requireDelete(message, actor: actor, role: role, roles: row.conversation.roles)
+        }
         guard !message.isDeleted else {
             return CommandResult(outcome: .message(message, duplicate: true), events: [], recipients: participants)
         }

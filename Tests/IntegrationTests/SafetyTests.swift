@@ -234,8 +234,15 @@ import Testing
             "PATCH", "/v1/reports/r_nope", apiKey: key, body: UpdateReportRequest(state: .resolved)
         )
         #expect(unknown.status == 404 && unknown.errorCode == .reportNotFound)
-        // The message is deleted: its report keeps what it said, for the moderators.
-        _ = try await server.request("DELETE", "/v1/conversations/\(group.id)/messages/\(message.id)", token: bob)
+        // The app's server deletes the message (a wrong key is refused): its report keeps what it said.
+        let path = "/v1/conversations/\(group.id)/messages/\(message.id)"
+        #expect(try await server.request("DELETE", path, apiKey: "rk_wrong").status == 401)
+        let removed = try await server.request("DELETE", path, apiKey: key)
+        let tombstone = try removed.decode(Message.self)
+        #expect(removed.status == 200 && tombstone.isDeleted && tombstone.deletedBy == nil)
+        let history = try await server.request("GET", "/v1/conversations/\(group.id)/messages", token: alice)
+            .decode(MessagePage.self).messages
+        #expect(history.map(\.isDeleted) == [true])
         let kept = try await server.request("GET", "/v1/reports?limit=1", apiKey: key).decode(ReportList.self)
         #expect(kept.reports.first?.message?.text == "buy now")
         try await server.stop()

@@ -72,6 +72,33 @@ extension StoreConformanceTests {
         #expect(try await refusal(store, send(store, dm.id, from: "bob")) == nil)
     }
 
+    @Test(arguments: Backend.allCases) func theAppsServerDeletesAnyMessageOfItsApp(_ backend: Backend) async throws {
+        let store = try await prepared(backend)
+        _ = try await group(store, members: ["bob"])
+        let bobs = try await message(store, from: "bob", text: "against the rules")
+        let byApp = Command.deleteMessage(
+            .init(appId: Self.appId, conversationId: "c_g", actor: nil, messageId: bobs.id, now: 60)
+        )
+        let deleted = try await apply(store, byApp)
+        guard case .message(let tombstone, false) = deleted.outcome else { throw StoreTestError.noMessage }
+        #expect(tombstone.isDeleted && tombstone.deletedBy == nil && tombstone.parts.isEmpty)
+        #expect(deleted.events.map(\.event.name) == [.messageDelete])
+        #expect(deleted.events.first?.event.context.createdBy == nil)
+        #expect(Set(deleted.recipients) == ["alice", "bob"])
+        #expect(try await history(store).first?.isDeleted == true)
+        // Again: the tombstone, no event. Another app's server, an unknown message: not found.
+        let again = try await apply(store, byApp)
+        #expect(again.events.isEmpty)
+        let otherApp = Command.deleteMessage(
+            .init(appId: Self.otherApp, conversationId: "c_g", actor: nil, messageId: bobs.id, now: 61)
+        )
+        #expect(try await refusal(store, otherApp) == .conversationNotFound)
+        let unknown = Command.deleteMessage(
+            .init(appId: Self.appId, conversationId: "c_g", actor: nil, messageId: "m_nope", now: 61)
+        )
+        #expect(try await refusal(store, unknown) == .messageNotFound)
+    }
+
     @Test(arguments: Backend.allCases) func contactsLeaveOutThoseWhoBlockedTheUser(_ backend: Backend) async throws {
         let store = try await prepared(backend)
         _ = try await group(store, members: ["bob", "carol"])
