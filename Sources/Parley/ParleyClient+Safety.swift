@@ -47,6 +47,31 @@ extension ParleyClient {
         blockedUsers.withLockedValue { $0.contains(uid) }
     }
 
+    // MARK: Mutes
+
+    /// Mutes a participant of a group (you need the role that may remove them): they read, but cannot send, edit,
+    /// react or type until `until` (epoch ms) or until unmuted. Everyone gets `onParticipantUpdated`.
+    @discardableResult
+    public func muteParticipant(_ uid: String, in conversationId: String, until: Int64? = nil) async throws
+        -> Participant
+    {
+        _ = try requireSession()
+        return try await rest.call {
+            try await $0.muteParticipant(
+                path: .init(conversationId: conversationId, uid: uid), body: .json(MuteRequest(until: until))
+            ).ok.body.json
+        }
+    }
+
+    /// Lifts a participant's mute.
+    @discardableResult
+    public func unmuteParticipant(_ uid: String, in conversationId: String) async throws -> Participant {
+        _ = try requireSession()
+        return try await rest.call {
+            try await $0.unmuteParticipant(path: .init(conversationId: conversationId, uid: uid)).ok.body.json
+        }
+    }
+
     // MARK: Reports
 
     /// Reports a message of a conversation you are in to the app's moderators. Reporting it again while the first
@@ -89,6 +114,26 @@ extension ParleyClient {
 }
 
 extension ParleyAdmin {
+    /// Mutes a participant of any group of the app (moderation); `until` nil: until unmuted.
+    @discardableResult
+    public func muteParticipant(_ uid: String, in conversationId: String, until: Int64? = nil) async throws
+        -> Participant
+    {
+        try await rest.call {
+            try await $0.muteParticipant(
+                path: .init(conversationId: conversationId, uid: uid), body: .json(MuteRequest(until: until))
+            ).ok.body.json
+        }
+    }
+
+    /// Lifts a participant's mute.
+    @discardableResult
+    public func unmuteParticipant(_ uid: String, in conversationId: String) async throws -> Participant {
+        try await rest.call {
+            try await $0.unmuteParticipant(path: .init(conversationId: conversationId, uid: uid)).ok.body.json
+        }
+    }
+
     /// Deletes any message of the app's conversations (moderation): participants get `conversationMessage.delete`,
     /// the tombstone has no `deletedBy`.
     @discardableResult

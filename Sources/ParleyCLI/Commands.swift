@@ -253,8 +253,10 @@ struct Profile: AsyncParsableCommand {
 struct Group: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Manage groups.",
-        subcommands: [Create.self, Add.self, Members.self, Rename.self, Join.self, Leave.self, Remove.self, Role.self,
-            Delete.self, Undelete.self]
+        subcommands: [
+            Create.self, Add.self, Members.self, Rename.self, Join.self, Leave.self, Remove.self, Role.self,
+            Mute.self, Unmute.self, Delete.self, Undelete.self,
+        ]
     )
 
     /// A one-line group action: `parley group <verb> <group> [uid]`.
@@ -302,6 +304,26 @@ struct Group: AsyncParsableCommand {
             }
             try await target.run { try await $0.setRole(role, of: uid, in: target.group) }
         }
+    }
+
+    struct Mute: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Mute a participant: they read but cannot send, edit, react or type (owner or admin)."
+        )
+        @OptionGroup var target: Target
+        @Argument(help: "The uid.") var uid: String
+        @Option(help: "For this many minutes (default: until unmuted).") var minutes: Int?
+        func run() async throws {
+            let until = minutes.map { Int64(Date().timeIntervalSince1970 * 1000) + Int64($0) * 60_000 }
+            try await target.run { try await $0.muteParticipant(uid, in: target.group, until: until) }
+        }
+    }
+
+    struct Unmute: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Lift a participant's mute.")
+        @OptionGroup var target: Target
+        @Argument(help: "The uid.") var uid: String
+        func run() async throws { try await target.run { try await $0.unmuteParticipant(uid, in: target.group) } }
     }
 
     struct Delete: AsyncParsableCommand {

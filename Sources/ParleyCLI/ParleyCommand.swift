@@ -133,7 +133,7 @@ func cliExitCode(for code: ErrorCode) -> Int32 {
     case .invalidArgument: return 2
     case .serverUnreachable, .timeout: return 5
     case .forbidden, .notAParticipant, .messageEmpty, .messageTooLarge, .invalidUID, .uidAlreadyExists,
-        .badRequest, .messageDeleted, .reactionLimit, .blocked, .blockLimit:
+        .badRequest, .messageDeleted, .reactionLimit, .blocked, .blockLimit, .muted:
         return 6
     default: return 1
     }

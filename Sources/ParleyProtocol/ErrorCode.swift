@@ -60,6 +60,8 @@ extension ErrorCode {
     /// One of the two participants of a direct conversation blocked the other: no new conversation, message, edit or
     /// reaction between them until the block is lifted (HTTP 403).
     public static let blocked: ErrorCode = "ERR_BLOCKED"
+    /// The caller is muted in this conversation: they read, but cannot send, edit, react or type (HTTP 403).
+    public static let muted: ErrorCode = "ERR_MUTED"
     /// A user blocks as many users as one may (1,000) (HTTP 409).
     public static let blockLimit: ErrorCode = "ERR_BLOCK_LIMIT"
     /// No report with this id in the app.

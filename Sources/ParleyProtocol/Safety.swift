@@ -33,6 +33,13 @@ public enum ReportState: String, Codable, Sendable, Hashable, CaseIterable {
     case resolved
 }
 
+/// `PUT /v1/conversations/{conversationId}/participants/{uid}/mute`: mutes a participant, until `until` (epoch ms, in
+/// the future) or until the mute is lifted.
+public struct MuteRequest: Codable, Sendable, Hashable {
+    public var until: Int64?
+    public init(until: Int64? = nil) { self.until = until }
+}
+
 /// `POST /v1/reports`: a message (`conversationId` and `messageId`) or a user (`uid`) is reported.
 public struct CreateReportRequest: Codable, Sendable, Hashable {
     public var conversationId: String?

@@ -105,3 +105,51 @@ extension APIHandler {
         try InputRules.name(value, field, maxBytes: Safety.maxReportTextBytes, lineBreaks: true)
     }
 }
+
+extension APIHandler {
+    // MARK: Mutes
+
+    func muteParticipant(_ input: Operations.MuteParticipant.Input) async throws -> Operations.MuteParticipant.Output {
+        guard case .json(let request) = input.body else { throw DomainError(.badRequest, "Expected JSON.") }
+        let now = time.epochMilliseconds()
+        if let until = request.until, until <= now {
+            throw DomainError(.badRequest, "`until` must be in the future (epoch ms).")
+        }
+        let participant = try await mute(
+            conversationId: input.path.conversationId, uid: input.path.uid, muted: true, until: request.until, now: now
+        )
+        return .ok(.init(body: .json(participant)))
+    }
+
+    func unmuteParticipant(_ input: Operations.UnmuteParticipant.Input) async throws
+        -> Operations.UnmuteParticipant.Output
+    {
+        let participant = try await mute(
+            conversationId: input.path.conversationId, uid: input.path.uid, muted: false, until: nil,
+            now: time.epochMilliseconds()
+        )
+        return .ok(.init(body: .json(participant)))
+    }
+
+    /// Mutes or unmutes, as a user (who may remove the participant) or as the app's server.
+    private func mute(conversationId: String, uid: String, muted: Bool, until: Int64?, now: Int64) async throws
+        -> Participant
+    {
+        let caller = try await authenticator.caller(credentials)
+        var actor: String?
+        if case .user(let principal) = caller {
+            try limits.sends?.take(appId: principal.appId, uid: principal.uid)
+            actor = principal.uid
+        }
+        try InputRules.identifier(conversationId, "conversationId")
+        try Self.requireValidUID(uid)
+        let command = Command.MuteParticipant(
+            appId: caller.appId, conversationId: conversationId, actor: actor, uid: uid, muted: muted, until: until,
+            now: now
+        )
+        guard case .participant(let participant) = try await writer.submit(.muteParticipant(command)).outcome else {
+            throw DomainError(.internalError, "Unexpected outcome of a mute.")
+        }
+        return participant
+    }
+}

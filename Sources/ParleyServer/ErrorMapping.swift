@@ -11,7 +11,7 @@ extension ErrorCode {
     var httpStatus: HTTPResponse.Status {
         switch self {
         case .authRequired, .authTokenInvalid, .authKeyInvalid, .apiKeyInvalid: return .unauthorized
-        case .forbidden, .notAParticipant, .blocked: return .forbidden
+        case .forbidden, .notAParticipant, .blocked, .muted: return .forbidden
         case .invalidAppID, .uidNotFound, .tokenNotFound, .deviceNotFound, .conversationNotFound, .messageNotFound,
             .reportNotFound, .notFound:
             return .notFound

@@ -113,6 +113,14 @@ final class TypingTracker: Service {
                 )
                 return
             }
+            // A muted participant does not type.
+            if (try? await store.isMuted(
+                appId: key.appId, conversationId: key.conversationId, uid: key.uid, now: time.epochMilliseconds()
+            )) == true {
+                let refusal = Safety.mutedRefusal(until: nil)
+                connection.push(FrameEncoding.frame(.error(ErrorFrame(code: refusal.code, message: refusal.message))))
+                return
+            }
             let audience = participants.filter { $0 != key.uid }
             indicators.withLockedValue { $0.active[key] = Indicator(connection: connection.id, audience: audience) }
             scheduleExpiry(key)

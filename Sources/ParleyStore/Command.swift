@@ -27,6 +27,8 @@ public enum Command: Sendable {
     case deleteMessage(MessageAction)
     /// Add or remove a reaction (any participant).
     case react(React)
+    /// Mute or unmute a participant (who may remove them, or the app's server).
+    case muteParticipant(MuteParticipant)
 
     /// The conversation a command changes (nil when it creates one).
     public var conversationId: String? {
@@ -43,6 +45,31 @@ public enum Command: Sendable {
         case .editMessage(let command): return command.conversationId
         case .deleteMessage(let command): return command.conversationId
         case .react(let command): return command.conversationId
+        case .muteParticipant(let command): return command.conversationId
+        }
+    }
+
+    /// Mute `uid` (until `until`, or until lifted) or, with `muted` false, lift the mute. `actor` nil: the app's
+    /// server.
+    public struct MuteParticipant: Sendable {
+        public var appId: String
+        public var conversationId: String
+        public var actor: String?
+        public var uid: String
+        public var muted: Bool
+        public var until: Int64?
+        public var now: Int64
+        public init(
+            appId: String, conversationId: String, actor: String?, uid: String, muted: Bool, until: Int64? = nil,
+            now: Int64
+        ) {
+            self.appId = appId
+            self.conversationId = conversationId
+            self.actor = actor
+            self.uid = uid
+            self.muted = muted
+            self.until = until
+            self.now = now
         }
     }
 

@@ -115,6 +115,8 @@ public protocol ParleyStore: Sendable {
     func blocks(appId: String, uid: String) async throws -> [BlockedUser]
     /// The users who blocked `uid`.
     func blockers(appId: String, of uid: String) async throws -> [String]
+    /// Whether `uid` is muted in the conversation at `now` (typing checks it).
+    func isMuted(appId: String, conversationId: String, uid: String, now: Int64) async throws -> Bool
     /// Stores a report, or finds the open one of the same reporter about the same message or user
     /// (`created` false).
     func insertReport(appId: String, _ report: Report) async throws -> (report: Report, created: Bool)

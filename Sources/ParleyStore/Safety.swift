@@ -1,3 +1,4 @@
+import Foundation
 import ParleyProtocol
 
 /// Blocks and reports: the rules both stores apply.
@@ -24,5 +25,37 @@ public enum Safety {
     public static func requireNoBlock(actor: String, blockers: [String]) throws {
         guard !blockers.isEmpty else { return }
         throw refusal(actor: actor, actorBlockedOther: blockers.contains(actor))
+    }
+
+    // MARK: Mutes
+
+    /// The refusal of a muted participant's send, edit, reaction or typing.
+    public static func mutedRefusal(until: Int64?) -> DomainError {
+        let end = until.map { Date(timeIntervalSince1970: Double($0) / 1000).formatted(.iso8601) }
+        return DomainError(.muted, "You are muted in this conversation\(end.map { " until \($0)" } ?? "").")
+    }
+
+    /// `role` (nil: the app's server) mutes or unmutes `target`: who may remove a participant may mute them; the app's
+    /// server anyone. Groups only.
+    public static func requireMute(
+        _ role: ParticipantRole?, target: Participant, type: ConversationType, roles: ConversationRoles
+    )
+        throws
+    {
+        guard type == .group else { throw DomainError(.forbidden, "Nobody is muted in a direct conversation.") }
+        guard let role else { return }
+        do {
+            try ConversationRules.requireRemove(role, target.role, roles: roles)
+        } catch {
+            throw DomainError(.forbidden, "A \(role.rawValue) cannot mute a \(target.role.rawValue) here.")
+        }
+    }
+
+    /// The participant after `mute`; nil when it changes nothing (the same mute again, or unmuting one not muted).
+    public static func muted(_ participant: Participant, by mute: Command.MuteParticipant) -> Participant? {
+        var changed = participant
+        changed.muted = mute.muted ? true : nil
+        changed.mutedUntil = mute.muted ? mute.until : nil
+        return changed == participant ? nil : changed
     }
 }

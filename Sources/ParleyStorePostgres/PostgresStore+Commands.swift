@@ -147,6 +147,7 @@ struct BatchTransaction {
         case .editMessage(let edit): return try await editMessage(edit)
         case .deleteMessage(let action): return try await deleteMessage(action)
         case .react(let react): return try await self.react(react)
+        case .muteParticipant(let mute): return try await muteParticipant(mute)
         }
     }
 
@@ -198,7 +199,7 @@ struct BatchTransaction {
         case .addParticipants(let add): return add.entries.map { UserKey(appId: add.appId, uid: $0.uid) }
         case .removeParticipant(let remove): return [UserKey(appId: remove.appId, uid: remove.uid)]
         case .updateConversation, .deleteConversation, .undeleteConversation, .updateParticipant, .sendMessage,
-            .markReceipt, .editMessage, .deleteMessage, .react:
+            .markReceipt, .editMessage, .deleteMessage, .react, .muteParticipant:
             return []
         }
     }
@@ -541,19 +542,23 @@ struct BatchTransaction {
         let pks = Array(Set(conversations.values.map(\.pk)))
         var members: [Int64: [String]] = [:]
         var memberRoles: [Int64: [String: ParticipantRole]] = [:]
+        var mutes: [Int64: [String: Int64?]] = [:]
         var messageCounts: [Int64: Int64] = [:]
         if !pks.isEmpty {
             for row in try await rows(
                 """
-                SELECT c.pk, c.message_count, p.uid, p.role FROM conversations c
+                SELECT c.pk, c.message_count, p.uid, p.role, p.muted, p.muted_until FROM conversations c
                 LEFT JOIN participants p ON p.conversation_pk = c.pk WHERE c.pk = ANY(\(pks))
                 """
             ) {
-                let (pk, count, uid, role) = try row.decode((Int64, Int64, String?, String?).self)
+                let (pk, count, uid, role, muted, until) = try row.decode(
+                    (Int64, Int64, String?, String?, Bool?, Int64?).self
+                )
                 messageCounts[pk] = count
                 if let uid {
                     members[pk, default: []].append(uid)
                     memberRoles[pk, default: [:]][uid] = role.flatMap(ParticipantRole.init(rawValue:)) ?? .member
+                    if muted == true { mutes[pk, default: [:]][uid] = until }
                 }
             }
         }
@@ -681,6 +686,9 @@ struct BatchTransaction {
             var parent: Message?
             do {
                 try ConversationRules.requireSend(role, roles: row.conversation.roles)
+                if let until = mutes[row.pk]?[send.sender], until.map({ $0 > send.now }) ?? true {
+                    throw Safety.mutedRefusal(until: until)
+                }
                 if row.conversation.type == .direct {
                     try Safety.requireNoBlock(actor: send.sender, blockers: directBlockers[row.pk] ?? [])
                 }

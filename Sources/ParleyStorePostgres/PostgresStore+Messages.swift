@@ -30,7 +30,8 @@ extension BatchTransaction {
             return CommandResult(outcome: .message(message, duplicate: true), events: [], recipients: participants)
         }
         try MessageLifecycle.requireWithinLimits(edited, edit.limits)
-        // After the repeat's answer: an edit made before a block and retried after it is still the edit made then.
+        // After the repeat's answer: an edit made before a block or a mute and retried after it is the edit made then.
+        try await requireNotMuted(conversationPK: row.pk, uid: edit.actor, now: edit.now)
         if row.conversation.type == .direct {
             try await requireNoBlock(appId: row.appId, actor: edit.actor, direct: participants)
         }
@@ -126,8 +127,9 @@ extension BatchTransaction {
             )
         }
         guard mine.contains(react.key) != react.add else { return try await answer(duplicate: true, events: []) }
-        // Taking a reaction back is always possible; giving one is writing to the other (a repeat of one given before
-        // a block is answered above, as it was).
+        // Taking a reaction back is always possible; giving one is writing (a repeat of one given before a block or a
+        // mute is answered above, as it was).
+        if react.add { try await requireNotMuted(conversationPK: row.pk, uid: react.actor, now: react.now) }
         if react.add && row.conversation.type == .direct {
             try await requireNoBlock(appId: row.appId, actor: react.actor, direct: participants)
         }

@@ -187,3 +187,59 @@ extension BatchTransaction {
         try Safety.requireNoBlock(actor: actor, blockers: try await blockersBetween(appId, actor, other))
     }
 }
+
+extension BatchTransaction {
+    // MARK: Mutes
+
+    func muteParticipant(_ mute: Command.MuteParticipant) async throws -> CommandResult {
+        let row: ConversationRow
+        var role: ParticipantRole?
+        if let actor = mute.actor {
+            (row, role) = try await participation(appId: mute.appId, id: mute.conversationId, uid: actor)
+        } else {
+            guard let found = try await fetchConversation(appId: mute.appId, id: mute.conversationId),
+                found.deletedAt == nil
+            else { throw DomainError.conversationNotFound(mute.conversationId) }
+            row = found
+        }
+        guard let participant = try await fetchParticipant(row.pk, uid: mute.uid) else {
+            throw DomainError(.uidNotFound, "\(mute.uid) is not a participant.")
+        }
+        try Safety.requireMute(role, target: participant, type: row.conversation.type, roles: row.conversation.roles)
+        let recipients = try await participantUIDs(row.pk)
+        guard let changed = Safety.muted(participant, by: mute) else {
+            return CommandResult(outcome: .participant(participant), events: [], recipients: recipients)
+        }
+        try await execute(
+            """
+            UPDATE participants SET muted = \(changed.muted == true), muted_until = \(changed.mutedUntil)
+            WHERE conversation_pk = \(row.pk) AND uid = \(mute.uid)
+            """
+        )
+        var writer = EventBuffer(row: row, now: mute.now, actor: mute.actor)
+        try writer.append(.participantUpdated, .participantUpdated(changed))
+        try await writer.finish(participantCount: nil, in: self)
+        return CommandResult(outcome: .participant(changed), events: writer.events, recipients: recipients)
+    }
+
+    /// Refuses `uid`'s send, edit or reaction while they are muted in the conversation.
+    func requireNotMuted(conversationPK: Int64, uid: String, now: Int64) async throws {
+        guard let participant = try await fetchParticipant(conversationPK, uid: uid), participant.isMuted(at: now)
+        else { return }
+        throw Safety.mutedRefusal(until: participant.mutedUntil)
+    }
+}
+
+extension PostgresStore {
+    public func isMuted(appId: String, conversationId: String, uid: String, now: Int64) async throws -> Bool {
+        let rows = try await rows(
+            """
+            SELECT p.muted, p.muted_until FROM participants p JOIN conversations c ON c.pk = p.conversation_pk
+            WHERE c.app_id = \(appId) AND c.id = \(conversationId) AND p.uid = \(uid)
+            """
+        )
+        guard let (muted, until) = try rows.first?.decode((Bool, Int64?).self) else { return false }
+        return Participant(uid: uid, role: .member, joinedAt: 0, muted: muted ? true : nil, mutedUntil: until)
+            .isMuted(at: now)
+    }
+}

@@ -295,6 +295,14 @@ extension PostgresStore {
                 """,
             ]
         ),
+        PostgresMigration(
+            version: 7, name: "mutes",
+            statements: [
+                // A muted participant reads but does not write: until `muted_until`, or until unmuted when it is NULL.
+                "ALTER TABLE participants ADD COLUMN muted BOOLEAN NOT NULL DEFAULT false",
+                "ALTER TABLE participants ADD COLUMN muted_until BIGINT",
+            ]
+        ),
     ]
 
     /// The key of the advisory lock that serializes migrations of one database ("parley.schema").

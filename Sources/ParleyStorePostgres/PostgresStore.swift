@@ -527,14 +527,17 @@ public final class PostgresStore: ParleyStore {
     }
 
     static func participantColumns(_ alias: String = "participants") -> String {
-        ["uid", "role", "joined_at", "delivered_seq", "read_seq"].map { "\(alias).\($0)" }.joined(separator: ", ")
+        ["uid", "role", "joined_at", "delivered_seq", "read_seq", "muted", "muted_until"].map { "\(alias).\($0)" }
+            .joined(separator: ", ")
     }
 
     static func participant(_ row: PostgresRow) throws -> Participant {
-        let (uid, role, joinedAt, deliveredSeq, readSeq) = try row.decode((String, String, Int64, Int64, Int64).self)
+        let (uid, role, joinedAt, deliveredSeq, readSeq, muted, mutedUntil) = try row.decode(
+            (String, String, Int64, Int64, Int64, Bool, Int64?).self
+        )
         return Participant(
             uid: uid, role: ParticipantRole(rawValue: role) ?? .member, joinedAt: joinedAt, deliveredSeq: deliveredSeq,
-            readSeq: readSeq
+            readSeq: readSeq, muted: muted ? true : nil, mutedUntil: mutedUntil
         )
     }
 

@@ -100,6 +100,7 @@ extension SQLiteStore: UnreadWithBatch, SynchronousBatches {
         case .editMessage(let edit): return try editMessage(edit, in: db)
         case .deleteMessage(let action): return try deleteMessage(action, in: db)
         case .react(let react): return try self.react(react, in: db)
+        case .muteParticipant(let mute): return try muteParticipant(mute, in: db)
         }
     }
 

@@ -175,3 +175,51 @@ extension SQLiteStore {
         )
     }
 }
+
+extension SQLiteStore {
+    // MARK: Mutes
+
+    static func muteParticipant(_ mute: Command.MuteParticipant, in db: Database) throws -> CommandResult {
+        let row: ConversationRow
+        var role: ParticipantRole?
+        if let actor = mute.actor {
+            (row, role) = try participation(db, appId: mute.appId, id: mute.conversationId, uid: actor)
+        } else {
+            guard let found = try fetchConversation(db, appId: mute.appId, id: mute.conversationId),
+                found.deletedAt == nil
+            else { throw DomainError.conversationNotFound(mute.conversationId) }
+            row = found
+        }
+        guard let participant = try fetchParticipant(db, conversationPK: row.pk, uid: mute.uid) else {
+            throw DomainError(.uidNotFound, "\(mute.uid) is not a participant.")
+        }
+        try Safety.requireMute(role, target: participant, type: row.conversation.type, roles: row.conversation.roles)
+        let recipients = try participantUIDs(db, conversationPK: row.pk)
+        guard let changed = Safety.muted(participant, by: mute) else {
+            return CommandResult(outcome: .participant(participant), events: [], recipients: recipients)
+        }
+        try db.execute(
+            sql: "UPDATE participants SET muted = ?, muted_until = ? WHERE conversation_pk = ? AND uid = ?",
+            arguments: [changed.muted == true, changed.mutedUntil, row.pk, mute.uid]
+        )
+        var writer = EventWriter(db: db, row: row, now: mute.now, actor: mute.actor)
+        try writer.append(.participantUpdated, .participantUpdated(changed))
+        try writer.finish(participantCount: nil)
+        return CommandResult(outcome: .participant(changed), events: writer.events, recipients: recipients)
+    }
+
+    /// Refuses `uid`'s send, edit or reaction while they are muted in the conversation.
+    static func requireNotMuted(_ db: Database, conversationPK: Int64, uid: String, now: Int64) throws {
+        guard let participant = try fetchParticipant(db, conversationPK: conversationPK, uid: uid),
+            participant.isMuted(at: now)
+        else { return }
+        throw Safety.mutedRefusal(until: participant.mutedUntil)
+    }
+
+    public func isMuted(appId: String, conversationId: String, uid: String, now: Int64) async throws -> Bool {
+        try await pool.read { db in
+            guard let row = try Self.fetchConversation(db, appId: appId, id: conversationId) else { return false }
+            return try Self.fetchParticipant(db, conversationPK: row.pk, uid: uid)?.isMuted(at: now) ?? false
+        }
+    }
+}

@@ -251,6 +251,15 @@ extension SQLiteStore {
                     """
             )
         }
+        migrator.registerMigration("v8: mutes") { db in
+            // A muted participant reads but does not write: until `muted_until`, or until unmuted when it is NULL.
+            try db.execute(
+                sql: """
+                    ALTER TABLE participants ADD COLUMN muted INTEGER NOT NULL DEFAULT 0;
+                    ALTER TABLE participants ADD COLUMN muted_until INTEGER;
+                    """
+            )
+        }
         return migrator
     }
 }

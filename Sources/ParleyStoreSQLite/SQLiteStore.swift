@@ -518,7 +518,8 @@ public final class SQLiteStore: ParleyStore {
     static func participant(_ row: Row) -> Participant {
         Participant(
             uid: row["uid"], role: ParticipantRole(rawValue: row["role"]) ?? .member, joinedAt: row["joined_at"],
-            deliveredSeq: row["delivered_seq"], readSeq: row["read_seq"]
+            deliveredSeq: row["delivered_seq"], readSeq: row["read_seq"], muted: (row["muted"] as Bool) ? true : nil,
+            mutedUntil: row["muted_until"]
         )
     }
 

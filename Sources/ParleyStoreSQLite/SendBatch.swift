@@ -49,6 +49,8 @@ struct SendBatch {
         var participants: [String]
         /// Each participant's role.
         var members: [String: ParticipantRole]
+        /// The muted participants, with when their mute ends (nil: when lifted).
+        var mutes: [String: Int64?] = [:]
         /// Whether sends moved its position since it was read or last written.
         var moved = false
     }
@@ -100,6 +102,9 @@ struct SendBatch {
         var threadSeq: Int64?
         do {
             try ConversationRules.requireSend(role, roles: conversation.roles)
+            if let until = conversation.mutes[send.sender], until.map({ $0 > send.now }) ?? true {
+                throw Safety.mutedRefusal(until: until)
+            }
             if conversation.isDirect {
                 // Read on every send (not kept): a block is made outside the writer's batches.
                 try SQLiteStore.requireNoBlock(
@@ -247,21 +252,24 @@ struct SendBatch {
         }
         let pk: Int64 = row[0]
         let memberRows = try Row.fetchAll(
-            db.cachedStatement(sql: "SELECT uid, role FROM participants WHERE conversation_pk = ?"), arguments: [pk]
+            db.cachedStatement(sql: "SELECT uid, role, muted, muted_until FROM participants WHERE conversation_pk = ?"),
+            arguments: [pk]
         )
         var participants: [String] = []
         var members: [String: ParticipantRole] = [:]
+        var mutes: [String: Int64?] = [:]
         participants.reserveCapacity(memberRows.count)
         for member in memberRows {
             let uid: String = member[0]
             participants.append(uid)
             members[uid] = ParticipantRole(rawValue: member[1]) ?? .member
+            if member[2] as Bool { mutes[uid] = member[3] as Int64? }
         }
         let conversation = Conversation(
             pk: pk, appId: row[1], id: id, isPublic: row[2], isDirect: row[8], isDeleted: row[3], lastSeq: row[4],
             messageCount: row[5],
             lastActivityAt: row[6], roles: try ConversationRoles(storedJSON: row[7]), participants: participants,
-            members: members
+            members: members, mutes: mutes
         )
         remember(id, conversation)
         return conversation

@@ -129,6 +129,68 @@ import Testing
         try await party.stop()
     }
 
+    @Test func aMutedParticipantReadsButCannotSendOrType() async throws {
+        let server = try await TestServer.startForEdgeTests()
+        let alice = try await server.login("alice")
+        let bob = try await server.login("bob")
+        let carol = try await server.login("carol")
+        let group = try await server.createConversation(token: alice, with: ["bob", "carol"])
+        let mutePath = "/v1/conversations/\(group.id)/participants/bob/mute"
+        let carolsSocket = WebSocketProbe(url: server.webSocketURL, token: carol)
+        let bobsSocket = WebSocketProbe(url: server.webSocketURL, token: bob)
+        for socket in [carolsSocket, bobsSocket] { _ = try await socket.nextFrame() }
+
+        // Refused: a member muting, a time in the past, a direct conversation, no credentials.
+        #expect(
+            try await server.request(
+                "PUT", "/v1/conversations/\(group.id)/participants/alice/mute", token: carol, body: MuteRequest()
+            ).status == 403)
+        #expect(
+            try await server.request("PUT", mutePath, token: alice, body: MuteRequest(until: 1)).errorCode
+                == .badRequest)
+        #expect(try await server.request("PUT", mutePath, body: MuteRequest()).status == 401)
+        let direct = try await server.createConversation(token: alice, type: .direct, with: ["bob"])
+        let inDirect = try await server.request(
+            "PUT", "/v1/conversations/\(direct.id)/participants/bob/mute", token: alice, body: MuteRequest()
+        )
+        #expect(inDirect.status == 403)
+
+        // The owner mutes bob: everyone is told; bob can read, not send (REST or socket) nor type.
+        let muted = try await server.request("PUT", mutePath, token: alice, body: MuteRequest())
+        #expect(muted.status == 200 && (try? muted.decode(Participant.self))?.muted == true)
+        let told = try await carolsSocket.nextFrame { frame in
+            if case .event(let event) = frame { return event.event.name == .participantUpdated }
+            return false
+        }
+        guard case .event(let update) = told, case .participantUpdated(let participant) = update.event.payload else {
+            Issue.record("no participantUpdated")
+            return
+        }
+        #expect(participant.uid == "bob" && participant.muted == true && participant.mutedUntil == nil)
+        let refused = try await server.request(
+            "POST", "/v1/conversations/\(group.id)/messages", token: bob, body: SendMessageRequest(parts: [.text("x")])
+        )
+        #expect(refused.status == 403 && refused.errorCode == .muted)
+        try await bobsSocket.send(.send(SendFrame(ref: "s1", conversationId: group.id, parts: [.text("x")])))
+        try await bobsSocket.send(.typing(TypingFrame(conversationId: group.id, isTyping: true)))
+        var codes: [ErrorCode] = []
+        while codes.count < 2 {
+            if case .error(let error) = try await bobsSocket.nextFrame() { codes.append(error.code) }
+        }
+        #expect(codes == [.muted, .muted])
+        #expect(try await server.request("GET", "/v1/conversations/\(group.id)/messages", token: bob).status == 200)
+
+        // The app's server lifts it (and could mute anyone): bob writes again.
+        let lifted = try await server.request("DELETE", mutePath, apiKey: server.app.restAPIKey)
+        #expect(lifted.status == 200 && (try? lifted.decode(Participant.self)).map { $0.muted == nil } == true)
+        let sent = try await server.request(
+            "POST", "/v1/conversations/\(group.id)/messages", token: bob, body: SendMessageRequest(parts: [.text("ok")])
+        )
+        #expect(sent.status == 201)
+        for socket in [carolsSocket, bobsSocket] { await socket.close() }
+        try await server.stop()
+    }
+
     @Test func blocksRefuseWhatIsNotAUserToBlock() async throws {
         let server = try await TestServer.startForEdgeTests()
         let alice = try await server.login("alice")

@@ -30,7 +30,9 @@ import FoundationNetworking
     static let samples: [(schema: String, complete: any Encodable & Sendable, minimal: any Encodable & Sendable)] = {
         let user = User(uid: "alice", name: "Alice", avatarURL: "https://x/a.png", metadata: ["k": 1], createdAt: 1, updatedAt: 2)
         let bareUser = User(uid: "bob", name: "bob", createdAt: 1, updatedAt: 1)
-        let participant = Participant(uid: "alice", role: .owner, joinedAt: 1, deliveredSeq: 2, readSeq: 1)
+        let participant = Participant(
+            uid: "alice", role: .owner, joinedAt: 1, deliveredSeq: 2, readSeq: 1, muted: true, mutedUntil: 9
+        )
         let permissions = RolePermissions(
             canSend: true, canAddParticipants: false, canRemoveParticipants: true, canEditOthersMessages: false,
             canDeleteOthersMessages: true
@@ -156,6 +158,7 @@ import FoundationNetworking
             ("BlockList", BlockList(blocks: [BlockedUser(uid: "bob", blockedAt: 3)]), BlockList(blocks: [])),
             ("ReportReason", ReportReason.selfHarm, ReportReason.other),
             ("ReportState", ReportState.resolved, ReportState.open),
+            ("MuteRequest", MuteRequest(until: 5), MuteRequest()),
             (
                 "CreateReportRequest",
                 CreateReportRequest(conversationId: "c", messageId: "m", uid: "u", reason: .spam, details: "d"),
@@ -242,7 +245,7 @@ import FoundationNetworking
                 checked += 1
             }
         }
-        #expect(checked == 45)
+        #expect(checked == 47)
         try await server.stop()
     }
 

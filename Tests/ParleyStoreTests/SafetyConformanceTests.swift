@@ -99,6 +99,75 @@ extension StoreConformanceTests {
         #expect(try await refusal(store, unknown) == .messageNotFound)
     }
 
+    func mute(_ uid: String, by actor: String?, until: Int64? = nil, muted: Bool = true, at now: Int64 = 30) -> Command
+    {
+        .muteParticipant(
+            .init(
+                appId: Self.appId, conversationId: "c_g", actor: actor, uid: uid, muted: muted, until: until, now: now)
+        )
+    }
+
+    @Test(arguments: Backend.allCases) func aMutedParticipantReadsButDoesNotWriteUntilItEnds(_ backend: Backend)
+        async throws
+    {
+        let store = try await prepared(backend)
+        _ = try await group(store, members: ["bob", "carol"])
+        let bobs = try await message(store, from: "bob", text: "before", at: 20)
+        let alices = try await message(store, from: "alice", text: "hi", at: 20)
+
+        // Who may remove a participant may mute them: not a member; an admin not the owner; the app's server anyone.
+        #expect(try await refusal(store, mute("carol", by: "bob")) == .forbidden)
+        let muted = try await apply(store, mute("bob", by: "alice", until: 100))
+        guard case .participant(let participant) = muted.outcome else { throw StoreTestError.noMessage }
+        #expect(participant.muted == true && participant.mutedUntil == 100 && participant.isMuted(at: 99))
+        #expect(muted.events.map(\.event.name) == [.participantUpdated])
+        #expect(muted.events.first?.event.payload == .participantUpdated(participant))
+        #expect(Set(muted.recipients) == ["alice", "bob", "carol"])
+        #expect(try await apply(store, mute("bob", by: "alice", until: 100)).events.isEmpty)
+
+        // Until 100: no send, edit or new reaction (taking one back, deleting and reading stay possible).
+        #expect(try await refusal(store, send(store, "c_g", from: "bob")) == .muted)
+        #expect(try await refusal(store, edit(bobs, by: "bob", text: "edited", at: 50)) == .muted)
+        #expect(try await refusal(store, react(alices, "👍", by: "bob", at: 50)) == .muted)
+        #expect(try await refusal(store, react(alices, "👍", by: "bob", add: false, at: 50)) == nil)
+        #expect(try await store.isMuted(appId: Self.appId, conversationId: "c_g", uid: "bob", now: 50))
+        #expect(try await history(store, viewer: "bob").count == 2)
+        // After it: writing again.
+        #expect(try await !store.isMuted(appId: Self.appId, conversationId: "c_g", uid: "bob", now: 150))
+        _ = try await message(store, from: "bob", text: "after", at: 150)
+
+        // Until lifted; then lifted.
+        _ = try await apply(store, mute("bob", by: "alice", at: 160))
+        #expect(try await store.isMuted(appId: Self.appId, conversationId: "c_g", uid: "bob", now: 10_000_000))
+        #expect(try await refusal(store, send(store, "c_g", from: "bob")) == .muted)
+        let lifted = try await apply(store, mute("bob", by: "alice", muted: false, at: 170))
+        guard case .participant(let unmuted) = lifted.outcome else { throw StoreTestError.noMessage }
+        #expect(unmuted.muted == nil && unmuted.mutedUntil == nil && lifted.events.count == 1)
+        #expect(try await refusal(store, send(store, "c_g", from: "bob")) == nil)
+
+        // An admin mutes a member, not the owner; the app's server mutes the owner too.
+        _ = try await apply(
+            store,
+            .updateParticipant(
+                .init(appId: Self.appId, conversationId: "c_g", actor: "alice", uid: "carol", role: .admin, now: 180))
+        )
+        #expect(try await refusal(store, mute("alice", by: "carol")) == .forbidden)
+        #expect(try await refusal(store, mute("bob", by: "carol")) == nil)
+        #expect(try await refusal(store, mute("alice", by: nil)) == nil)
+        #expect(try await refusal(store, send(store, "c_g", from: "alice")) == .muted)
+        // Not a participant; another app's server; a direct conversation.
+        #expect(try await refusal(store, mute("dave", by: "alice")) == .uidNotFound)
+        let otherApp = Command.muteParticipant(
+            .init(appId: Self.otherApp, conversationId: "c_g", actor: nil, uid: "bob", muted: true, now: 190)
+        )
+        #expect(try await refusal(store, otherApp) == .conversationNotFound)
+        _ = try await apply(store, direct(store, "dave", with: "carol", id: "c_dm"))
+        let inDirect = Command.muteParticipant(
+            .init(appId: Self.appId, conversationId: "c_dm", actor: "dave", uid: "carol", muted: true, now: 190)
+        )
+        #expect(try await refusal(store, inDirect) == .forbidden)
+    }
+
     @Test(arguments: Backend.allCases) func contactsLeaveOutThoseWhoBlockedTheUser(_ backend: Backend) async throws {
         let store = try await prepared(backend)
         _ = try await group(store, members: ["bob", "carol"])
