@@ -907,6 +907,16 @@ struct BatchTransaction {
         return (row, role)
     }
 
+    /// The conversation `actor` acts on, as a participant (with their role); with no actor, the app's server, on any
+    /// conversation of the app that is not deleted (no role).
+    func acting(appId: String, id: String, actor: String?) async throws -> (ConversationRow, ParticipantRole?) {
+        if let actor { return try await participation(appId: appId, id: id, uid: actor) }
+        guard let row = try await fetchConversation(appId: appId, id: id), row.deletedAt == nil else {
+            throw DomainError.conversationNotFound(id)
+        }
+        return (row, nil)
+    }
+
     func requireGroup(_ row: ConversationRow, _ message: String) throws {
         guard row.conversation.type == .group else { throw DomainError(.forbidden, message) }
     }

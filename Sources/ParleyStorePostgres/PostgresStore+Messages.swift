@@ -50,18 +50,7 @@ extension BatchTransaction {
 
     func deleteMessage(_ action: Command.MessageAction) async throws -> CommandResult {
         // A user acts as a participant; the app's server (no actor) on any conversation of the app.
-        let row: ConversationRow
-        var role: ParticipantRole?
-        if let actor = action.actor {
-            (row, role) = try await participation(appId: action.appId, id: action.conversationId, uid: actor)
-        } else {
-            guard let found = try await fetchConversation(appId: action.appId, id: action.conversationId),
-                found.deletedAt == nil
-            else {
-                throw DomainError.conversationNotFound(action.conversationId)
-            }
-            row = found
-        }
+        let (row, role) = try await acting(appId: action.appId, id: action.conversationId, actor: action.actor)
         guard let stored = try await fetchStoredMessage(row.pk, messageId: action.messageId) else {
             throw MessageLifecycle.notFound(action.messageId)
         }

@@ -192,16 +192,7 @@ extension BatchTransaction {
     // MARK: Mutes
 
     func muteParticipant(_ mute: Command.MuteParticipant) async throws -> CommandResult {
-        let row: ConversationRow
-        var role: ParticipantRole?
-        if let actor = mute.actor {
-            (row, role) = try await participation(appId: mute.appId, id: mute.conversationId, uid: actor)
-        } else {
-            guard let found = try await fetchConversation(appId: mute.appId, id: mute.conversationId),
-                found.deletedAt == nil
-            else { throw DomainError.conversationNotFound(mute.conversationId) }
-            row = found
-        }
+        let (row, role) = try await acting(appId: mute.appId, id: mute.conversationId, actor: mute.actor)
         guard let participant = try await fetchParticipant(row.pk, uid: mute.uid) else {
             throw DomainError(.uidNotFound, "\(mute.uid) is not a participant.")
         }

@@ -480,6 +480,18 @@ extension SQLiteStore: UnreadWithBatch, SynchronousBatches {
         return (row, role)
     }
 
+    /// The conversation `actor` acts on, as a participant (with their role); with no actor, the app's server, on any
+    /// conversation of the app that is not deleted (no role).
+    static func acting(_ db: Database, appId: String, id: String, actor: String?) throws -> (
+        ConversationRow, ParticipantRole?
+    ) {
+        if let actor { return try participation(db, appId: appId, id: id, uid: actor) }
+        guard let row = try fetchConversation(db, appId: appId, id: id), row.deletedAt == nil else {
+            throw DomainError.conversationNotFound(id)
+        }
+        return (row, nil)
+    }
+
     static func requireGroup(_ row: ConversationRow, _ message: String) throws {
         guard row.conversation.type == .group else { throw DomainError(.forbidden, message) }
     }

@@ -49,19 +49,7 @@ extension SQLiteStore {
     }
 
     static func deleteMessage(_ action: Command.MessageAction, in db: Database) throws -> CommandResult {
-        // A user acts as a participant; the app's server (no actor) on any conversation of the app.
-        let row: ConversationRow
-        var role: ParticipantRole?
-        if let actor = action.actor {
-            (row, role) = try participation(db, appId: action.appId, id: action.conversationId, uid: actor)
-        } else {
-            guard let found = try fetchConversation(db, appId: action.appId, id: action.conversationId),
-                found.deletedAt == nil
-            else {
-                throw DomainError.conversationNotFound(action.conversationId)
-            }
-            row = found
-        }
+        let (row, role) = try acting(db, appId: action.appId, id: action.conversationId, actor: action.actor)
         guard let stored = try fetchStoredMessage(db, conversationPK: row.pk, messageId: action.messageId) else {
             throw MessageLifecycle.notFound(action.messageId)
         }

@@ -180,16 +180,7 @@ extension SQLiteStore {
     // MARK: Mutes
 
     static func muteParticipant(_ mute: Command.MuteParticipant, in db: Database) throws -> CommandResult {
-        let row: ConversationRow
-        var role: ParticipantRole?
-        if let actor = mute.actor {
-            (row, role) = try participation(db, appId: mute.appId, id: mute.conversationId, uid: actor)
-        } else {
-            guard let found = try fetchConversation(db, appId: mute.appId, id: mute.conversationId),
-                found.deletedAt == nil
-            else { throw DomainError.conversationNotFound(mute.conversationId) }
-            row = found
-        }
+        let (row, role) = try acting(db, appId: mute.appId, id: mute.conversationId, actor: mute.actor)
         guard let participant = try fetchParticipant(db, conversationPK: row.pk, uid: mute.uid) else {
             throw DomainError(.uidNotFound, "\(mute.uid) is not a participant.")
         }

@@ -131,18 +131,31 @@ struct FrameSession {
         }
     }
 
-    private func send(_ frame: SendFrame) {
+    /// Takes one from the user's message budget and runs `check`; false (and the error answered) when either
+    /// refuses.
+    private func admitted(ref: String, _ check: () throws -> Void = {}) -> Bool {
         do {
             try sends?.take(appId: connection.principal.appId, uid: connection.principal.uid)
-            try MessageRules.validate(
-                parts: frame.parts, metadata: frame.metadata, alert: frame.alert,
-                clientMessageId: frame.clientMessageId, replyTo: frame.replyTo, mentions: frame.mentions,
-                limits: limits
-            )
+            try check()
+            return true
         } catch {
-            reply(.error(Self.errorFrame(error, ref: frame.ref)))
-            return
+            reply(.error(Self.errorFrame(error, ref: ref)))
+            return false
         }
+    }
+
+    private func send(_ frame: SendFrame) {
+        guard
+            admitted(
+                ref: frame.ref,
+                {
+                    try MessageRules.validate(
+                        parts: frame.parts, metadata: frame.metadata, alert: frame.alert,
+                        clientMessageId: frame.clientMessageId, replyTo: frame.replyTo, mentions: frame.mentions,
+                        limits: limits
+                    )
+                })
+        else { return }
         let principal = connection.principal
         let command = Command.SendMessage(
             appId: principal.appId, conversationId: frame.conversationId, sender: principal.uid,
@@ -154,16 +167,17 @@ struct FrameSession {
     }
 
     private func edit(_ frame: EditFrame) {
-        do {
-            try sends?.take(appId: connection.principal.appId, uid: connection.principal.uid)
-            try MessageRules.validateEdit(
-                messageId: frame.messageId, parts: frame.parts, metadata: frame.metadata, mentions: frame.mentions,
-                limits: limits
-            )
-        } catch {
-            reply(.error(Self.errorFrame(error, ref: frame.ref)))
-            return
-        }
+        guard
+            admitted(
+                ref: frame.ref,
+                {
+                    try MessageRules.validateEdit(
+                        messageId: frame.messageId, parts: frame.parts, metadata: frame.metadata,
+                        mentions: frame.mentions,
+                        limits: limits
+                    )
+                })
+        else { return }
         let principal = connection.principal
         let command = Command.EditMessage(
             appId: principal.appId, conversationId: frame.conversationId, actor: principal.uid,
@@ -174,12 +188,7 @@ struct FrameSession {
     }
 
     private func delete(_ frame: DeleteFrame) {
-        do {
-            try sends?.take(appId: connection.principal.appId, uid: connection.principal.uid)
-        } catch {
-            reply(.error(Self.errorFrame(error, ref: frame.ref)))
-            return
-        }
+        guard admitted(ref: frame.ref) else { return }
         let principal = connection.principal
         let command = Command.MessageAction(
             appId: principal.appId, conversationId: frame.conversationId, actor: principal.uid,
@@ -189,12 +198,7 @@ struct FrameSession {
     }
 
     private func reaction(_ frame: ReactionFrame) {
-        do {
-            try sends?.take(appId: connection.principal.appId, uid: connection.principal.uid)
-        } catch {
-            reply(.error(Self.errorFrame(error, ref: frame.ref)))
-            return
-        }
+        guard admitted(ref: frame.ref) else { return }
         let principal = connection.principal
         let command = Command.React(
             appId: principal.appId, conversationId: frame.conversationId, actor: principal.uid,
