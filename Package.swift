@@ -190,6 +190,8 @@ let package = Package(
             dependencies: [
                 "Parley", "ParleyTesting", "ParleyServer", "ParleyStorePostgres",
                 .product(name: "Logging", package: "swift-log"),
+                // Webhook tests check signatures independently of the server's code.
+                .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
     ]

@@ -8,7 +8,7 @@ struct Admin: AsyncParsableCommand {
         abstract: "Server-to-server tasks with the app's secret REST API key.",
         subcommands: [
             CreateUser.self, IssueToken.self, ListTokens.self, RevokeTokens.self, Reports.self, ResolveReport.self,
-            DeleteMessage.self,
+            DeleteMessage.self, WebhookCommands.self,
         ]
     )
 

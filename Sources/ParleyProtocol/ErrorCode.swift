@@ -66,6 +66,10 @@ extension ErrorCode {
     public static let blockLimit: ErrorCode = "ERR_BLOCK_LIMIT"
     /// No report with this id in the app.
     public static let reportNotFound: ErrorCode = "ERR_REPORT_NOT_FOUND"
+    /// No webhook endpoint (or delivery of it) with this id in the app (HTTP 404).
+    public static let webhookNotFound: ErrorCode = "ERR_WEBHOOK_NOT_FOUND"
+    /// The app has as many webhook endpoints as it may (20) (HTTP 409).
+    public static let webhookLimit: ErrorCode = "ERR_WEBHOOK_LIMIT"
     /// A message has no parts, or only empty ones.
     public static let messageEmpty: ErrorCode = "ERR_MESSAGE_EMPTY"
     /// A message is larger than the server's limit.

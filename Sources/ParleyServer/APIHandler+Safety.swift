@@ -71,6 +71,7 @@ extension APIHandler {
         }
         guard report.uid != principal.uid else { throw DomainError(.badRequest, "You cannot report yourself.") }
         let (stored, created) = try await store.insertReport(appId: principal.appId, report)
+        if created { webhooksQueued() }
         return created ? .created(.init(body: .json(stored))) : .ok(.init(body: .json(stored)))
     }
 
@@ -97,6 +98,7 @@ extension APIHandler {
                 now: time.epochMilliseconds()
             )
         else { throw DomainError(.reportNotFound, "No report \(input.path.reportId) in this app.") }
+        webhooksQueued()
         return .ok(.init(body: .json(report)))
     }
 

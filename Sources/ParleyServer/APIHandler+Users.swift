@@ -21,6 +21,7 @@ extension APIHandler {
         let user = try await store.ensureUser(
             appId: app.id, User(uid: request.uid, name: request.uid, createdAt: now, updatedAt: now)
         )
+        if user.createdAt == now { webhooksQueued() }
         let issued = try await issueToken(appId: app.id, uid: user.uid, ttlSeconds: nil)
         return .ok(.init(body: .json(LoginResponse(user: user, authToken: issued.authToken))))
     }
@@ -55,6 +56,7 @@ extension APIHandler {
             metadata: request.metadata, createdAt: now, updatedAt: now
         )
         try await store.insertUser(appId: appId, user)
+        webhooksQueued()
         return .created(.init(body: .json(user)))
     }
 
@@ -75,6 +77,7 @@ extension APIHandler {
                 appId: caller.appId, uid: input.path.uid, update, now: time.epochMilliseconds()
             )
         else { throw DomainError.uidNotFound(input.path.uid) }
+        webhooksQueued()
         try await announceProfile(user, appId: caller.appId)
         return .ok(.init(body: .json(user)))
     }

@@ -19,6 +19,8 @@ struct APIHandler: APIProtocol {
     let limits: EdgeRateLimiters
     let configuration: ServerConfiguration
     let logger: Logger
+    /// Rings the webhook dispatcher after a report or user change queued an event.
+    var webhooksQueued: @Sendable () -> Void = {}
 
     var credentials: RequestCredentials { RequestCredentials.current }
 

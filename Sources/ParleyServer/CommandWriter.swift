@@ -76,6 +76,8 @@ final class CommandWriter: Service {
     private let stored = HandOff<Stored>()
     /// With push on: called after a batch that stored new messages (they are in the push outbox).
     private let pushQueued: (@Sendable () -> Void)?
+    /// Called after a batch that stored events (the webhook outbox may have rows for them).
+    private let eventsStored: (@Sendable () -> Void)?
     /// Whether to store and publish on a thread of the writer's own when the store and the deployment allow it.
     private let ownThread: Bool
 
@@ -83,12 +85,13 @@ final class CommandWriter: Service {
     ///   batches on the calling thread (see the type's discussion); false keeps the overlapping loops there too.
     init(
         store: any ParleyStore, publisher: EventPublisher, maxBatch: Int, pushQueued: (@Sendable () -> Void)? = nil,
-        ownThread: Bool = true, logger: Logger
+        eventsStored: (@Sendable () -> Void)? = nil, ownThread: Bool = true, logger: Logger
     ) {
         self.store = store
         self.publisher = publisher
         self.maxBatch = maxBatch
         self.pushQueued = pushQueued
+        self.eventsStored = eventsStored
         self.ownThread = ownThread
         self.logger = logger
     }
@@ -302,6 +305,7 @@ final class CommandWriter: Service {
         _ batch: [Pending], _ results: [Result<CommandResult, DomainError>], _ unread: [(UnreadRequest, UnreadSummary)]
     ) -> Stored {
         if let pushQueued, results.contains(where: Self.storedNewMessage) { pushQueued() }
+        if let eventsStored, results.contains(where: { (try? $0.get())?.events.isEmpty == false }) { eventsStored() }
         return .committed(batch, results, unread)
     }
 

@@ -13,9 +13,9 @@ extension ErrorCode {
         case .authRequired, .authTokenInvalid, .authKeyInvalid, .apiKeyInvalid: return .unauthorized
         case .forbidden, .notAParticipant, .blocked, .muted: return .forbidden
         case .invalidAppID, .uidNotFound, .tokenNotFound, .deviceNotFound, .conversationNotFound, .messageNotFound,
-            .reportNotFound, .notFound:
+            .reportNotFound, .webhookNotFound, .notFound:
             return .notFound
-        case .uidAlreadyExists, .reactionLimit, .blockLimit: return .conflict
+        case .uidAlreadyExists, .reactionLimit, .blockLimit, .webhookLimit: return .conflict
         case .messageDeleted: return .gone
         case .messageTooLarge: return .contentTooLarge
         case .rateLimited: return .tooManyRequests

@@ -31,6 +31,7 @@ public struct ParleyApplication: Service {
     let unread: UnreadNotifier
     let cluster: ClusterNode?
     let push: PushDispatcher?
+    let webhooks: WebhookDispatcher
     let logger: Logger
 
     public func run() async throws {
@@ -38,6 +39,7 @@ public struct ParleyApplication: Service {
         // the writer's final commits.
         var services: [any Service] = [writer]
         if let push { services.append(push) }
+        services.append(webhooks)
         if let cluster { services.append(cluster) }
         services += [
             typing, presence, unread, http,
@@ -56,6 +58,14 @@ public struct ParleyApplication: Service {
             throw error
         }
         try await store.close()
+    }
+
+    /// The webhook requests this node made (the latest 10,000), once `condition` holds for them: for operators' tools
+    /// and tests, which wait for a retry instead of guessing when it happens.
+    public func webhookAttempts(until condition: @escaping @Sendable ([WebhookAttempt]) -> Bool = { _ in true })
+        async -> [WebhookAttempt]
+    {
+        await webhooks.log.wait(until: condition)
     }
 
     /// Runs until SIGINT or SIGTERM, then shuts down gracefully.
@@ -125,15 +135,19 @@ public func buildApplication(
     )
     let publisher = EventPublisher(hub: hub, typing: typing, unread: unread, relay: relay, link: link, logger: logger)
     let push = try makePushDispatcher(configuration, store: store, presence: presence, time: time, logger: logger)
+    let webhooks = WebhookDispatcher(
+        store: store, configuration: configuration.webhooks, owner: Secrets.randomID(prefix: "webhooks_", length: 12),
+        ownsEveryLease: store is SQLiteStore, time: time, logger: logger
+    )
     let writer = CommandWriter(
         store: store, publisher: publisher, maxBatch: configuration.maxCommandBatch, pushQueued: push.map { $0.wake },
-        logger: logger
+        eventsStored: webhooks.wake, logger: logger
     )
     let authenticator = Authenticator(store: store, time: time)
     let limits = EdgeRateLimiters(configuration.edge, time: time)
     let api = APIHandler(
         store: store, authenticator: authenticator, writer: writer, relay: relay, presence: presence, time: time,
-        limits: limits, configuration: configuration, logger: logger
+        limits: limits, configuration: configuration, logger: logger, webhooksQueued: webhooks.wake
     )
     let sockets = SocketRegistry()
     let expiry = TokenExpiry(time: time)
@@ -180,7 +194,7 @@ public func buildApplication(
         cluster: link.map {
             ClusterNode(link: $0, writer: writer, publisher: publisher, relay: relay, presence: presence, hub: hub, logger: logger)
         },
-        push: push, logger: logger
+        push: push, webhooks: webhooks, logger: logger
     )
 }
 

@@ -55,6 +55,8 @@ public struct ServerConfiguration: Sendable {
     /// How often the push dispatcher looks for work it was not told about (messages another node stored, retries
     /// that came due).
     public var pushPollInterval: Duration = .seconds(5)
+    /// How webhooks are delivered to the apps' backends (endpoints are registered with `POST /v1/webhooks`).
+    public var webhooks = WebhookConfiguration()
 
     public init() {}
 }

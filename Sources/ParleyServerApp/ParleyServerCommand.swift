@@ -94,6 +94,8 @@ struct Serve: AsyncParsableCommand {
 
     @OptionGroup(title: "Push notifications (APNs); off unless --apns-key-file is given") var apns: APNsOptions
 
+    @OptionGroup(title: "Webhooks (docs/PROTOCOL.md, Webhooks)") var webhooks: WebhookOptions
+
     func run() async throws {
         guard let level = Logger.Level(rawValue: logLevel) else {
             throw ValidationError("Unknown log level \(logLevel).")
@@ -115,6 +117,7 @@ struct Serve: AsyncParsableCommand {
         // A push configuration that cannot work stops the start before anything is written.
         configuration.apns = try apns.configuration()
         try configuration.apns?.validate()
+        try webhooks.apply(to: &configuration.webhooks)
 
         let store = try await data.openStore(
             logger: logger, asServer: true, creation: createDatabase ? .ifMissingOrEmpty : .ifMissing
@@ -140,6 +143,32 @@ struct Serve: AsyncParsableCommand {
         let application = try await buildApplication(configuration, store: store, cluster: cluster, logger: logger)
         try await application.runService()
         logger.info("Stopped")
+    }
+}
+
+/// The webhook options of `serve`.
+struct WebhookOptions: ParsableArguments {
+    @Option(help: "Seconds one webhook request may take, answer included, before it counts as failed.")
+    var webhookTimeoutSeconds: Double = 10
+
+    @Option(help: "Most webhook requests in flight at once on this node.")
+    var webhookConcurrency: Int = WebhookConfiguration().maxConcurrentRequests
+
+    @Option(help: "Attempts after which a webhook delivery is given up (marked failed).")
+    var webhookMaxAttempts: Int = WebhookRetryPolicy().maximumAttempts
+
+    @Option(help: "Failed webhook attempts in a row after which an endpoint is disabled.")
+    var webhookDisableAfter: Int = WebhookConfiguration().disableAfterFailures
+
+    func apply(to configuration: inout WebhookConfiguration) throws {
+        guard webhookTimeoutSeconds > 0, webhookConcurrency >= 1, webhookMaxAttempts >= 1, webhookDisableAfter >= 1
+        else {
+            throw ValidationError("The webhook options must be positive.")
+        }
+        configuration.requestTimeout = .milliseconds(Int64(webhookTimeoutSeconds * 1000))
+        configuration.maxConcurrentRequests = webhookConcurrency
+        configuration.retry.maximumAttempts = webhookMaxAttempts
+        configuration.disableAfterFailures = webhookDisableAfter
     }
 }
 

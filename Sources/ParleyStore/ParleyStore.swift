@@ -128,6 +128,46 @@ public protocol ParleyStore: Sendable {
     func updateReport(appId: String, id: String, state: ReportState, resolution: String?, now: Int64) async throws
         -> Report?
 
+    // MARK: Webhooks
+    /// Registers an endpoint. Throws `ERR_WEBHOOK_LIMIT` past ``Webhooks/maxEndpoints`` for the app.
+    func insertWebhookEndpoint(_ record: WebhookEndpointRecord) async throws
+    /// The app's endpoints, oldest first.
+    func webhookEndpoints(appId: String) async throws -> [WebhookEndpoint]
+    func webhookEndpoint(appId: String, id: String) async throws -> WebhookEndpoint?
+    /// Applies a change; enabling clears the failure run. Nil when the app has no such endpoint.
+    func updateWebhookEndpoint(appId: String, id: String, _ change: WebhookEndpointChange, now: Int64) async throws
+        -> WebhookEndpoint?
+    /// Removes an endpoint and its deliveries; false when the app has no such endpoint.
+    func deleteWebhookEndpoint(appId: String, id: String) async throws -> Bool
+    /// In one transaction: turns the oldest outbox rows (at most `limit`) into one pending delivery per enabled endpoint
+    /// of the app that wants the event, due at `now`, and deletes them. Nodes doing it at once take turns. Returns the
+    /// number of outbox rows taken.
+    func expandWebhookOutbox(limit: Int, now: Int64) async throws -> Int
+    /// Leases to `owner` until `leaseUntil` the due pending deliveries of enabled endpoints that are first of their
+    /// endpoint and ordering key (nothing earlier of the same conversation, report or user is pending), oldest first,
+    /// at most `limit`.
+    func claimWebhookDeliveries(owner: String, now: Int64, leaseUntil: Int64, limit: Int) async throws -> [WebhookJob]
+    /// The endpoint took the delivery: it is removed and the endpoint's failure run ends.
+    func completeWebhookDelivery(_ job: WebhookJob, now: Int64) async throws
+    /// The attempt failed: the delivery is due again at `failure.retryAt` or, without one, given up (`failed`); the
+    /// endpoint's failure run grows, and at `failure.disableAfter` the endpoint is disabled. Returns true when this
+    /// failure disabled it.
+    func failWebhookDelivery(_ job: WebhookJob, _ failure: WebhookFailure) async throws -> Bool
+    /// Ends the leases of `owner` (every lease when nil).
+    func releaseWebhookDeliveries(owner: String?) async throws
+    /// Whether any app has an enabled endpoint (without one the dispatcher has nothing to look for).
+    func hasEnabledWebhookEndpoints() async throws -> Bool
+    /// When the next pending delivery of an enabled endpoint becomes due; nil when none is waiting.
+    func nextWebhookDeliveryDue() async throws -> Int64?
+    /// An endpoint's pending or failed deliveries (in `state`, when given), oldest first, after `after`, at most
+    /// `limit`, each with its position (the cursor of the next page).
+    func webhookDeliveries(appId: String, webhookId: String, state: WebhookDeliveryState?, after: Int64?, limit: Int)
+        async throws -> [(position: Int64, delivery: WebhookDelivery)]
+    /// Makes a failed delivery pending again, due at `now` with its attempts reset; nil when the endpoint has no
+    /// failed delivery with this id.
+    func redeliverWebhookDelivery(appId: String, webhookId: String, deliveryId: String, now: Int64) async throws
+        -> WebhookDelivery?
+
     // MARK: Resume
     /// Durable events of a conversation with a sequence number above `afterSeq`, ascending, at most `limit`.
     /// Empty when there is no such conversation. Readers never miss an event: sequence numbers of a conversation are

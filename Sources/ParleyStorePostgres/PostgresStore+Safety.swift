@@ -88,7 +88,12 @@ extension PostgresStore {
                     ON CONFLICT DO NOTHING RETURNING id
                     """
                 )
-                if !inserted.isEmpty { return (report, true) }
+                if !inserted.isEmpty {
+                    try await Self.queueReportEvent(
+                        appId: appId, report, name: .reportCreate, at: report.createdAt, run: session.rows
+                    )
+                    return (report, true)
+                }
                 guard
                     let open = try await session.rows(
                         """
@@ -132,14 +137,23 @@ extension PostgresStore {
     {
         do {
             // A resolution given replaces the one noted; resolved again, it keeps when it was first resolved.
-            return try await rows(
-                """
-                UPDATE reports SET state = \(state.rawValue), resolution = coalesce(\(resolution), resolution),
-                    resolved_at = CASE WHEN \(state.rawValue) = 'resolved' THEN coalesce(resolved_at, \(now)) END
-                WHERE app_id = \(appId) AND id = \(id)
-                RETURNING \(unescaped: Self.reportColumns)
-                """
-            ).first.map { try Self.report($0) }
+            return try await withSession { session in
+                try await session.transaction {
+                    guard
+                        let report = try await session.rows(
+                            """
+                            UPDATE reports SET state = \(state.rawValue), resolution = coalesce(\(resolution), resolution),
+                                resolved_at = CASE WHEN \(state.rawValue) = 'resolved' THEN coalesce(resolved_at, \(now)) END
+                            WHERE app_id = \(appId) AND id = \(id)
+                            RETURNING \(unescaped: Self.reportColumns)
+                            """
+                        ).first.map({ try Self.report($0) })
+                    else { return nil }
+                    try await Self.queueReportEvent(
+                        appId: appId, report, name: .reportUpdate, at: now, run: session.rows)
+                    return report
+                }
+            }
         } catch let error as PSQLError where error.sqlState == "23505" {
             throw DomainError(.badRequest, "The reporter has another open report about the same message or user.")
         }

@@ -303,6 +303,95 @@ extension PostgresStore {
                 "ALTER TABLE participants ADD COLUMN muted_until BIGINT",
             ]
         ),
+        PostgresMigration(
+            version: 9, name: "webhooks",
+            statements: [
+                // Endpoints of the apps' backends; `event_names` is `,name,name,` so that SQL finds one with position().
+                """
+                CREATE TABLE webhook_endpoints (
+                    id TEXT PRIMARY KEY,
+                    app_id TEXT NOT NULL,
+                    url TEXT NOT NULL,
+                    events TEXT NOT NULL,
+                    event_names TEXT NOT NULL,
+                    description TEXT,
+                    secret TEXT NOT NULL,
+                    enabled BOOLEAN NOT NULL,
+                    disabled_reason TEXT,
+                    disabled_at BIGINT,
+                    consecutive_failures INTEGER NOT NULL DEFAULT 0,
+                    last_success_at BIGINT,
+                    last_failure_at BIGINT,
+                    created_at BIGINT NOT NULL,
+                    updated_at BIGINT NOT NULL
+                )
+                """,
+                "CREATE INDEX webhook_endpoints_by_app ON webhook_endpoints(app_id, created_at)",
+                // Filled in the transaction of each event: by the trigger below for conversation events (pointing at
+                // the stored event), by the store for reports and users (with the body).
+                """
+                CREATE TABLE webhook_outbox (
+                    id BIGSERIAL PRIMARY KEY,
+                    app_id TEXT NOT NULL,
+                    ordering_key TEXT NOT NULL,
+                    name TEXT NOT NULL,
+                    conversation_id TEXT,
+                    conversation_pk BIGINT,
+                    seq BIGINT,
+                    body BYTEA,
+                    created_at BIGINT NOT NULL
+                )
+                """,
+                // One per endpoint; delivered ones are deleted, failed ones stay visible.
+                """
+                CREATE TABLE webhook_deliveries (
+                    id BIGSERIAL PRIMARY KEY,
+                    delivery_id TEXT NOT NULL UNIQUE,
+                    app_id TEXT NOT NULL,
+                    endpoint_id TEXT NOT NULL,
+                    ordering_key TEXT NOT NULL,
+                    position BIGINT NOT NULL,
+                    name TEXT NOT NULL,
+                    conversation_id TEXT,
+                    body BYTEA NOT NULL,
+                    created_at BIGINT NOT NULL,
+                    state TEXT NOT NULL,
+                    attempts INTEGER NOT NULL DEFAULT 0,
+                    not_before BIGINT NOT NULL,
+                    lease_owner TEXT,
+                    lease_until BIGINT NOT NULL DEFAULT 0,
+                    last_status INTEGER,
+                    last_error TEXT,
+                    last_attempt_at BIGINT
+                )
+                """,
+                """
+                CREATE INDEX webhook_deliveries_chain ON webhook_deliveries(endpoint_id, ordering_key, position)
+                WHERE state = 'pending'
+                """,
+                "CREATE INDEX webhook_deliveries_due ON webhook_deliveries(position) WHERE state = 'pending'",
+                "CREATE INDEX webhook_deliveries_listed ON webhook_deliveries(endpoint_id, id)",
+                """
+                CREATE FUNCTION parley_webhook_outbox_of_event() RETURNS trigger LANGUAGE plpgsql AS $$
+                BEGIN
+                    INSERT INTO webhook_outbox (app_id, ordering_key, name, conversation_id, conversation_pk, seq,
+                        created_at)
+                    SELECT c.app_id, 'c:' || c.id, NEW.name, c.id, NEW.conversation_pk, NEW.seq, NEW.created_at
+                    FROM conversations c
+                    WHERE c.pk = NEW.conversation_pk AND EXISTS (
+                        SELECT 1 FROM webhook_endpoints w
+                        WHERE w.app_id = c.app_id AND w.enabled AND position(',' || NEW.name || ',' in w.event_names) > 0
+                    );
+                    RETURN NULL;
+                END
+                $$
+                """,
+                """
+                CREATE TRIGGER webhook_outbox_of_events AFTER INSERT ON events
+                FOR EACH ROW EXECUTE FUNCTION parley_webhook_outbox_of_event()
+                """,
+            ]
+        ),
     ]
 
     /// The key of the advisory lock that serializes migrations of one database ("parley.schema").

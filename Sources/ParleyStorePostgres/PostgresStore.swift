@@ -227,14 +227,25 @@ public final class PostgresStore: ParleyStore {
     static let userColumns = "uid, name, avatar_url, metadata::text, created_at, updated_at"
 
     public func insertUser(appId: String, _ user: User) async throws {
-        guard try await Self.insertUserIfNew(appId: appId, user, run: rows) else {
+        guard try await insertUserAndQueue(appId: appId, user) else {
             throw DomainError(.uidAlreadyExists, "A user \(user.uid) already exists.")
         }
     }
 
     public func ensureUser(appId: String, _ user: User) async throws -> User {
-        _ = try await Self.insertUserIfNew(appId: appId, user, run: rows)
+        _ = try await insertUserAndQueue(appId: appId, user)
         return try await self.user(appId: appId, uid: user.uid)!
+    }
+
+    /// Inserts the user unless the uid exists, with its `user.create` webhook event; returns whether it was inserted.
+    private func insertUserAndQueue(appId: String, _ user: User) async throws -> Bool {
+        try await withSession { session in
+            try await session.transaction {
+                guard try await Self.insertUserIfNew(appId: appId, user, run: session.rows) else { return false }
+                try await Self.queueUserEvent(appId: appId, user, name: .userCreate, run: session.rows)
+                return true
+            }
+        }
     }
 
     public func user(appId: String, uid: String) async throws -> User? {
@@ -245,14 +256,24 @@ public final class PostgresStore: ParleyStore {
     public func updateUser(appId: String, uid: String, _ update: UpdateUserRequest, now: Int64) async throws -> User? {
         // One statement: each field keeps its value unless the update sets it.
         let metadata: String? = try update.metadata.flatMap { try Self.json($0) }
-        return try await rows(
-            """
-            UPDATE users SET name = COALESCE(\(update.name), name), avatar_url = COALESCE(\(update.avatarURL), avatar_url),
-                metadata = CASE WHEN \(metadata != nil) THEN \(metadata)::jsonb ELSE metadata END, updated_at = \(now)
-            WHERE app_id = \(appId) AND uid = \(uid)
-            RETURNING \(unescaped: Self.userColumns)
-            """
-        ).first.map(Self.user)
+        return try await withSession { session in
+            try await session.transaction {
+                guard
+                    let user = try await session.rows(
+                        """
+                        UPDATE users SET name = COALESCE(\(update.name), name),
+                            avatar_url = COALESCE(\(update.avatarURL), avatar_url),
+                            metadata = CASE WHEN \(metadata != nil) THEN \(metadata)::jsonb ELSE metadata END,
+                            updated_at = \(now)
+                        WHERE app_id = \(appId) AND uid = \(uid)
+                        RETURNING \(unescaped: Self.userColumns)
+                        """
+                    ).first.map(Self.user)
+                else { return nil }
+                try await Self.queueUserEvent(appId: appId, user, name: .profileUpdate, run: session.rows)
+                return user
+            }
+        }
     }
 
     /// Inserts the user unless the uid exists; returns whether it was inserted.

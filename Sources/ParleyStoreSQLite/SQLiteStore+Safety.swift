@@ -111,6 +111,7 @@ extension SQLiteStore {
                     report.resolvedAt,
                 ]
             )
+            try Self.queueReportEvent(db, appId: appId, report, name: .reportCreate, at: report.createdAt)
             return (report, true)
         }
     }
@@ -149,10 +150,14 @@ extension SQLiteStore {
             } catch let error as DatabaseError where error.resultCode == .SQLITE_CONSTRAINT {
                 throw DomainError(.badRequest, "The reporter has another open report about the same message or user.")
             }
-            return try Row.fetchOne(
-                db, sql: "SELECT \(Self.reportColumns) FROM reports WHERE app_id = ? AND id = ?",
-                arguments: [appId, id]
-            ).map { try Self.report($0) }
+            guard
+                let report = try Row.fetchOne(
+                    db, sql: "SELECT \(Self.reportColumns) FROM reports WHERE app_id = ? AND id = ?",
+                    arguments: [appId, id]
+                ).map({ try Self.report($0) })
+            else { return nil }
+            try Self.queueReportEvent(db, appId: appId, report, name: .reportUpdate, at: now)
+            return report
         }
     }
 

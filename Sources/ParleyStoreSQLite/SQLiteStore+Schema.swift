@@ -260,6 +260,80 @@ extension SQLiteStore {
                     """
             )
         }
+        migrator.registerMigration("v10: webhooks") { db in
+            // Endpoints of the apps' backends; `event_names` is `,name,name,` so that SQL finds one with instr().
+            // The outbox is filled in the transaction of each event: by the trigger for conversation events (pointing
+            // at the stored event), by the store for reports and users (with the body). Deliveries are one per
+            // endpoint; delivered ones are deleted, failed ones stay visible.
+            try db.execute(
+                sql: """
+                    CREATE TABLE webhook_endpoints (
+                        id TEXT PRIMARY KEY,
+                        app_id TEXT NOT NULL,
+                        url TEXT NOT NULL,
+                        events TEXT NOT NULL,
+                        event_names TEXT NOT NULL,
+                        description TEXT,
+                        secret TEXT NOT NULL,
+                        enabled INTEGER NOT NULL,
+                        disabled_reason TEXT,
+                        disabled_at INTEGER,
+                        consecutive_failures INTEGER NOT NULL DEFAULT 0,
+                        last_success_at INTEGER,
+                        last_failure_at INTEGER,
+                        created_at INTEGER NOT NULL,
+                        updated_at INTEGER NOT NULL
+                    );
+                    CREATE INDEX webhook_endpoints_by_app ON webhook_endpoints(app_id, created_at);
+                    CREATE TABLE webhook_outbox (
+                        id INTEGER PRIMARY KEY AUTOINCREMENT,
+                        app_id TEXT NOT NULL,
+                        ordering_key TEXT NOT NULL,
+                        name TEXT NOT NULL,
+                        conversation_id TEXT,
+                        conversation_pk INTEGER,
+                        seq INTEGER,
+                        body BLOB,
+                        created_at INTEGER NOT NULL
+                    );
+                    CREATE TABLE webhook_deliveries (
+                        id INTEGER PRIMARY KEY AUTOINCREMENT,
+                        delivery_id TEXT NOT NULL UNIQUE,
+                        app_id TEXT NOT NULL,
+                        endpoint_id TEXT NOT NULL,
+                        ordering_key TEXT NOT NULL,
+                        position INTEGER NOT NULL,
+                        name TEXT NOT NULL,
+                        conversation_id TEXT,
+                        body BLOB NOT NULL,
+                        created_at INTEGER NOT NULL,
+                        state TEXT NOT NULL,
+                        attempts INTEGER NOT NULL DEFAULT 0,
+                        not_before INTEGER NOT NULL,
+                        lease_owner TEXT,
+                        lease_until INTEGER NOT NULL DEFAULT 0,
+                        last_status INTEGER,
+                        last_error TEXT,
+                        last_attempt_at INTEGER
+                    );
+                    CREATE INDEX webhook_deliveries_chain ON webhook_deliveries(endpoint_id, ordering_key, position)
+                        WHERE state = 'pending';
+                    CREATE INDEX webhook_deliveries_due ON webhook_deliveries(position) WHERE state = 'pending';
+                    CREATE INDEX webhook_deliveries_listed ON webhook_deliveries(endpoint_id, id);
+                    CREATE TRIGGER webhook_outbox_of_events AFTER INSERT ON events
+                    WHEN EXISTS (
+                        SELECT 1 FROM conversations c JOIN webhook_endpoints w ON w.app_id = c.app_id
+                        WHERE c.pk = NEW.conversation_pk AND w.enabled AND instr(w.event_names, ',' || NEW.name || ',') > 0
+                    )
+                    BEGIN
+                        INSERT INTO webhook_outbox (app_id, ordering_key, name, conversation_id, conversation_pk, seq,
+                            created_at)
+                        SELECT c.app_id, 'c:' || c.id, NEW.name, c.id, NEW.conversation_pk, NEW.seq, NEW.created_at
+                        FROM conversations c WHERE c.pk = NEW.conversation_pk;
+                    END;
+                    """
+            )
+        }
         return migrator
     }
 }

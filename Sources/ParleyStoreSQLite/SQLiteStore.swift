@@ -186,6 +186,7 @@ public final class SQLiteStore: ParleyStore {
                 sql: "UPDATE users SET name = ?, avatar_url = ?, metadata = ?, updated_at = ? WHERE app_id = ? AND uid = ?",
                 arguments: [user.name, user.avatarURL, try Self.json(user.metadata), now, appId, uid]
             )
+            try Self.queueUserEvent(db, appId: appId, user, name: .profileUpdate)
             return user
         }
     }
@@ -200,7 +201,9 @@ public final class SQLiteStore: ParleyStore {
                 appId, user.uid, user.name, user.avatarURL, try json(user.metadata), user.createdAt, user.updatedAt,
             ]
         )
-        return db.changesCount > 0
+        guard db.changesCount > 0 else { return false }
+        try queueUserEvent(db, appId: appId, user, name: .userCreate)
+        return true
     }
 
     static func fetchUser(_ db: Database, appId: String, uid: String) throws -> User? {

@@ -60,6 +60,22 @@ import FoundationNetworking
         )
         let bareMessage = Message(id: "m_2", conversationId: "c_1", seq: 5, sender: "bob", parts: [.text("hi")], sentAt: 6)
         let token = AuthTokenInfo(id: "tok_1", uid: "alice", createdAt: 1, expiresAt: 2)
+        let webhook = WebhookEndpoint(
+            id: "wh_1", url: "https://e.com/h", events: ["messages"], description: "d", enabled: false,
+            disabledReason: "r", disabledAt: 3, consecutiveFailures: 2, lastSuccessAt: 1, lastFailureAt: 2,
+            createdAt: 1,
+            updatedAt: 3
+        )
+        let minimalWebhook = WebhookEndpoint(
+            id: "wh_1", url: "https://e.com/h", events: ["users"], enabled: true, createdAt: 1, updatedAt: 1
+        )
+        let delivery = WebhookDelivery(
+            id: "dlv_1", webhookId: "wh_1", event: .messageSent, conversationId: "c", state: .pending, attempts: 1,
+            nextAttemptAt: 5, lastStatus: 500, lastError: "HTTP 500", lastAttemptAt: 4, createdAt: 1
+        )
+        let minimalDelivery = WebhookDelivery(
+            id: "dlv_1", webhookId: "wh_1", event: .messageSent, state: .failed, attempts: 12, createdAt: 1
+        )
         let device = Device(deviceId: "phone", platform: .apns, token: "ab12", environment: .production, createdAt: 1, updatedAt: 2)
         return [
             (
@@ -190,6 +206,28 @@ import FoundationNetworking
                 "UpdateReportRequest", UpdateReportRequest(state: .resolved, resolution: "done"),
                 UpdateReportRequest(state: .open)
             ),
+            (
+                "CreateWebhookRequest",
+                CreateWebhookRequest(url: "https://e.com/h", events: ["messages"], description: "d"),
+                CreateWebhookRequest(url: "https://e.com/h", events: ["users"])
+            ),
+            (
+                "UpdateWebhookRequest",
+                UpdateWebhookRequest(url: "https://e.com/h", events: ["reports"], description: "d", enabled: true),
+                UpdateWebhookRequest()
+            ),
+            ("WebhookEndpoint", webhook, minimalWebhook),
+            (
+                "WebhookEndpointWithSecret", WebhookEndpointWithSecret(endpoint: webhook, secret: "whsec_1"),
+                WebhookEndpointWithSecret(endpoint: minimalWebhook, secret: "whsec_1")
+            ),
+            ("WebhookEndpointList", WebhookEndpointList(webhooks: [webhook]), WebhookEndpointList(webhooks: [])),
+            ("WebhookDeliveryState", WebhookDeliveryState.failed, WebhookDeliveryState.pending),
+            ("WebhookDelivery", delivery, minimalDelivery),
+            (
+                "WebhookDeliveryList", WebhookDeliveryList(deliveries: [delivery], nextCursor: "3"),
+                WebhookDeliveryList(deliveries: [])
+            ),
         ]
     }()
 
@@ -245,7 +283,7 @@ import FoundationNetworking
                 checked += 1
             }
         }
-        #expect(checked == 47)
+        #expect(checked == 55)
         try await server.stop()
     }
 

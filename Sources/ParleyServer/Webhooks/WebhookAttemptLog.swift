@@ -1,0 +1,60 @@
+import NIOConcurrencyHelpers
+import ParleyProtocol
+
+/// One request this node made to a webhook endpoint.
+public struct WebhookAttempt: Sendable, Hashable {
+    public var deliveryId: String
+    public var webhookId: String
+    public var event: EventName
+    /// The attempt's number for its delivery (1 for the first).
+    public var attempt: Int
+    /// True for a 2xx answer.
+    public var delivered: Bool
+    /// The answer's status, when there was one.
+    public var status: Int?
+    /// Why it failed.
+    public var error: String?
+}
+
+/// The node's latest webhook attempts (at most ``capacity``), with waiters: what tests and operators' tools watch
+/// instead of guessing when a retry happened.
+final class WebhookAttemptLog: Sendable {
+    static let capacity = 10_000
+
+    private struct State {
+        var attempts: [WebhookAttempt] = []
+        var waiters: [(@Sendable ([WebhookAttempt]) -> Bool, CheckedContinuation<[WebhookAttempt], Never>)] = []
+    }
+
+    private let state = NIOLockedValueBox(State())
+
+    func record(_ attempt: WebhookAttempt) {
+        let wakeUps = state.withLockedValue { state in
+            state.attempts.append(attempt)
+            if state.attempts.count > Self.capacity { state.attempts.removeFirst(state.attempts.count - Self.capacity) }
+            let attempts = state.attempts
+            var wakeUps: [(CheckedContinuation<[WebhookAttempt], Never>, [WebhookAttempt])] = []
+            state.waiters.removeAll { condition, continuation in
+                guard condition(attempts) else { return false }
+                wakeUps.append((continuation, attempts))
+                return true
+            }
+            return wakeUps
+        }
+        for (continuation, attempts) in wakeUps { continuation.resume(returning: attempts) }
+    }
+
+    var attempts: [WebhookAttempt] { state.withLockedValue { $0.attempts } }
+
+    /// Returns once `condition` holds for the attempts so far.
+    func wait(until condition: @escaping @Sendable ([WebhookAttempt]) -> Bool) async -> [WebhookAttempt] {
+        await withCheckedContinuation { continuation in
+            let ready = state.withLockedValue { state -> [WebhookAttempt]? in
+                if condition(state.attempts) { return state.attempts }
+                state.waiters.append((condition, continuation))
+                return nil
+            }
+            if let ready { continuation.resume(returning: ready) }
+        }
+    }
+}
