@@ -303,6 +303,25 @@ extension PostgresStore {
                 "ALTER TABLE participants ADD COLUMN muted_until BIGINT",
             ]
         ),
+        PostgresMigration(
+            version: 8, name: "bans",
+            statements: [
+                // A user banned from a group cannot join, be added or read it: until `until`, or until unbanned when
+                // it is NULL (a row whose `until` passed counts as no ban). `banned_by` is NULL when the app's server
+                // banned.
+                """
+                CREATE TABLE bans (
+                    conversation_pk BIGINT NOT NULL REFERENCES conversations(pk),
+                    uid TEXT NOT NULL,
+                    banned_by TEXT,
+                    reason TEXT,
+                    until BIGINT,
+                    created_at BIGINT NOT NULL,
+                    PRIMARY KEY (conversation_pk, uid)
+                )
+                """
+            ]
+        ),
     ]
 
     /// The key of the advisory lock that serializes migrations of one database ("parley.schema").
