@@ -32,6 +32,13 @@ public protocol ParleyEventListener: AnyObject, Sendable {
     func onParticipantUpdated(_ participant: Participant, event: Event)
     /// `conversation.participantRemoved`: a participant was removed or left (you, too, when it is you).
     func onParticipantRemoved(_ participant: Participant, event: Event)
+    /// `conversation.participantBanned`: a user was banned from a group, or their ban changed. When they were in it,
+    /// ``onParticipantRemoved(_:event:)`` came just before. You get it too when it is you (you are no longer in the
+    /// group; ``ConversationBan/until`` says when you may join again).
+    func onParticipantBanned(_ ban: ConversationBan, event: Event)
+    /// `conversation.participantUnbanned`: a user's ban from a group was lifted (`ban` is the ban that was); they may
+    /// join or be added again. You get it too when it is you.
+    func onParticipantUnbanned(_ ban: ConversationBan, event: Event)
     /// `conversation.participantTyping`: someone started typing in `event.conversationId`.
     func onParticipantTyping(_ typing: TypingIndicator, event: Event)
     /// `conversation.participantTypingOff`: they stopped (or went silent, or disconnected).
@@ -72,6 +79,8 @@ extension ParleyEventListener {
     public func onParticipantAdded(_ participant: Participant, event: Event) {}
     public func onParticipantUpdated(_ participant: Participant, event: Event) {}
     public func onParticipantRemoved(_ participant: Participant, event: Event) {}
+    public func onParticipantBanned(_ ban: ConversationBan, event: Event) {}
+    public func onParticipantUnbanned(_ ban: ConversationBan, event: Event) {}
     public func onParticipantTyping(_ typing: TypingIndicator, event: Event) {}
     public func onParticipantTypingOff(_ typing: TypingIndicator, event: Event) {}
     public func onMessageDelivered(_ receipt: Receipt, event: Event) {}
@@ -191,6 +200,8 @@ extension ParleyEventListener {
         case .participantAdded(let participant): onParticipantAdded(participant, event: event)
         case .participantUpdated(let participant): onParticipantUpdated(participant, event: event)
         case .participantRemoved(let participant): onParticipantRemoved(participant, event: event)
+        case .participantBanned(let ban): onParticipantBanned(ban, event: event)
+        case .participantUnbanned(let ban): onParticipantUnbanned(ban, event: event)
         case .participantTyping(let typing): onParticipantTyping(typing, event: event)
         case .participantTypingOff(let typing): onParticipantTypingOff(typing, event: event)
         case .messageDelivered(let receipt): onMessageDelivered(receipt, event: event)

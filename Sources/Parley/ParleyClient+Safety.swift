@@ -72,6 +72,57 @@ extension ParleyClient {
         }
     }
 
+    // MARK: Bans
+
+    /// Bans a user from a group: when they are in it they are removed (`onParticipantRemoved`), then everyone, they
+    /// included, gets `onParticipantBanned`; until `until` (nil: until unbanned) they cannot join, be added or read it
+    /// (`ERR_BANNED`). You need the role that may remove them (that may remove a member, for a user not in the group).
+    /// Banning again changes the end and the reason.
+    ///
+    /// ```swift
+    /// try await client.ban("bob", in: groupId, until: Date().addingTimeInterval(86_400), reason: "spam")
+    /// ```
+    ///
+    /// - Throws: `ERR_FORBIDDEN` (your role, the owner, a direct conversation), `ERR_BAD_REQUEST` (yourself, a time
+    ///   not in the future), `ERR_FIELD_TOO_LARGE` (a reason over 1 KiB), `ERR_UID_NOT_FOUND`.
+    @discardableResult
+    public func ban(_ uid: String, in conversationId: String, until: Date? = nil, reason: String? = nil) async throws
+        -> ConversationBan
+    {
+        _ = try requireSession()
+        return try await rest.call {
+            try await $0.banUser(
+                path: .init(conversationId: conversationId, uid: uid),
+                body: .json(BanRequest(until: until.map(Self.epochMilliseconds), reason: reason))
+            ).ok.body.json
+        }
+    }
+
+    /// Lifts a ban (the same roles may); everyone, the user included, gets `onParticipantUnbanned`. The user is not
+    /// added back: they may join (a public group) or be added again.
+    ///
+    /// - Throws: `ERR_BAN_NOT_FOUND` when the user is not banned (a ban that ended counts as none).
+    @discardableResult
+    public func unban(_ uid: String, in conversationId: String) async throws -> ConversationBan {
+        _ = try requireSession()
+        return try await rest.call {
+            try await $0.unbanUser(path: .init(conversationId: conversationId, uid: uid)).ok.body.json
+        }
+    }
+
+    /// The bans of a group that hold now, newest first (when your role may ban there).
+    public func bans(in conversationId: String) async throws -> [ConversationBan] {
+        _ = try requireSession()
+        return try await rest.call {
+            try await $0.listBans(path: .init(conversationId: conversationId)).ok.body.json
+        }.bans
+    }
+
+    /// A date as the wire's epoch milliseconds.
+    static func epochMilliseconds(_ date: Date) -> Int64 {
+        Int64((date.timeIntervalSince1970 * 1000).rounded())
+    }
+
     // MARK: Reports
 
     /// Reports a message of a conversation you are in to the app's moderators. Reporting it again while the first
@@ -132,6 +183,33 @@ extension ParleyAdmin {
         try await rest.call {
             try await $0.unmuteParticipant(path: .init(conversationId: conversationId, uid: uid)).ok.body.json
         }
+    }
+
+    /// Bans a user from any group of the app (moderation): anyone but the owner, as
+    /// ``ParleyClient/ban(_:in:until:reason:)`` does otherwise. The ban has no `bannedBy`.
+    @discardableResult
+    public func ban(_ uid: String, in conversationId: String, until: Date? = nil, reason: String? = nil) async throws
+        -> ConversationBan
+    {
+        try await rest.call {
+            try await $0.banUser(
+                path: .init(conversationId: conversationId, uid: uid),
+                body: .json(BanRequest(until: until.map(ParleyClient.epochMilliseconds), reason: reason))
+            ).ok.body.json
+        }
+    }
+
+    /// Lifts a ban from any group of the app.
+    @discardableResult
+    public func unban(_ uid: String, in conversationId: String) async throws -> ConversationBan {
+        try await rest.call {
+            try await $0.unbanUser(path: .init(conversationId: conversationId, uid: uid)).ok.body.json
+        }
+    }
+
+    /// The bans of any group of the app that hold now, newest first.
+    public func bans(in conversationId: String) async throws -> [ConversationBan] {
+        try await rest.call { try await $0.listBans(path: .init(conversationId: conversationId)).ok.body.json }.bans
     }
 
     /// Deletes any message of the app's conversations (moderation): participants get `conversationMessage.delete`,

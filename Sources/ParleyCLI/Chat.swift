@@ -61,6 +61,9 @@ struct Chat: AsyncParsableCommand {
                         )
                     case .participantAdded(let participant): say("* \(participant.uid) joined")
                     case .participantRemoved(let participant): say("* \(participant.uid) left")
+                    case .participantBanned(let ban):
+                        say("* \(ban.uid) was banned\(ban.reason.map { ": \($0)" } ?? "")")
+                    case .participantUnbanned(let ban): say("* \(ban.uid) is no longer banned")
                     case .participantUpdated(let participant): say("* \(participant.uid) is now \(participant.role.rawValue)")
                     case .participantTyping(let typing): say("* \(typing.uid) is typing…")
                     case .participantTypingOff(let typing): say("* \(typing.uid) stopped typing")

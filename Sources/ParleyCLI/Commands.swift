@@ -255,7 +255,7 @@ struct Group: AsyncParsableCommand {
         abstract: "Manage groups.",
         subcommands: [
             Create.self, Add.self, Members.self, Rename.self, Join.self, Leave.self, Remove.self, Role.self,
-            Mute.self, Unmute.self, Delete.self, Undelete.self,
+            Mute.self, Unmute.self, Ban.self, Unban.self, Bans.self, Delete.self, Undelete.self,
         ]
     )
 
@@ -324,6 +324,61 @@ struct Group: AsyncParsableCommand {
         @OptionGroup var target: Target
         @Argument(help: "The uid.") var uid: String
         func run() async throws { try await target.run { try await $0.unmuteParticipant(uid, in: target.group) } }
+    }
+
+    struct Ban: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Ban a user: removed, and kept out until unbanned or --minutes / --until (owner or admin)."
+        )
+        @OptionGroup var target: Target
+        @Argument(help: "The uid.") var uid: String
+        @Option(help: "For this many minutes (default: until unbanned).") var minutes: Int?
+        @Option(help: "Until this time, ISO 8601 (2026-12-31T18:00:00Z).") var until: String?
+        @Option(help: "Why (at most 1 KiB).") var reason: String?
+        func run() async throws {
+            let end: Date?
+            switch (minutes, until) {
+            case (let minutes?, nil): end = Date().addingTimeInterval(Double(minutes) * 60)
+            case (nil, let until?):
+                guard let date = ISO8601DateFormatter().date(from: until) else {
+                    throw CLIFailure.usage("--until is an ISO 8601 time, such as 2026-12-31T18:00:00Z.")
+                }
+                end = date
+            case (nil, nil): end = nil
+            case (_?, _?): throw CLIFailure.usage("Give --minutes or --until, not both.")
+            }
+            try await target.run { try await $0.ban(uid, in: target.group, until: end, reason: reason) }
+        }
+    }
+
+    struct Unban: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Lift a ban: the user may join or be added again.")
+        @OptionGroup var target: Target
+        @Argument(help: "The uid.") var uid: String
+        func run() async throws { try await target.run { try await $0.unban(uid, in: target.group) } }
+    }
+
+    struct Bans: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "List a group's bans in force (owner or admin).")
+        @OptionGroup var options: ClientOptions
+        @Argument(help: "The group's id.") var group: String
+
+        func run() async throws {
+            try await reportingFailures {
+                let (client, _) = try await options.loggedInClient()
+                let bans = try await client.bans(in: group)
+                if bans.isEmpty { say("Nobody is banned.") }
+                for ban in bans {
+                    let time = { (epoch: Int64) in Date(timeIntervalSince1970: Double(epoch) / 1000).formatted() }
+                    var line = "\(ban.uid)\tsince \(time(ban.createdAt))\t"
+                    line += ban.until.map { "until \(time($0))" } ?? "until unbanned"
+                    line += "\tby \(ban.bannedBy ?? "the app's server")"
+                    if let reason = ban.reason { line += "\t\(reason)" }
+                    say(line)
+                }
+                await client.shutdown()
+            }
+        }
     }
 
     struct Delete: AsyncParsableCommand {

@@ -13,8 +13,8 @@ struct ParleyCommand: AsyncParsableCommand {
             two profiles can chat with each other.
 
             Exit codes: 0 ok, 1 other failure, 2 usage (an invalid argument too),
-            3 authentication (not logged in, bad key or token), 4 unknown app, user, conversation or message,
-            5 server unreachable, 6 refused (not allowed, invalid or deleted message, reaction limit).
+            3 authentication (not logged in, bad key or token), 4 unknown app, user, conversation, message or ban,
+            5 server unreachable, 6 refused (not allowed, invalid or deleted message, reaction limit, banned).
             """,
         subcommands: [
             Login.self, Logout.self, WhoAmI.self, Profile.self, Conversations.self, Send.self, Reply.self, Edit.self,
@@ -128,12 +128,12 @@ func cliExitCode(for code: ErrorCode) -> Int32 {
     switch code {
     case .notLoggedIn, .authRequired, .authTokenInvalid, .authKeyInvalid, .apiKeyInvalid: return 3
     case .invalidAppID, .uidNotFound, .conversationNotFound, .messageNotFound, .tokenNotFound, .reportNotFound,
-        .notFound:
+        .banNotFound, .notFound:
         return 4
     case .invalidArgument: return 2
     case .serverUnreachable, .timeout: return 5
     case .forbidden, .notAParticipant, .messageEmpty, .messageTooLarge, .invalidUID, .uidAlreadyExists,
-        .badRequest, .messageDeleted, .reactionLimit, .blocked, .blockLimit, .muted:
+        .badRequest, .messageDeleted, .reactionLimit, .blocked, .blockLimit, .muted, .banned:
         return 6
     default: return 1
     }

@@ -62,6 +62,11 @@ extension ErrorCode {
     public static let blocked: ErrorCode = "ERR_BLOCKED"
     /// The caller is muted in this conversation: they read, but cannot send, edit, react or type (HTTP 403).
     public static let muted: ErrorCode = "ERR_MUTED"
+    /// The user is banned from this group: they cannot join it, be added to it or read it until the ban is lifted or
+    /// its `until` passes (HTTP 403).
+    public static let banned: ErrorCode = "ERR_BANNED"
+    /// The user is not banned from this conversation (a ban that ended counts as none): nothing to lift (HTTP 404).
+    public static let banNotFound: ErrorCode = "ERR_BAN_NOT_FOUND"
     /// A user blocks as many users as one may (1,000) (HTTP 409).
     public static let blockLimit: ErrorCode = "ERR_BLOCK_LIMIT"
     /// No report with this id in the app.

@@ -35,6 +35,10 @@ public struct EventName: RawRepresentable, Hashable, Sendable, Codable, CustomSt
     public static let participantUpdated: EventName = "conversation.participantUpdated"
     /// A participant was removed or left.
     public static let participantRemoved: EventName = "conversation.participantRemoved"
+    /// A user was banned from a group (after their `participantRemoved` when they were in it), or their ban changed.
+    public static let participantBanned: EventName = "conversation.participantBanned"
+    /// A user's ban from a group was lifted.
+    public static let participantUnbanned: EventName = "conversation.participantUnbanned"
     /// A participant started typing.
     public static let participantTyping: EventName = "conversation.participantTyping"
     /// A participant stopped typing (or went silent, or disconnected).
@@ -87,6 +91,10 @@ public enum EventPayload: Sendable, Hashable {
     case participantUpdated(Participant)
     /// `conversation.participantRemoved`: the participant as they were.
     case participantRemoved(Participant)
+    /// `conversation.participantBanned`: the ban as it is now.
+    case participantBanned(ConversationBan)
+    /// `conversation.participantUnbanned`: the ban that was lifted.
+    case participantUnbanned(ConversationBan)
     /// `conversation.participantTyping`
     case participantTyping(TypingIndicator)
     /// `conversation.participantTypingOff`
@@ -127,6 +135,8 @@ public enum EventPayload: Sendable, Hashable {
         case .participantAdded: return .participantAdded
         case .participantUpdated: return .participantUpdated
         case .participantRemoved: return .participantRemoved
+        case .participantBanned: return .participantBanned
+        case .participantUnbanned: return .participantUnbanned
         case .participantTyping: return .participantTyping
         case .participantTypingOff: return .participantTypingOff
         case .messageDelivered: return .messageDelivered
@@ -158,6 +168,8 @@ public enum EventPayload: Sendable, Hashable {
         case .participantAdded: return .participantAdded(try value(Participant.self))
         case .participantUpdated: return .participantUpdated(try value(Participant.self))
         case .participantRemoved: return .participantRemoved(try value(Participant.self))
+        case .participantBanned: return .participantBanned(try value(ConversationBan.self))
+        case .participantUnbanned: return .participantUnbanned(try value(ConversationBan.self))
         case .participantTyping: return .participantTyping(try value(TypingIndicator.self))
         case .participantTypingOff: return .participantTypingOff(try value(TypingIndicator.self))
         case .messageDelivered: return .messageDelivered(try value(Receipt.self))
@@ -184,6 +196,7 @@ public enum EventPayload: Sendable, Hashable {
         case .participantAdded(let participant), .participantUpdated(let participant),
             .participantRemoved(let participant):
             try container.encode(participant, forKey: .payload)
+        case .participantBanned(let ban), .participantUnbanned(let ban): try container.encode(ban, forKey: .payload)
         case .participantTyping(let typing), .participantTypingOff(let typing):
             try container.encode(typing, forKey: .payload)
         case .messageDelivered(let receipt), .messageRead(let receipt): try container.encode(receipt, forKey: .payload)

@@ -40,6 +40,56 @@ public struct MuteRequest: Codable, Sendable, Hashable {
     public init(until: Int64? = nil) { self.until = until }
 }
 
+/// `PUT /v1/conversations/{conversationId}/bans/{uid}`: bans a user from a group, until `until` (epoch ms, in the
+/// future) or until the ban is lifted, saying why in `reason` (at most 1 KiB, shown to moderators and to the banned
+/// user's client in the event).
+public struct BanRequest: Codable, Sendable, Hashable {
+    public var until: Int64?
+    public var reason: String?
+    public init(until: Int64? = nil, reason: String? = nil) {
+        self.until = until
+        self.reason = reason
+    }
+}
+
+/// A user banned from a group: removed when they were in it, and kept out (they cannot join, be added or read it)
+/// until `until` passes or the ban is lifted.
+public struct ConversationBan: Codable, Sendable, Hashable {
+    public var conversationId: String
+    /// The banned user.
+    public var uid: String
+    /// Who banned them (or last changed the ban); absent when the app's server did, with its REST API key.
+    public var bannedBy: String?
+    public var reason: String?
+    /// When the ban ends (epoch ms); absent for one that lasts until it is lifted.
+    public var until: Int64?
+    /// When the ban was made (epoch ms); changing its end or reason keeps it.
+    public var createdAt: Int64
+
+    public init(
+        conversationId: String, uid: String, bannedBy: String? = nil, reason: String? = nil, until: Int64? = nil,
+        createdAt: Int64
+    ) {
+        self.conversationId = conversationId
+        self.uid = uid
+        self.bannedBy = bannedBy
+        self.reason = reason
+        self.until = until
+        self.createdAt = createdAt
+    }
+
+    /// Whether the ban holds at `now` (epoch ms): one whose `until` passed counts as no ban.
+    public func isActive(at now: Int64) -> Bool {
+        until.map { $0 > now } ?? true
+    }
+}
+
+/// `GET /v1/conversations/{conversationId}/bans`: the bans of a group that hold now, newest first.
+public struct BanList: Codable, Sendable, Hashable {
+    public var bans: [ConversationBan]
+    public init(bans: [ConversationBan]) { self.bans = bans }
+}
+
 /// `POST /v1/reports`: a message (`conversationId` and `messageId`) or a user (`uid`) is reported.
 public struct CreateReportRequest: Codable, Sendable, Hashable {
     public var conversationId: String?

@@ -23,8 +23,8 @@ public enum WebhookTopic: String, Codable, Sendable, Hashable, CaseIterable {
             return [.conversationCreate, .conversationUpdate, .conversationDelete, .conversationUndelete]
         case .participants:
             return [
-                .participantAdded, .participantUpdated, .participantRemoved, "conversation.participantBanned",
-                "conversation.participantUnbanned",
+                .participantAdded, .participantUpdated, .participantRemoved, .participantBanned,
+                .participantUnbanned,
             ]
         case .reports: return [.reportCreate, .reportUpdate]
         case .users: return [.userCreate, .profileUpdate]

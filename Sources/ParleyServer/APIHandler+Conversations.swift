@@ -142,21 +142,35 @@ extension APIHandler {
     // MARK: Helpers
 
     /// The conversation, when the caller participates in it. A private conversation the caller is not in is
-    /// "not found"; a public one is `ERR_NOT_A_PARTICIPANT` (it can be joined).
+    /// "not found"; a public one is `ERR_NOT_A_PARTICIPANT` (it can be joined), or `ERR_BANNED` for a user banned
+    /// from it.
     func requireParticipant(_ principal: UserPrincipal, conversationId: String) async throws -> ConversationRow {
+        try await participation(principal, conversationId: conversationId).row
+    }
+
+    /// ``requireParticipant(_:conversationId:)`` with the caller's role.
+    func participation(_ principal: UserPrincipal, conversationId: String) async throws
+        -> (row: ConversationRow, role: ParticipantRole)
+    {
         guard
             let (row, role) = try await store.conversation(
                 appId: principal.appId, id: conversationId, viewer: principal.uid
             ), row.deletedAt == nil
         else { throw DomainError.conversationNotFound(conversationId) }
         // (A deleted conversation is visible to nobody; its owner restores it with undelete.)
-        guard role != nil else {
+        guard let role else {
             if row.conversation.isPublic {
+                if let ban = try await store.ban(
+                    appId: principal.appId, conversationId: conversationId, uid: principal.uid,
+                    now: time.epochMilliseconds()
+                ) {
+                    throw Safety.bannedRefusal(ban)
+                }
                 throw DomainError(.notAParticipant, "Join conversation \(conversationId) to see it.")
             }
             throw DomainError.conversationNotFound(conversationId)
         }
-        return row
+        return (row, role)
     }
 
     static func decodeConversationCursor(_ cursor: String) throws -> ConversationQuery.Position {

@@ -155,3 +155,83 @@ extension APIHandler {
         return participant
     }
 }
+
+extension APIHandler {
+    // MARK: Bans
+
+    func banUser(_ input: Operations.BanUser.Input) async throws -> Operations.BanUser.Output {
+        let caller = try await authenticator.caller(credentials)
+        guard case .json(let request) = input.body else { throw DomainError(.badRequest, "Expected JSON.") }
+        let now = time.epochMilliseconds()
+        if let until = request.until, until <= now {
+            throw DomainError(.badRequest, "`until` must be in the future (epoch ms).")
+        }
+        try Self.validateReportText(request.reason, "reason")
+        let ban = try await ban(
+            caller, conversationId: input.path.conversationId, uid: input.path.uid, banned: true, until: request.until,
+            reason: request.reason, now: now
+        )
+        return .ok(.init(body: .json(ban)))
+    }
+
+    func unbanUser(_ input: Operations.UnbanUser.Input) async throws -> Operations.UnbanUser.Output {
+        let caller = try await authenticator.caller(credentials)
+        let ban = try await ban(
+            caller, conversationId: input.path.conversationId, uid: input.path.uid, banned: false, until: nil,
+            reason: nil, now: time.epochMilliseconds()
+        )
+        return .ok(.init(body: .json(ban)))
+    }
+
+    /// The bans of a group that hold now: for whoever may ban there (who may remove a member), or the app's server.
+    func listBans(_ input: Operations.ListBans.Input) async throws -> Operations.ListBans.Output {
+        let caller = try await authenticator.caller(credentials)
+        let conversationId = input.path.conversationId
+        try InputRules.identifier(conversationId, "conversationId")
+        let conversation: Conversation
+        var role: ParticipantRole?
+        switch caller {
+        case .user(let principal):
+            let participation = try await participation(principal, conversationId: conversationId)
+            (conversation, role) = (participation.row.conversation, participation.role)
+        case .server(let appId):
+            // No uid is empty: the app's server is nobody's participant, and sees every conversation of its app.
+            guard let (row, _) = try await store.conversation(appId: appId, id: conversationId, viewer: ""),
+                row.deletedAt == nil
+            else { throw DomainError.conversationNotFound(conversationId) }
+            conversation = row.conversation
+        }
+        guard conversation.type == .group else {
+            throw DomainError(.forbidden, "Nobody is banned from a direct conversation.")
+        }
+        if let role, !conversation.roles[role].canRemoveParticipants {
+            throw DomainError(.forbidden, "A \(role.rawValue) cannot see the bans here.")
+        }
+        let bans = try await store.bans(
+            appId: caller.appId, conversationId: conversationId, now: time.epochMilliseconds()
+        )
+        return .ok(.init(body: .json(BanList(bans: bans))))
+    }
+
+    /// Bans or unbans, as a user (who may remove the participant, or a member for someone not in the group) or as the
+    /// app's server.
+    private func ban(
+        _ caller: Caller, conversationId: String, uid: String, banned: Bool, until: Int64?, reason: String?, now: Int64
+    ) async throws -> ConversationBan {
+        var actor: String?
+        if case .user(let principal) = caller {
+            try limits.sends?.take(appId: principal.appId, uid: principal.uid)
+            actor = principal.uid
+        }
+        try InputRules.identifier(conversationId, "conversationId")
+        try Self.requireValidUID(uid)
+        let command = Command.BanParticipant(
+            appId: caller.appId, conversationId: conversationId, actor: actor, uid: uid, banned: banned, until: until,
+            reason: reason, now: now
+        )
+        guard case .ban(let ban) = try await writer.submit(.banParticipant(command)).outcome else {
+            throw DomainError(.internalError, "Unexpected outcome of a ban.")
+        }
+        return ban
+    }
+}

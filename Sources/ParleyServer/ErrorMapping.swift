@@ -11,9 +11,9 @@ extension ErrorCode {
     var httpStatus: HTTPResponse.Status {
         switch self {
         case .authRequired, .authTokenInvalid, .authKeyInvalid, .apiKeyInvalid: return .unauthorized
-        case .forbidden, .notAParticipant, .blocked, .muted: return .forbidden
+        case .forbidden, .notAParticipant, .blocked, .muted, .banned: return .forbidden
         case .invalidAppID, .uidNotFound, .tokenNotFound, .deviceNotFound, .conversationNotFound, .messageNotFound,
-            .reportNotFound, .webhookNotFound, .notFound:
+            .reportNotFound, .webhookNotFound, .banNotFound, .notFound:
             return .notFound
         case .uidAlreadyExists, .reactionLimit, .blockLimit, .webhookLimit: return .conflict
         case .messageDeleted: return .gone

@@ -29,6 +29,8 @@ public enum Command: Sendable {
     case react(React)
     /// Mute or unmute a participant (who may remove them, or the app's server).
     case muteParticipant(MuteParticipant)
+    /// Ban or unban a user from a group (who may remove them, or the app's server).
+    case banParticipant(BanParticipant)
 
     /// The conversation a command changes (nil when it creates one).
     public var conversationId: String? {
@@ -46,6 +48,33 @@ public enum Command: Sendable {
         case .deleteMessage(let command): return command.conversationId
         case .react(let command): return command.conversationId
         case .muteParticipant(let command): return command.conversationId
+        case .banParticipant(let command): return command.conversationId
+        }
+    }
+
+    /// Ban `uid` from a group (until `until`, or until lifted; a participant is removed) or, with `banned` false, lift
+    /// the ban. `actor` nil: the app's server.
+    public struct BanParticipant: Sendable {
+        public var appId: String
+        public var conversationId: String
+        public var actor: String?
+        public var uid: String
+        public var banned: Bool
+        public var until: Int64?
+        public var reason: String?
+        public var now: Int64
+        public init(
+            appId: String, conversationId: String, actor: String?, uid: String, banned: Bool, until: Int64? = nil,
+            reason: String? = nil, now: Int64
+        ) {
+            self.appId = appId
+            self.conversationId = conversationId
+            self.actor = actor
+            self.uid = uid
+            self.banned = banned
+            self.until = until
+            self.reason = reason
+            self.now = now
         }
     }
 
@@ -335,6 +364,8 @@ public struct CommandResult: Sendable {
         case participant(Participant)
         /// A participant was removed (or left).
         case removed
+        /// A ban as it is after a ban, or as it was before it was lifted.
+        case ban(ConversationBan)
         /// `duplicate` is true when this sender had already sent this client message id, or when an edit or a
         /// delete changed nothing (made before).
         case message(Message, duplicate: Bool)

@@ -117,6 +117,10 @@ public protocol ParleyStore: Sendable {
     func blockers(appId: String, of uid: String) async throws -> [String]
     /// Whether `uid` is muted in the conversation at `now` (typing checks it).
     func isMuted(appId: String, conversationId: String, uid: String, now: Int64) async throws -> Bool
+    /// The bans of a conversation that hold at `now`, newest first (empty for a conversation that does not exist).
+    func bans(appId: String, conversationId: String, now: Int64) async throws -> [ConversationBan]
+    /// `uid`'s ban from the conversation when it holds at `now`, else nil (reads refused to the banned check it).
+    func ban(appId: String, conversationId: String, uid: String, now: Int64) async throws -> ConversationBan?
     /// Stores a report, or finds the open one of the same reporter about the same message or user
     /// (`created` false).
     func insertReport(appId: String, _ report: Report) async throws -> (report: Report, created: Bool)

@@ -1,7 +1,7 @@
 import Foundation
 import ParleyProtocol
 
-/// Blocks and reports: the rules both stores apply.
+/// Blocks, reports, mutes and bans: the rules both stores apply.
 ///
 /// A block is one-way in what it hides (the blocker no longer receives the blocked user's presence, profile changes
 /// and typing) and two-way in what it stops: while either of a direct conversation's two participants blocks the
@@ -57,5 +57,52 @@ public enum Safety {
         changed.muted = mute.muted ? true : nil
         changed.mutedUntil = mute.muted ? mute.until : nil
         return changed == participant ? nil : changed
+    }
+
+    // MARK: Bans
+
+    /// The refusal of a banned user's join, reading, or addition by someone else (`addedBy` true).
+    public static func bannedRefusal(_ ban: ConversationBan, addedBy: Bool = false) -> DomainError {
+        let end = ban.until.map { " until \(Date(timeIntervalSince1970: Double($0) / 1000).formatted(.iso8601))" } ?? ""
+        return addedBy
+            ? DomainError(.banned, "\(ban.uid) is banned from this conversation\(end).")
+            : DomainError(.banned, "You are banned from this conversation\(end).")
+    }
+
+    /// `actor` with `role` (both nil: the app's server) bans or unbans `uid`, a participant with the role `target` or
+    /// (nil) not a participant. Who may remove a participant may ban them, and who may remove a member may ban
+    /// someone not in the group; the app's server anyone. Nobody bans themself or the owner. Groups only.
+    public static func requireBan(
+        actor: String?, role: ParticipantRole?, uid: String, target: ParticipantRole?, type: ConversationType,
+        roles: ConversationRoles
+    ) throws {
+        guard type == .group else { throw DomainError(.forbidden, "Nobody is banned from a direct conversation.") }
+        guard uid != actor else { throw DomainError(.badRequest, "You cannot ban or unban yourself.") }
+        guard target != .owner else { throw DomainError(.forbidden, "The owner cannot be banned.") }
+        guard let role else { return }
+        let targetRole = target ?? .member
+        do {
+            try ConversationRules.requireRemove(role, targetRole, roles: roles)
+        } catch {
+            throw DomainError(.forbidden, "A \(role.rawValue) cannot ban a \(targetRole.rawValue) here.")
+        }
+    }
+
+    /// The ban `command` (a ban, not an unban) makes over the one in force (`current`): `current` itself, unchanged,
+    /// when it gives the same end and reason again; otherwise a ban that keeps the `createdAt` of `current`.
+    public static func banned(by command: Command.BanParticipant, current: ConversationBan?)
+        -> (ban: ConversationBan, changed: Bool)
+    {
+        if let current, current.until == command.until, current.reason == command.reason { return (current, false) }
+        let ban = ConversationBan(
+            conversationId: command.conversationId, uid: command.uid, bannedBy: command.actor, reason: command.reason,
+            until: command.until, createdAt: current?.createdAt ?? command.now
+        )
+        return (ban, true)
+    }
+
+    /// The refusal of an unban when the user is not banned.
+    public static func notBanned(_ uid: String) -> DomainError {
+        DomainError(.banNotFound, "\(uid) is not banned from this conversation.")
     }
 }

@@ -285,7 +285,8 @@ public final class PostgresCluster: ClusterLink {
     }
 
     /// Gives each event (ascending) its recipients from the participants now and the changes at or after the first
-    /// event: the participants after every change up to the event, and whoever left by the event itself.
+    /// event: the participants after every change up to the event, whoever left by the event itself, and the user a
+    /// ban or an unban names.
     static func route(
         _ events: [StoredEvent], members current: Set<String>, changes: [(uid: String, joined: Bool, seq: Int64)]
     ) -> [RoutedEvent] {
@@ -304,6 +305,11 @@ public final class PostgresCluster: ClusterLink {
             var recipients = members
             for change in undo[next...].prefix(while: { $0.seq == seq }) where !change.joined {
                 recipients.insert(change.uid)
+            }
+            // A ban or an unban also reaches the user it names, who is not (or no longer) a participant.
+            switch stored.event.payload {
+            case .participantBanned(let ban), .participantUnbanned(let ban): recipients.insert(ban.uid)
+            default: break
             }
             routed.append(RoutedEvent(stored: stored, recipients: recipients.sorted()))
         }

@@ -148,6 +148,7 @@ struct BatchTransaction {
         case .deleteMessage(let action): return try await deleteMessage(action)
         case .react(let react): return try await self.react(react)
         case .muteParticipant(let mute): return try await muteParticipant(mute)
+        case .banParticipant(let ban): return try await banParticipant(ban)
         }
     }
 
@@ -198,6 +199,8 @@ struct BatchTransaction {
         case .join(let action): return [UserKey(appId: action.appId, uid: action.actor)]
         case .addParticipants(let add): return add.entries.map { UserKey(appId: add.appId, uid: $0.uid) }
         case .removeParticipant(let remove): return [UserKey(appId: remove.appId, uid: remove.uid)]
+        // A ban removes the user when they are a participant; lifting one changes no membership.
+        case .banParticipant(let ban): return ban.banned ? [UserKey(appId: ban.appId, uid: ban.uid)] : []
         case .updateConversation, .deleteConversation, .undeleteConversation, .updateParticipant, .sendMessage,
             .markReceipt, .editMessage, .deleteMessage, .react, .muteParticipant:
             return []
@@ -375,7 +378,10 @@ struct BatchTransaction {
                 outcome: .participant(participant), events: [], recipients: try await participantUIDs(row.pk)
             )
         }
-        // Visible without being a participant means public: anyone in the app may join.
+        // Visible without being a participant means public: anyone in the app may join, but those banned from it.
+        if let ban = try await activeBans(row: row, uids: [action.actor], now: action.now)[action.actor] {
+            throw Safety.bannedRefusal(ban)
+        }
         var writer = EventBuffer(row: row, now: action.now, actor: action.actor)
         let participant = try await insertParticipants([(action.actor, .member)], row: row, now: action.now)[0]
         try writer.append(.participantAdded, .participantAdded(participant))
@@ -395,6 +401,7 @@ struct BatchTransaction {
                 .map { try $0.decode(String.self) }
         )
         let present = Set(try await participantUIDs(row.pk))
+        let banned = try await activeBans(row: row, uids: uids, now: add.now)
         // Checked in the order given, as the SQLite store does: the first refusal wins.
         var seen = Set<String>()
         var newcomers: [(String, ParticipantRole)] = []
@@ -402,6 +409,7 @@ struct BatchTransaction {
             let newRole = entry.role ?? .member
             try ConversationRules.requireGrant(role, newRole)
             guard known.contains(entry.uid) else { throw DomainError.uidNotFound(entry.uid) }
+            if let ban = banned[entry.uid] { throw Safety.bannedRefusal(ban, addedBy: true) }
             guard !present.contains(entry.uid) else { continue }
             newcomers.append((entry.uid, newRole))
         }
@@ -453,19 +461,22 @@ struct BatchTransaction {
         } else {
             try ConversationRules.requireRemove(role, removed.role, roles: row.conversation.roles)
         }
-        try await execute("DELETE FROM participants WHERE conversation_pk = \(row.pk) AND uid = \(remove.uid)")
-        // Mentions of someone who left are no longer theirs to read.
-        try await execute(
-            """
-            DELETE FROM mentions WHERE app_id = \(row.appId) AND uid = \(remove.uid) AND conversation_pk = \(row.pk)
-            """
-        )
+        try await deleteParticipant(row: row, uid: remove.uid)
         var writer = EventBuffer(row: row, now: remove.now, actor: remove.actor)
         try writer.append(.participantRemoved, .participantRemoved(removed))
         try await writer.finish(participantCount: row.conversation.participantCount - 1, in: self)
         let remaining = try await participantUIDs(row.pk)
         return CommandResult(
             outcome: .removed, events: writer.events, recipients: remaining + [remove.uid], participants: remaining
+        )
+    }
+
+    /// Deletes a participant who leaves, is removed or is banned, with their unread mentions of the conversation (no
+    /// longer theirs to read).
+    func deleteParticipant(row: ConversationRow, uid: String) async throws {
+        try await execute("DELETE FROM participants WHERE conversation_pk = \(row.pk) AND uid = \(uid)")
+        try await execute(
+            "DELETE FROM mentions WHERE app_id = \(row.appId) AND uid = \(uid) AND conversation_pk = \(row.pk)"
         )
     }
 

@@ -2,7 +2,7 @@ import ParleyProtocol
 import ParleyStore
 import PostgresNIO
 
-// Blocks and reports (see ``Safety`` for the rules).
+// Blocks, reports, mutes and bans (see ``Safety`` for the rules).
 
 extension PostgresStore {
     // MARK: Blocks
@@ -246,5 +246,119 @@ extension PostgresStore {
         guard let (muted, until) = try rows.first?.decode((Bool, Int64?).self) else { return false }
         return Participant(uid: uid, role: .member, joinedAt: 0, muted: muted ? true : nil, mutedUntil: until)
             .isMuted(at: now)
+    }
+}
+
+extension BatchTransaction {
+    // MARK: Bans
+
+    func banParticipant(_ ban: Command.BanParticipant) async throws -> CommandResult {
+        let (row, role) = try await acting(appId: ban.appId, id: ban.conversationId, actor: ban.actor)
+        let participant = try await fetchParticipant(row.pk, uid: ban.uid)
+        try Safety.requireBan(
+            actor: ban.actor, role: role, uid: ban.uid, target: participant?.role, type: row.conversation.type,
+            roles: row.conversation.roles
+        )
+        if participant == nil,
+            try await rows("SELECT 1 FROM users WHERE app_id = \(row.appId) AND uid = \(ban.uid)").isEmpty
+        {
+            throw DomainError.uidNotFound(ban.uid)
+        }
+        let current = try await activeBans(row: row, uids: [ban.uid], now: ban.now)[ban.uid]
+        var writer = EventBuffer(row: row, now: ban.now, actor: ban.actor)
+        let outcome: ConversationBan
+        if ban.banned {
+            let (made, changed) = Safety.banned(by: ban, current: current)
+            outcome = made
+            if changed {
+                try await execute(
+                    """
+                    INSERT INTO bans (conversation_pk, uid, banned_by, reason, until, created_at)
+                    VALUES (\(row.pk), \(ban.uid), \(made.bannedBy), \(made.reason), \(made.until), \(made.createdAt))
+                    ON CONFLICT (conversation_pk, uid) DO UPDATE SET banned_by = EXCLUDED.banned_by,
+                        reason = EXCLUDED.reason, until = EXCLUDED.until, created_at = EXCLUDED.created_at
+                    """
+                )
+                // A participant is removed first, exactly as `removeParticipant` does, then told why.
+                if let participant {
+                    try await deleteParticipant(row: row, uid: ban.uid)
+                    try writer.append(.participantRemoved, .participantRemoved(participant))
+                }
+                try writer.append(.participantBanned, .participantBanned(made))
+                try await writer.finish(
+                    participantCount: participant.map { _ in row.conversation.participantCount - 1 }, in: self
+                )
+            }
+        } else {
+            guard let current else { throw Safety.notBanned(ban.uid) }
+            outcome = current
+            try await execute("DELETE FROM bans WHERE conversation_pk = \(row.pk) AND uid = \(ban.uid)")
+            try writer.append(.participantUnbanned, .participantUnbanned(current))
+            try await writer.finish(participantCount: nil, in: self)
+        }
+        // The banned user is told too: they are not (or no longer) a participant.
+        let remaining = try await participantUIDs(row.pk)
+        return CommandResult(
+            outcome: .ban(outcome), events: writer.events,
+            recipients: remaining.contains(ban.uid) ? remaining : remaining + [ban.uid], participants: remaining
+        )
+    }
+
+    /// The bans of `uids` from the conversation that hold at `now` (a row whose `until` passed is no ban), by uid.
+    func activeBans(row: ConversationRow, uids: [String], now: Int64) async throws -> [String: ConversationBan] {
+        var bans: [String: ConversationBan] = [:]
+        for ban in try await rows(
+            """
+            SELECT uid, banned_by, reason, until, created_at FROM bans
+            WHERE conversation_pk = \(row.pk) AND uid = ANY(\(uids)) AND (until IS NULL OR until > \(now))
+            """
+        ) {
+            let (uid, bannedBy, reason, until, createdAt) = try ban.decode(
+                (String, String?, String?, Int64?, Int64).self
+            )
+            bans[uid] = ConversationBan(
+                conversationId: row.conversation.id, uid: uid, bannedBy: bannedBy, reason: reason, until: until,
+                createdAt: createdAt
+            )
+        }
+        return bans
+    }
+}
+
+extension PostgresStore {
+    public func bans(appId: String, conversationId: String, now: Int64) async throws -> [ConversationBan] {
+        try await rows(
+            """
+            SELECT b.uid, b.banned_by, b.reason, b.until, b.created_at FROM bans b
+            JOIN conversations c ON c.pk = b.conversation_pk
+            WHERE c.app_id = \(appId) AND c.id = \(conversationId) AND (b.until IS NULL OR b.until > \(now))
+            ORDER BY b.created_at DESC, b.uid COLLATE "C"
+            """
+        ).map { row in
+            let (uid, bannedBy, reason, until, createdAt) = try row.decode(
+                (String, String?, String?, Int64?, Int64).self
+            )
+            return ConversationBan(
+                conversationId: conversationId, uid: uid, bannedBy: bannedBy, reason: reason, until: until,
+                createdAt: createdAt
+            )
+        }
+    }
+
+    public func ban(appId: String, conversationId: String, uid: String, now: Int64) async throws -> ConversationBan? {
+        try await rows(
+            """
+            SELECT b.banned_by, b.reason, b.until, b.created_at FROM bans b
+            JOIN conversations c ON c.pk = b.conversation_pk
+            WHERE c.app_id = \(appId) AND c.id = \(conversationId) AND b.uid = \(uid)
+                AND (b.until IS NULL OR b.until > \(now))
+            """
+        ).first.map { row in
+            let (bannedBy, reason, until, createdAt) = try row.decode((String?, String?, Int64?, Int64).self)
+            return ConversationBan(
+                conversationId: conversationId, uid: uid, bannedBy: bannedBy, reason: reason, until: until,
+                createdAt: createdAt
+            )
+        }
     }
 }

@@ -304,6 +304,25 @@ extension PostgresStore {
             ]
         ),
         PostgresMigration(
+            version: 8, name: "bans",
+            statements: [
+                // A user banned from a group cannot join, be added or read it: until `until`, or until unbanned when
+                // it is NULL (a row whose `until` passed counts as no ban). `banned_by` is NULL when the app's server
+                // banned.
+                """
+                CREATE TABLE bans (
+                    conversation_pk BIGINT NOT NULL REFERENCES conversations(pk),
+                    uid TEXT NOT NULL,
+                    banned_by TEXT,
+                    reason TEXT,
+                    until BIGINT,
+                    created_at BIGINT NOT NULL,
+                    PRIMARY KEY (conversation_pk, uid)
+                )
+                """
+            ]
+        ),
+        PostgresMigration(
             version: 9, name: "webhooks",
             statements: [
                 // Endpoints of the apps' backends; `event_names` is `,name,name,` so that SQL finds one with position().

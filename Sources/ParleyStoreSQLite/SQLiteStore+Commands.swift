@@ -101,6 +101,7 @@ extension SQLiteStore: UnreadWithBatch, SynchronousBatches {
         case .deleteMessage(let action): return try deleteMessage(action, in: db)
         case .react(let react): return try self.react(react, in: db)
         case .muteParticipant(let mute): return try muteParticipant(mute, in: db)
+        case .banParticipant(let ban): return try banParticipant(ban, in: db)
         }
     }
 
@@ -271,7 +272,10 @@ extension SQLiteStore: UnreadWithBatch, SynchronousBatches {
                 outcome: .participant(participant), events: [], recipients: try participantUIDs(db, conversationPK: row.pk)
             )
         }
-        // Visible without being a participant means public: anyone in the app may join.
+        // Visible without being a participant means public: anyone in the app may join, but those banned from it.
+        if let ban = try activeBan(db, row: row, uid: action.actor, now: action.now) {
+            throw Safety.bannedRefusal(ban)
+        }
         var writer = EventWriter(db: db, row: row, now: action.now, actor: action.actor)
         let participant = try insertParticipant(db, row: row, uid: action.actor, role: .member, now: action.now)
         try writer.append(.participantAdded, .participantAdded(participant))
@@ -296,6 +300,9 @@ extension SQLiteStore: UnreadWithBatch, SynchronousBatches {
             try ConversationRules.requireGrant(role, newRole)
             guard try fetchUser(db, appId: add.appId, uid: entry.uid) != nil else {
                 throw DomainError.uidNotFound(entry.uid)
+            }
+            if let ban = try activeBan(db, row: row, uid: entry.uid, now: add.now) {
+                throw Safety.bannedRefusal(ban, addedBy: true)
             }
             guard try self.role(db, conversationPK: row.pk, uid: entry.uid) == nil else { continue }
             let participant = try insertParticipant(db, row: row, uid: entry.uid, role: newRole, now: add.now)
@@ -351,20 +358,23 @@ extension SQLiteStore: UnreadWithBatch, SynchronousBatches {
         } else {
             try ConversationRules.requireRemove(role, removed.role, roles: row.conversation.roles)
         }
-        try db.execute(
-            sql: "DELETE FROM participants WHERE conversation_pk = ? AND uid = ?", arguments: [row.pk, remove.uid]
-        )
-        // Mentions of someone who left are no longer theirs to read.
-        try db.execute(
-            sql: "DELETE FROM mentions WHERE app_id = ? AND uid = ? AND conversation_pk = ?",
-            arguments: [row.appId, remove.uid, row.pk]
-        )
+        try deleteParticipant(db, row: row, uid: remove.uid)
         var writer = EventWriter(db: db, row: row, now: remove.now, actor: remove.actor)
         try writer.append(.participantRemoved, .participantRemoved(removed))
         try writer.finish(participantCount: row.conversation.participantCount - 1)
         let remaining = try participantUIDs(db, conversationPK: row.pk)
         return CommandResult(
             outcome: .removed, events: writer.events, recipients: remaining + [remove.uid], participants: remaining
+        )
+    }
+
+    /// Deletes a participant who leaves, is removed or is banned, with their unread mentions of the conversation (no
+    /// longer theirs to read).
+    static func deleteParticipant(_ db: Database, row: ConversationRow, uid: String) throws {
+        try db.execute(sql: "DELETE FROM participants WHERE conversation_pk = ? AND uid = ?", arguments: [row.pk, uid])
+        try db.execute(
+            sql: "DELETE FROM mentions WHERE app_id = ? AND uid = ? AND conversation_pk = ?",
+            arguments: [row.appId, uid, row.pk]
         )
     }
 

@@ -3,7 +3,7 @@ import GRDB
 import ParleyProtocol
 import ParleyStore
 
-// Blocks and reports (see ``Safety`` for the rules).
+// Blocks, reports, mutes and bans (see ``Safety`` for the rules).
 
 extension SQLiteStore {
     // MARK: Blocks
@@ -216,6 +216,103 @@ extension SQLiteStore {
         try await pool.read { db in
             guard let row = try Self.fetchConversation(db, appId: appId, id: conversationId) else { return false }
             return try Self.fetchParticipant(db, conversationPK: row.pk, uid: uid)?.isMuted(at: now) ?? false
+        }
+    }
+}
+
+extension SQLiteStore {
+    // MARK: Bans
+
+    static func banParticipant(_ ban: Command.BanParticipant, in db: Database) throws -> CommandResult {
+        let (row, role) = try acting(db, appId: ban.appId, id: ban.conversationId, actor: ban.actor)
+        let participant = try fetchParticipant(db, conversationPK: row.pk, uid: ban.uid)
+        try Safety.requireBan(
+            actor: ban.actor, role: role, uid: ban.uid, target: participant?.role, type: row.conversation.type,
+            roles: row.conversation.roles
+        )
+        if participant == nil, try fetchUser(db, appId: row.appId, uid: ban.uid) == nil {
+            throw DomainError.uidNotFound(ban.uid)
+        }
+        let current = try activeBan(db, row: row, uid: ban.uid, now: ban.now)
+        var writer = EventWriter(db: db, row: row, now: ban.now, actor: ban.actor)
+        let outcome: ConversationBan
+        if ban.banned {
+            let (made, changed) = Safety.banned(by: ban, current: current)
+            outcome = made
+            if changed {
+                try db.execute(
+                    sql: """
+                        INSERT INTO bans (conversation_pk, uid, banned_by, reason, until, created_at)
+                        VALUES (?, ?, ?, ?, ?, ?)
+                        ON CONFLICT (conversation_pk, uid) DO UPDATE SET banned_by = excluded.banned_by,
+                            reason = excluded.reason, until = excluded.until, created_at = excluded.created_at
+                        """,
+                    arguments: [row.pk, ban.uid, made.bannedBy, made.reason, made.until, made.createdAt]
+                )
+                // A participant is removed first, exactly as `removeParticipant` does, then told why.
+                if let participant {
+                    try deleteParticipant(db, row: row, uid: ban.uid)
+                    try writer.append(.participantRemoved, .participantRemoved(participant))
+                }
+                try writer.append(.participantBanned, .participantBanned(made))
+                try writer.finish(participantCount: participant.map { _ in row.conversation.participantCount - 1 })
+            }
+        } else {
+            guard let current else { throw Safety.notBanned(ban.uid) }
+            outcome = current
+            try db.execute(sql: "DELETE FROM bans WHERE conversation_pk = ? AND uid = ?", arguments: [row.pk, ban.uid])
+            try writer.append(.participantUnbanned, .participantUnbanned(current))
+            try writer.finish(participantCount: nil)
+        }
+        // The banned user is told too: they are not (or no longer) a participant.
+        let remaining = try participantUIDs(db, conversationPK: row.pk)
+        return CommandResult(
+            outcome: .ban(outcome), events: writer.events,
+            recipients: remaining.contains(ban.uid) ? remaining : remaining + [ban.uid], participants: remaining
+        )
+    }
+
+    /// `uid`'s ban from the conversation when it holds at `now` (a row whose `until` passed is no ban).
+    static func activeBan(_ db: Database, row: ConversationRow, uid: String, now: Int64) throws -> ConversationBan? {
+        try Row.fetchOne(
+            db.cachedStatement(
+                sql: """
+                    SELECT banned_by, reason, until, created_at FROM bans
+                    WHERE conversation_pk = ? AND uid = ? AND (until IS NULL OR until > ?)
+                    """
+            ),
+            arguments: [row.pk, uid, now]
+        ).map { ban in
+            ConversationBan(
+                conversationId: row.conversation.id, uid: uid, bannedBy: ban[0], reason: ban[1], until: ban[2],
+                createdAt: ban[3]
+            )
+        }
+    }
+
+    public func bans(appId: String, conversationId: String, now: Int64) async throws -> [ConversationBan] {
+        try await pool.read { db in
+            guard let row = try Self.fetchConversation(db, appId: appId, id: conversationId) else { return [] }
+            return try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT uid, banned_by, reason, until, created_at FROM bans
+                    WHERE conversation_pk = ? AND (until IS NULL OR until > ?) ORDER BY created_at DESC, uid
+                    """,
+                arguments: [row.pk, now]
+            ).map { ban in
+                ConversationBan(
+                    conversationId: conversationId, uid: ban[0], bannedBy: ban[1], reason: ban[2], until: ban[3],
+                    createdAt: ban[4]
+                )
+            }
+        }
+    }
+
+    public func ban(appId: String, conversationId: String, uid: String, now: Int64) async throws -> ConversationBan? {
+        try await pool.read { db in
+            guard let row = try Self.fetchConversation(db, appId: appId, id: conversationId) else { return nil }
+            return try Self.activeBan(db, row: row, uid: uid, now: now)
         }
     }
 }

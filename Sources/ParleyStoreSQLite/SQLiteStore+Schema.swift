@@ -260,6 +260,23 @@ extension SQLiteStore {
                     """
             )
         }
+        migrator.registerMigration("v9: bans") { db in
+            // A user banned from a group cannot join, be added or read it: until `until`, or until unbanned when it
+            // is NULL (a row whose `until` passed counts as no ban). `banned_by` is NULL when the app's server banned.
+            try db.execute(
+                sql: """
+                    CREATE TABLE bans (
+                        conversation_pk INTEGER NOT NULL REFERENCES conversations(pk),
+                        uid TEXT NOT NULL,
+                        banned_by TEXT,
+                        reason TEXT,
+                        until INTEGER,
+                        created_at INTEGER NOT NULL,
+                        PRIMARY KEY (conversation_pk, uid)
+                    ) WITHOUT ROWID;
+                    """
+            )
+        }
         migrator.registerMigration("v10: webhooks") { db in
             // Endpoints of the apps' backends; `event_names` is `,name,name,` so that SQL finds one with instr().
             // The outbox is filled in the transaction of each event: by the trigger for conversation events (pointing

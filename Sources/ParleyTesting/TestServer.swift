@@ -186,11 +186,13 @@ extension TestServer {
     }
 
     /// A server with everything this test needs to see quickly: short HTTP deadlines, and no rate limits (the tests
-    /// of those turn them on).
+    /// of those turn them on). With `databaseURL`, on that PostgreSQL database (see
+    /// ``start(dataDirectory:databaseURL:port:clock:logLevel:configure:)``).
     public static func startForEdgeTests(
-        clock: any Clock<Duration> = ContinuousClock(), configure: (inout ServerConfiguration) -> Void = { _ in }
+        databaseURL: String? = nil, clock: any Clock<Duration> = ContinuousClock(),
+        configure: (inout ServerConfiguration) -> Void = { _ in }
     ) async throws -> TestServer {
-        try await start(clock: clock) { configuration in
+        try await start(databaseURL: databaseURL, clock: clock) { configuration in
             configuration.edge.requestHeadTimeout = .milliseconds(500)
             configuration.edge.requestBodyTimeout = .milliseconds(500)
             configuration.edge.idleTimeout = .seconds(1)

@@ -319,6 +319,45 @@ struct MultiNodeTests {
     }
 
     @Test(.timeLimit(.minutes(3)))
+    func aBanMadeOnOneNodeReachesTheBannedUserOnTheOther() async throws {
+        let nodes = try await Self.twoNodes()
+        let alice = try await nodes.a.login("alice")
+        let bob = try await nodes.b.login("bob")
+        let erin = try await nodes.b.login("erin")
+        let group = try await nodes.a.createConversation(token: alice, with: ["bob"], isPublic: true)
+        let bobsSocket = WebSocketProbe(url: nodes.b.webSocketURL, token: bob)
+        let erinsSocket = WebSocketProbe(url: nodes.b.webSocketURL, token: erin)
+        for socket in [bobsSocket, erinsSocket] { _ = try await socket.nextFrame() }
+        /// The conversation events `socket` receives up to the first named `last`.
+        func events(_ socket: WebSocketProbe, until last: EventName) async throws -> [EventName] {
+            var names: [EventName] = []
+            while names.last != last {
+                if case .event(let frame) = try await socket.nextFrame(), frame.event.conversationId == group.id {
+                    names.append(frame.event.name)
+                }
+            }
+            return names
+        }
+
+        // Banned through node A: bob, on node B, is told he was removed and then banned, though he is no longer a
+        // participant; so is erin, banned beforehand, who never was one.
+        let path = "/v1/conversations/\(group.id)/bans"
+        #expect(try await nodes.a.request("PUT", path + "/bob", token: alice, body: BanRequest()).status == 200)
+        #expect(try await events(bobsSocket, until: .participantBanned) == [.participantRemoved, .participantBanned])
+        #expect(try await nodes.a.request("PUT", path + "/erin", token: alice, body: BanRequest()).status == 200)
+        #expect(try await events(erinsSocket, until: .participantBanned) == [.participantBanned])
+        // Node B refuses bob's join; the app's server lifts the ban through node A, and bob hears of it on node B.
+        let join = "/v1/conversations/\(group.id)/join"
+        #expect(try await nodes.b.request("POST", join, token: bob).errorCode == .banned)
+        let lifted = try await nodes.a.request("DELETE", path + "/bob", apiKey: nodes.app.restAPIKey)
+        #expect(lifted.status == 200)
+        #expect(try await events(bobsSocket, until: .participantUnbanned) == [.participantUnbanned])
+        #expect(try await nodes.b.request("POST", join, token: bob).status == 200)
+        for socket in [bobsSocket, erinsSocket] { await socket.close() }
+        try await nodes.stop()
+    }
+
+    @Test(.timeLimit(.minutes(3)))
     func nodesStartingTogetherOnAnEmptyDatabaseCreateOneDefaultApp() async throws {
         let database = try await PostgresTestDatabase.create(prefix: "parley_nodes")
         let placeholder = ProvisionedApp(appId: "", name: "", authKey: "", restAPIKey: "")

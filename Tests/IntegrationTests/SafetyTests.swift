@@ -1,10 +1,11 @@
 import Foundation
+import NIOConcurrencyHelpers
 import Parley
 import ParleyServer
 import ParleyTesting
 import Testing
 
-/// Blocks and reports live, through the SDK and raw REST: docs/PROTOCOL.md, "Blocks and reports".
+/// Blocks, reports, mutes and bans live, through the SDK and raw REST: docs/PROTOCOL.md, "Blocks and reports".
 @Suite(.timeLimit(.minutes(2))) struct SafetyTests {
     typealias Party = EventCatalogTests.Party
 
@@ -191,6 +192,237 @@ import Testing
         try await server.stop()
     }
 
+    /// The stores a live test runs on: SQLite, and PostgreSQL when the run has one (scripts/test starts it).
+    enum LiveStore: String, CaseIterable, CustomTestStringConvertible {
+        case sqlite
+        case postgres
+
+        static var allCases: [LiveStore] { PostgresTestDatabase.isConfigured ? [.sqlite, .postgres] : [.sqlite] }
+        var testDescription: String { rawValue }
+
+        /// A server on this store, and the database to drop once it is stopped (PostgreSQL).
+        func server(clock: any Clock<Duration>) async throws -> (TestServer, PostgresTestDatabase?) {
+            switch self {
+            case .sqlite: return (try await TestServer.startForEdgeTests(clock: clock), nil)
+            case .postgres:
+                let database = try await PostgresTestDatabase.create()
+                return (try await TestServer.startForEdgeTests(databaseURL: database.url, clock: clock), database)
+            }
+        }
+    }
+
+    /// Reads a socket's frames until `name`'s event; returns the events named in `names` it read on the way, in order.
+    func events(_ names: Set<EventName>, until name: EventName, on socket: WebSocketProbe) async throws -> [Event] {
+        var seen: [Event] = []
+        while seen.last?.name != name {
+            if case .event(let frame) = try await socket.nextFrame(), names.contains(frame.event.name) {
+                seen.append(frame.event)
+            }
+        }
+        return seen
+    }
+
+    @Test(arguments: LiveStore.allCases) func aBanRemovesAndKeepsOutUntilLiftedOrOver(_ live: LiveStore) async throws {
+        let clock = ManualClock()
+        let (server, database) = try await live.server(clock: clock)
+        let key = server.app.restAPIKey
+        var tokens: [String: String] = [:]
+        for uid in ["alice", "bob", "carol", "dave", "erin"] { tokens[uid] = try await server.login(uid) }
+        let (alice, bob, carol) = (tokens["alice"]!, tokens["bob"]!, tokens["carol"]!)
+        let (dave, erin) = (tokens["dave"]!, tokens["erin"]!)
+        let group = try await server.createConversation(token: alice, with: ["bob", "carol", "dave"], isPublic: true)
+        let groupPath = "/v1/conversations/\(group.id)"
+        func banPath(_ uid: String) -> String { "\(groupPath)/bans/\(uid)" }
+        let promoted = try await server.request(
+            "PATCH", "\(groupPath)/participants/carol", token: alice, body: UpdateParticipantRequest(role: .admin)
+        )
+        #expect(promoted.status == 200)
+        let bobsSocket = WebSocketProbe(url: server.webSocketURL, token: bob)
+        let carolsSocket = WebSocketProbe(url: server.webSocketURL, token: carol)
+        let erinsSocket = WebSocketProbe(url: server.webSocketURL, token: erin)
+        for socket in [bobsSocket, carolsSocket, erinsSocket] { _ = try await socket.nextFrame() }
+
+        // Refused, by every caller that must be: a member (a member, someone not in the group), an admin and the
+        // app's server banning the owner, oneself, an outsider of the public group, no credentials; a direct
+        // conversation. Listing: a member, an outsider, no credentials.
+        let refusals: [(token: String?, apiKey: String?, uid: String, status: Int, code: ErrorCode)] = [
+            (dave, nil, "bob", 403, .forbidden), (dave, nil, "erin", 403, .forbidden),
+            (carol, nil, "alice", 403, .forbidden), (nil, key, "alice", 403, .forbidden),
+            (alice, nil, "alice", 400, .badRequest), (erin, nil, "bob", 403, .notAParticipant),
+        ]
+        for refusal in refusals {
+            let answer = try await server.request(
+                "PUT", banPath(refusal.uid), token: refusal.token, apiKey: refusal.apiKey, body: BanRequest()
+            )
+            #expect(
+                answer.status == refusal.status && answer.errorCode == refusal.code,
+                "\(refusal.uid): \(answer.status) \(answer.errorCode?.rawValue ?? "")")
+        }
+        #expect(try await server.request("PUT", banPath("bob"), body: BanRequest()).status == 401)
+        let direct = try await server.createConversation(token: alice, type: .direct, with: ["bob"])
+        let inDirect = try await server.request(
+            "PUT", "/v1/conversations/\(direct.id)/bans/bob", token: alice, body: BanRequest()
+        )
+        #expect(inDirect.status == 403 && inDirect.errorCode == .forbidden)
+        #expect(try await server.request("GET", "\(groupPath)/bans", token: dave).errorCode == .forbidden)
+        #expect(try await server.request("GET", "\(groupPath)/bans", token: erin).errorCode == .notAParticipant)
+        #expect(try await server.request("GET", "\(groupPath)/bans").status == 401)
+
+        // The admin bans bob: his socket and the others' get his removal, then the ban, one after the other.
+        let answer = try await server.request(
+            "PUT", banPath("bob"), token: carol, body: BanRequest(reason: "spam, again")
+        )
+        #expect(answer.status == 200)
+        let made = try answer.decode(ConversationBan.self)
+        #expect(made.uid == "bob" && made.bannedBy == "carol" && made.reason == "spam, again" && made.until == nil)
+        for socket in [bobsSocket, carolsSocket] {
+            let seen = try await events(
+                [.participantRemoved, .participantBanned], until: .participantBanned, on: socket
+            )
+            #expect(seen.map(\.name) == [.participantRemoved, .participantBanned])
+            guard seen.count == 2, case .participantRemoved(let removed) = seen[0].payload else { continue }
+            #expect(removed.uid == "bob" && seen[1].payload == .participantBanned(made))
+            #expect(seen[0].seq != nil && seen[1].seq == seen[0].seq.map { $0 + 1 })
+            #expect(seen.allSatisfy { $0.context.createdBy == "carol" })
+        }
+
+        // bob is out: he cannot join, read the group (details, history, participants, events) or be added back (the
+        // whole request is refused, naming him).
+        for (method, path) in [
+            ("POST", "/join"), ("GET", ""), ("GET", "/messages"), ("GET", "/participants"), ("GET", "/events?after=0"),
+        ] {
+            let refused = try await server.request(method, groupPath + path, token: bob)
+            #expect(refused.status == 403 && refused.errorCode == .banned, "\(method) \(path): \(refused.status)")
+        }
+        let added = try await server.request(
+            "POST", "\(groupPath)/participants", token: alice,
+            body: AddParticipantsRequest(participants: [.init(uid: "erin"), .init(uid: "bob")])
+        )
+        #expect(added.status == 403 && added.errorCode == .banned)
+        #expect(try added.decode(ErrorResponse.self).error.message.contains("bob"))
+        let participants = try await server.request("GET", "\(groupPath)/participants", token: alice)
+            .decode(ParticipantList.self).participants.map(\.uid)
+        #expect(Set(participants) == ["alice", "carol", "dave"])
+
+        // The owner and the app's server list it; the app's server lifts it: bob is told, and joins again.
+        #expect(try await server.request("GET", "\(groupPath)/bans", token: alice).decode(BanList.self).bans == [made])
+        #expect(try await server.request("GET", "\(groupPath)/bans", apiKey: key).decode(BanList.self).bans == [made])
+        let lifted = try await server.request("DELETE", banPath("bob"), apiKey: key)
+        #expect(lifted.status == 200 && (try? lifted.decode(ConversationBan.self)) == made)
+        let unbanned = try await events([.participantUnbanned], until: .participantUnbanned, on: bobsSocket)
+        #expect(unbanned.first?.payload == .participantUnbanned(made) && unbanned.first?.context.createdBy == nil)
+        #expect(try await server.request("POST", "\(groupPath)/join", token: bob).status == 200)
+        let again = try await server.request("DELETE", banPath("bob"), apiKey: key)
+        #expect(again.status == 404 && again.errorCode == .banNotFound)
+
+        // The app's server bans erin beforehand, for a minute: she is told (she is in no group), and kept out until
+        // the minute has passed on the server's clock.
+        let now = made.createdAt  // the server's clock has not moved since
+        let timed = try await server.request("PUT", banPath("erin"), apiKey: key, body: BanRequest(until: now + 60_000))
+        let erinsBan = try timed.decode(ConversationBan.self)
+        #expect(timed.status == 200 && erinsBan.bannedBy == nil && erinsBan.until == now + 60_000)
+        let told = try await events([.participantBanned], until: .participantBanned, on: erinsSocket)
+        #expect(told.first?.payload == .participantBanned(erinsBan))
+        #expect(try await server.request("POST", "\(groupPath)/join", token: erin).errorCode == .banned)
+        for socket in [bobsSocket, carolsSocket, erinsSocket] { await socket.close() }
+        clock.advance(by: .seconds(61))
+        #expect(try await server.request("POST", "\(groupPath)/join", token: erin).status == 200)
+        #expect(try await server.request("GET", "\(groupPath)/bans", apiKey: key).decode(BanList.self).bans.isEmpty)
+        try await server.stop()
+        try await database?.drop()
+    }
+
+    @Test(arguments: LiveStore.allCases) func bansRefuseHostileInput(_ live: LiveStore) async throws {
+        let (server, database) = try await live.server(clock: ContinuousClock())
+        let alice = try await server.login("alice")
+        _ = try await server.login("bob")
+        let group = try await server.createConversation(token: alice, with: ["bob"])
+        let other = try await AppProvisioning.createApp(in: server.store, name: "Other")
+        let refusals: [(path: String, body: BanRequest, apiKey: String?, status: Int, code: ErrorCode)] = [
+            ("/v1/conversations/\(group.id)/bans/bob", BanRequest(until: 1), nil, 400, .badRequest),
+            (
+                "/v1/conversations/\(group.id)/bans/bob", BanRequest(reason: String(repeating: "x", count: 1_025)), nil,
+                400, .fieldTooLarge
+            ),
+            ("/v1/conversations/\(group.id)/bans/bob", BanRequest(reason: "bell \u{7}"), nil, 400, .badRequest),
+            ("/v1/conversations/\(group.id)/bans/a%00b", BanRequest(), nil, 400, .badRequest),
+            ("/v1/conversations/\(group.id)/bans/bad%20uid", BanRequest(), nil, 400, .invalidUID),
+            ("/v1/conversations/\(group.id)/bans/nobody", BanRequest(), nil, 404, .uidNotFound),
+            ("/v1/conversations/c_nope/bans/bob", BanRequest(), nil, 404, .conversationNotFound),
+            ("/v1/conversations/c%01x/bans/bob", BanRequest(), nil, 400, .badRequest),
+            // Another app's server does not see this app's conversations, nor this app's users.
+            ("/v1/conversations/\(group.id)/bans/bob", BanRequest(), other.restAPIKey, 404, .conversationNotFound),
+            ("/v1/conversations/\(group.id)/bans/bob", BanRequest(), "rk_wrong", 401, .apiKeyInvalid),
+        ]
+        for refusal in refusals {
+            let answer = try await server.request(
+                "PUT", refusal.path, token: refusal.apiKey == nil ? alice : nil, apiKey: refusal.apiKey,
+                body: refusal.body
+            )
+            #expect(
+                answer.status == refusal.status && answer.errorCode == refusal.code,
+                "\(refusal.path): \(answer.status) \(answer.errorCode?.rawValue ?? "")")
+        }
+        let notJSON = try await server.request("PUT", "/v1/conversations/\(group.id)/bans/bob", token: alice, body: "x")
+        #expect(notJSON.status == 400)
+        for (path, status) in [("/v1/conversations/c_nope/bans", 404), ("/v1/conversations/\(group.id)/bans", 404)] {
+            #expect(try await server.request("GET", path, apiKey: other.restAPIKey).status == status, "\(path)")
+        }
+        #expect(try await server.request("DELETE", "/v1/conversations/c_nope/bans/bob", token: alice).status == 404)
+        // Nothing of it was stored.
+        let bans = try await server.request("GET", "/v1/conversations/\(group.id)/bans", token: alice)
+        #expect(try bans.status == 200 && bans.decode(BanList.self).bans.isEmpty)
+        try await server.stop()
+        try await database?.drop()
+    }
+
+    @Test func theSDKBansUnbansAndListsAndTellsTheBannedClient() async throws {
+        let party = try await EventCatalogTests().party()
+        let group = try await party["alice"].createGroup(name: "Team", participants: ["bob", "carol"], isPublic: true)
+        let recorder = BanRecorder()
+        party["bob"].addEventListener("bans", recorder)
+        try await party.fence()
+        party.mark()
+
+        // alice bans bob: everyone in the group, bob included, is told he was removed, then banned; dave nothing.
+        let made = try await party["alice"].ban("bob", in: group.id, reason: "spam")
+        #expect(made.uid == "bob" && made.bannedBy == "alice" && made.reason == "spam" && made.until == nil)
+        for uid in ["alice", "bob", "carol"] { _ = await party.waitFor(uid) { $0.name == .participantBanned } }
+        try await party.fence()
+        for uid in ["alice", "bob", "carol"] {
+            let seen = party.observed(by: uid)
+            #expect(seen.map(\.name) == [.participantRemoved, .participantBanned], "\(uid)")
+            #expect(seen.last?.payload == .participantBanned(made), "\(uid)")
+        }
+        #expect(party.observed(by: "dave").isEmpty)
+        #expect(recorder.banned == [made])
+        #expect(await code { try await party["bob"].joinConversation(group.id) } == .banned)
+        #expect(await code { try await party["bob"].fetchMessages(conversationId: group.id) } == .banned)
+        #expect(try await party["alice"].bans(in: group.id) == [made])
+        #expect(await code { try await party["carol"].bans(in: group.id) } == .forbidden)
+        #expect(await code { try await party["alice"].ban("alice", in: group.id) } == .badRequest)
+
+        // The app's server lists and lifts it: bob is told, and joins again; it bans dave for an hour, beforehand.
+        let admin = ParleyAdmin(serverURL: party.server.baseURL, restAPIKey: party.server.app.restAPIKey)
+        #expect(try await admin.bans(in: group.id) == [made])
+        party.mark()
+        #expect(try await admin.unban("bob", in: group.id) == made)
+        let unbanned = await party.waitFor("bob") { $0.name == .participantUnbanned }
+        #expect(unbanned?.payload == .participantUnbanned(made))
+        _ = try await party["bob"].joinConversation(group.id)
+        #expect(await code { try await party["alice"].unban("bob", in: group.id) } == .banNotFound)
+        #expect(await code { try await party["bob"].unban("bob", in: group.id) } == .badRequest)
+        let until = Date().addingTimeInterval(3_600)
+        let daves = try await admin.ban("dave", in: group.id, until: until)
+        #expect(daves.bannedBy == nil && daves.until == Int64((until.timeIntervalSince1970 * 1000).rounded()))
+        let toldDave = await party.waitFor("dave") { $0.name == .participantBanned }
+        #expect(toldDave?.payload == .participantBanned(daves))
+        #expect(await code { try await party["dave"].joinConversation(group.id) } == .banned)
+        try await party.fence()
+        #expect(recorder.unbanned == [made])
+        try await party.stop()
+    }
+
     @Test func blocksRefuseWhatIsNotAUserToBlock() async throws {
         let server = try await TestServer.startForEdgeTests()
         let alice = try await server.login("alice")
@@ -308,6 +540,19 @@ import Testing
         let kept = try await server.request("GET", "/v1/reports?limit=1", apiKey: key).decode(ReportList.self)
         #expect(kept.reports.first?.message?.text == "buy now")
         try await server.stop()
+    }
+}
+
+/// Records the bans and unbans its client's listener methods are given.
+final class BanRecorder: ParleyEventListener {
+    private let bans = NIOLockedValueBox<(banned: [ConversationBan], unbanned: [ConversationBan])>(([], []))
+
+    var banned: [ConversationBan] { bans.withLockedValue { $0.banned } }
+    var unbanned: [ConversationBan] { bans.withLockedValue { $0.unbanned } }
+
+    func onParticipantBanned(_ ban: ConversationBan, event: Event) { bans.withLockedValue { $0.banned.append(ban) } }
+    func onParticipantUnbanned(_ ban: ConversationBan, event: Event) {
+        bans.withLockedValue { $0.unbanned.append(ban) }
     }
 }
 

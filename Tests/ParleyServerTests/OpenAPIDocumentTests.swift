@@ -76,6 +76,9 @@ import FoundationNetworking
         let minimalDelivery = WebhookDelivery(
             id: "dlv_1", webhookId: "wh_1", event: .messageSent, state: .failed, attempts: 12, createdAt: 1
         )
+        let ban = ConversationBan(
+            conversationId: "c_1", uid: "bob", bannedBy: "alice", reason: "spam", until: 9, createdAt: 1
+        )
         let device = Device(deviceId: "phone", platform: .apns, token: "ab12", environment: .production, createdAt: 1, updatedAt: 2)
         return [
             (
@@ -175,6 +178,9 @@ import FoundationNetworking
             ("ReportReason", ReportReason.selfHarm, ReportReason.other),
             ("ReportState", ReportState.resolved, ReportState.open),
             ("MuteRequest", MuteRequest(until: 5), MuteRequest()),
+            ("BanRequest", BanRequest(until: 5, reason: "spam"), BanRequest()),
+            ("ConversationBan", ban, ConversationBan(conversationId: "c", uid: "bob", createdAt: 1)),
+            ("BanList", BanList(bans: [ban]), BanList(bans: [])),
             (
                 "CreateReportRequest",
                 CreateReportRequest(conversationId: "c", messageId: "m", uid: "u", reason: .spam, details: "d"),
@@ -283,7 +289,7 @@ import FoundationNetworking
                 checked += 1
             }
         }
-        #expect(checked == 55)
+        #expect(checked == 58)
         try await server.stop()
     }
 
@@ -315,6 +321,9 @@ import FoundationNetworking
             ("put", one + "/reactions/{key}", "/v1/conversations/\(group.id)/messages/\(message.id)/reactions/ok"),
             ("delete", one + "/reactions/{key}", "/v1/conversations/\(group.id)/messages/\(message.id)/reactions/ok"),
             ("post", "/v1/reports", "/v1/reports"),
+            ("get", "/v1/conversations/{conversationId}/bans", "/v1/conversations/\(group.id)/bans"),
+            ("put", "/v1/conversations/{conversationId}/bans/{uid}", "/v1/conversations/\(group.id)/bans/bob"),
+            ("delete", "/v1/conversations/{conversationId}/bans/{uid}", "/v1/conversations/\(group.id)/bans/bob"),
         ]
         for (method, template, path) in checks {
             let operation = try #require((paths[template] as? [String: Any])?[method] as? [String: Any])
@@ -331,6 +340,8 @@ import FoundationNetworking
                 case "patch":
                     try await server.request(
                         "PATCH", path, token: mallory, body: EditMessageRequest(parts: [.text("mine")]))
+                case "put" where template.hasSuffix("/bans/{uid}"):
+                    try await server.request("PUT", path, token: mallory, body: BanRequest())
                 default:
                     try await server.request(method.uppercased(), path, token: mallory)
                 }

@@ -41,6 +41,26 @@ struct ClusterRoutingTests {
         ])
     }
 
+    @Test func aBanOrAnUnbanReachesTheUserItNamesOutsideTheGroup() {
+        // Now: alice. bob was removed at 11 and banned at 12; dave, never in, was banned at 13 and unbanned at 14.
+        func ban(_ seq: Int64, _ uid: String, lifted: Bool = false) -> StoredEvent {
+            let ban = ConversationBan(conversationId: "c", uid: uid, bannedBy: "alice", createdAt: 0)
+            let event = Event(
+                id: "c:\(seq)", appId: "a", name: lifted ? .participantUnbanned : .participantBanned,
+                conversationId: "c", seq: seq, timestamp: 0, context: EventContext(createdBy: "alice"),
+                payload: lifted ? .participantUnbanned(ban) : .participantBanned(ban)
+            )
+            return StoredEvent(event: event, json: [])
+        }
+        let routed = PostgresCluster.route(
+            [Self.event(11), ban(12, "bob"), ban(13, "dave"), ban(14, "dave", lifted: true), Self.event(15)],
+            members: ["alice"], changes: [("bob", false, 11)]
+        )
+        #expect(routed.map(\.recipients) == [
+            ["alice", "bob"], ["alice", "bob"], ["alice", "dave"], ["alice", "dave"], ["alice"],
+        ])
+    }
+
     @Test func rangesOfABatchAreOnePerConversation() {
         var other = Self.event(3)
         other.event.conversationId = "d"

@@ -3,7 +3,7 @@ import ParleyProtocol
 import ParleyStore
 import Testing
 
-/// Blocks and reports on every backend: docs/PROTOCOL.md, "Blocks and reports".
+/// Blocks, reports, mutes and bans on every backend: docs/PROTOCOL.md, "Blocks and reports".
 extension StoreConformanceTests {
     func direct(_ store: any ParleyStore, _ creator: String, with other: String, id: String = "c_d") -> Command {
         .createConversation(
@@ -166,6 +166,187 @@ extension StoreConformanceTests {
             .init(appId: Self.appId, conversationId: "c_dm", actor: "dave", uid: "carol", muted: true, now: 190)
         )
         #expect(try await refusal(store, inDirect) == .forbidden)
+    }
+
+    func ban(
+        _ uid: String, by actor: String?, until: Int64? = nil, reason: String? = nil, banned: Bool = true,
+        in conversationId: String = "c_g", appId: String = appId, at now: Int64
+    ) -> Command {
+        .banParticipant(
+            .init(
+                appId: appId, conversationId: conversationId, actor: actor, uid: uid, banned: banned, until: until,
+                reason: reason, now: now)
+        )
+    }
+
+    func join(_ uid: String, at now: Int64) -> Command {
+        .join(.init(appId: Self.appId, conversationId: "c_g", actor: uid, now: now))
+    }
+
+    func add(_ uids: [String], by actor: String, at now: Int64) -> Command {
+        .addParticipants(
+            .init(
+                appId: Self.appId, conversationId: "c_g", actor: actor, entries: uids.map { .init(uid: $0) }, now: now)
+        )
+    }
+
+    func participantUIDs(_ store: any ParleyStore) async throws -> Set<String> {
+        Set(try await store.participants(appId: Self.appId, conversationId: "c_g").map(\.uid))
+    }
+
+    @Test(arguments: Backend.allCases) func aBannedUserIsRemovedAndKeptOutUntilTheBanEnds(_ backend: Backend)
+        async throws
+    {
+        let store = try await prepared(backend)
+        _ = try await group(store, members: ["bob", "carol"], isPublic: true)
+        _ = try await message(store, from: "alice", text: "@bob", mentions: ["bob"])
+        #expect(try await store.unreadMentions(appId: Self.appId, uid: "bob", after: nil, limit: 10).count == 1)
+
+        // The owner bans bob: removed as `removeParticipant` removes (his unread mentions go), then the ban; everyone,
+        // bob included, gets both events, in that order.
+        let banned = try await apply(store, ban("bob", by: "alice", until: 100, reason: "spam", at: 30))
+        let expected = ConversationBan(
+            conversationId: "c_g", uid: "bob", bannedBy: "alice", reason: "spam", until: 100, createdAt: 30
+        )
+        guard case .ban(let made) = banned.outcome else { throw StoreTestError.noMessage }
+        #expect(made == expected)
+        #expect(banned.events.map(\.event.name) == [.participantRemoved, .participantBanned])
+        guard case .participantRemoved(let removed) = banned.events.first?.event.payload else {
+            throw StoreTestError.noMessage
+        }
+        #expect(removed.uid == "bob" && removed.role == .member)
+        #expect(banned.events.last?.event.payload == .participantBanned(expected))
+        let seqs = banned.events.compactMap(\.event.seq)
+        #expect(seqs.count == 2 && seqs[1] == seqs[0] + 1)
+        #expect(banned.events.allSatisfy { $0.event.context.createdBy == "alice" })
+        #expect(Set(banned.recipients) == ["alice", "bob", "carol"] && Set(banned.participants) == ["alice", "carol"])
+        #expect(try await participantUIDs(store) == ["alice", "carol"])
+        #expect(
+            try await store.conversation(appId: Self.appId, id: "c_g", viewer: "alice")?.0.conversation
+                .participantCount == 2)
+        #expect(try await store.unreadMentions(appId: Self.appId, uid: "bob", after: nil, limit: 10).isEmpty)
+        let stream = try await store.membershipChanges(appId: Self.appId, uid: "bob", afterUserSeq: 0, limit: 10)
+        #expect(stream.last?.joined == false)
+        // The same ban again: nothing changes, nothing is sent.
+        let again = try await apply(store, ban("bob", by: "alice", until: 100, reason: "spam", at: 35))
+        #expect(again.events.isEmpty)
+        guard case .ban(let same) = again.outcome else { throw StoreTestError.noMessage }
+        #expect(same == expected)
+        #expect(try await store.ban(appId: Self.appId, conversationId: "c_g", uid: "bob", now: 50) == expected)
+        #expect(try await store.bans(appId: Self.appId, conversationId: "c_g", now: 50) == [expected])
+
+        // Until 100: bob cannot join, nor be added (the whole request is refused, dave with him).
+        #expect(try await refusal(store, join("bob", at: 50)) == .banned)
+        #expect(try await refusal(store, add(["dave", "bob"], by: "alice", at: 50)) == .banned)
+        #expect(try await participantUIDs(store) == ["alice", "carol"])
+
+        // The app's server changes the ban: a new end, no reason; it keeps when it was made, and is sent again.
+        let changed = try await apply(store, ban("bob", by: nil, until: 200, at: 60))
+        let longer = ConversationBan(conversationId: "c_g", uid: "bob", until: 200, createdAt: 30)
+        #expect(changed.events.map(\.event.payload) == [.participantBanned(longer)])
+        #expect(changed.events.first?.event.context.createdBy == nil)
+        #expect(try await refusal(store, join("bob", at: 150)) == .banned)
+
+        // Past its end it is no ban: not listed, not in the way; bob joins.
+        #expect(try await store.ban(appId: Self.appId, conversationId: "c_g", uid: "bob", now: 200) == nil)
+        #expect(try await store.bans(appId: Self.appId, conversationId: "c_g", now: 200).isEmpty)
+        #expect(try await refusal(store, ban("bob", by: "alice", banned: false, at: 200)) == .banNotFound)
+        #expect(try await refusal(store, join("bob", at: 210)) == nil)
+        // A new ban replaces the one that ended (made now).
+        let rebanned = try await apply(store, ban("bob", by: "alice", at: 220))
+        guard case .ban(let again2) = rebanned.outcome else { throw StoreTestError.noMessage }
+        #expect(again2.createdAt == 220 && again2.until == nil && again2.reason == nil)
+        #expect(rebanned.events.map(\.event.name) == [.participantRemoved, .participantBanned])
+
+        // Someone not in the group, banned beforehand: they are told, the participants too; no membership changes.
+        let dave = try await apply(store, ban("dave", by: "alice", reason: "known troll", at: 300))
+        #expect(dave.events.map(\.event.name) == [.participantBanned])
+        #expect(Set(dave.recipients) == ["alice", "carol", "dave"] && Set(dave.participants) == ["alice", "carol"])
+        #expect(try await refusal(store, join("dave", at: 310)) == .banned)
+        let bans = try await store.bans(appId: Self.appId, conversationId: "c_g", now: 310)
+        #expect(bans.map(\.uid) == ["dave", "bob"])
+
+        // Lifted: the ban as it was is sent to everyone and dave; dave joins. Lifting it again: no ban to lift.
+        let lifted = try await apply(store, ban("dave", by: "alice", banned: false, at: 320))
+        guard case .ban(let liftedBan) = lifted.outcome else { throw StoreTestError.noMessage }
+        #expect(liftedBan.uid == "dave" && liftedBan.reason == "known troll" && liftedBan.createdAt == 300)
+        #expect(lifted.events.map(\.event.payload) == [.participantUnbanned(liftedBan)])
+        #expect(Set(lifted.recipients) == ["alice", "carol", "dave"])
+        #expect(try await refusal(store, ban("dave", by: "alice", banned: false, at: 325)) == .banNotFound)
+        #expect(try await refusal(store, join("dave", at: 330)) == nil)
+        // Unbanned, bob may be added again.
+        _ = try await apply(store, ban("bob", by: "alice", banned: false, at: 340))
+        #expect(try await refusal(store, add(["bob"], by: "alice", at: 350)) == nil)
+        #expect(try await participantUIDs(store) == ["alice", "bob", "carol", "dave"])
+    }
+
+    @Test(arguments: Backend.allCases) func whoMayBanIsWhoMayRemoveAndNobodyBansTheOwnerOrThemself(
+        _ backend: Backend
+    ) async throws {
+        let store = try await prepared(backend, users: ["alice", "bob", "carol", "dave", "erin", "frank"])
+        _ = try await group(store, members: ["bob", "carol", "dave"])
+        func promote(_ uid: String) async throws {
+            _ = try await apply(
+                store,
+                .updateParticipant(
+                    .init(appId: Self.appId, conversationId: "c_g", actor: "alice", uid: uid, role: .admin, now: 20))
+            )
+        }
+        try await promote("carol")
+        try await promote("dave")
+
+        // A member bans nobody, in the group or not; nobody bans themself; nobody bans the owner, not even the app's
+        // server; an admin does not ban an admin.
+        #expect(try await refusal(store, ban("carol", by: "bob", at: 30)) == .forbidden)
+        #expect(try await refusal(store, ban("erin", by: "bob", at: 30)) == .forbidden)
+        #expect(try await refusal(store, ban("bob", by: "bob", at: 30)) == .badRequest)
+        #expect(try await refusal(store, ban("carol", by: "carol", at: 30)) == .badRequest)
+        #expect(try await refusal(store, ban("alice", by: "alice", at: 30)) == .badRequest)
+        #expect(try await refusal(store, ban("alice", by: "carol", at: 30)) == .forbidden)
+        #expect(try await refusal(store, ban("alice", by: nil, at: 30)) == .forbidden)
+        #expect(try await refusal(store, ban("dave", by: "carol", at: 30)) == .forbidden)
+        // Someone outside a private group sees nothing of it; a user of no one (or of another app) is not found.
+        #expect(try await refusal(store, ban("bob", by: "erin", at: 30)) == .conversationNotFound)
+        #expect(try await refusal(store, ban("nobody", by: "alice", at: 30)) == .uidNotFound)
+        #expect(try await refusal(store, ban("mallory", by: "alice", at: 30)) == .uidNotFound)
+        #expect(try await refusal(store, ban("bob", by: nil, appId: Self.otherApp, at: 30)) == .conversationNotFound)
+        #expect(try await store.bans(appId: Self.appId, conversationId: "c_g", now: 30).isEmpty)
+
+        // An admin bans a member and someone not in the group, and lifts a ban; the owner bans an admin; the app's
+        // server anyone but the owner.
+        #expect(try await refusal(store, ban("bob", by: "carol", at: 40)) == nil)
+        #expect(try await refusal(store, ban("erin", by: "carol", at: 40)) == nil)
+        #expect(try await refusal(store, ban("erin", by: "carol", banned: false, at: 41)) == nil)
+        #expect(try await refusal(store, ban("dave", by: "alice", at: 42)) == nil)
+        #expect(try await refusal(store, ban("carol", by: nil, at: 43)) == nil)
+        #expect(try await participantUIDs(store) == ["alice"])
+        // Unbanning follows the same rule: a member cannot (bob is back as a member), the app's server can.
+        #expect(try await refusal(store, ban("bob", by: nil, banned: false, at: 50)) == nil)
+        #expect(try await refusal(store, add(["bob"], by: "alice", at: 51)) == nil)
+        #expect(try await refusal(store, ban("dave", by: "bob", banned: false, at: 52)) == .forbidden)
+
+        // The roles decide: with members allowed to remove members and admins not, bob bans and carol would not.
+        let roles = ConversationRolesChange(
+            admin: RolePermissionsChange(canRemoveParticipants: false),
+            member: RolePermissionsChange(canRemoveParticipants: true)
+        )
+        _ = try await apply(
+            store,
+            .updateConversation(
+                .init(
+                    appId: Self.appId, conversationId: "c_g", actor: "alice",
+                    update: UpdateConversationRequest(roles: roles), now: 60))
+        )
+        #expect(try await refusal(store, ban("frank", by: "bob", at: 61)) == nil)
+        _ = try await apply(store, ban("carol", by: nil, banned: false, at: 62))
+        _ = try await apply(store, add(["carol"], by: "alice", at: 63))
+        try await promote("carol")
+        #expect(try await refusal(store, ban("frank", by: "carol", banned: false, at: 64)) == .forbidden)
+
+        // Nobody is banned from a direct conversation.
+        _ = try await apply(store, direct(store, "erin", with: "frank", id: "c_dm"))
+        #expect(try await refusal(store, ban("frank", by: "erin", in: "c_dm", at: 70)) == .forbidden)
+        #expect(try await refusal(store, ban("frank", by: nil, in: "c_dm", at: 70)) == .forbidden)
     }
 
     @Test(arguments: Backend.allCases) func contactsLeaveOutThoseWhoBlockedTheUser(_ backend: Backend) async throws {

@@ -50,4 +50,24 @@ import Testing
         cursors.resync(ResyncFrame(conversationId: "b", reason: .resumeTooFarBehind, lastSeq: 90))
         #expect(cursors.conversations["b"] == 90)
     }
+
+    @Test func theUsersOwnBanOrUnbanStartsNoStreamAndOthersMoveThePosition() {
+        var cursors = StreamCursors(uid: "alice")
+        cursors.caughtUp(CaughtUpFrame(userSeq: 1, conversations: ["a": 5]))
+        let bobs = ConversationBan(conversationId: "a", uid: "bob", createdAt: 0)
+        cursors.delivered(event("a", 6, .participantBanned(bobs)))
+        cursors.delivered(event("a", 7, .participantUnbanned(bobs)))
+        #expect(cursors.conversations["a"] == 7)
+        // alice is removed (7), then told of her ban (8): she is out. A ban of her, or its lifting, in a group she is
+        // not in (she was banned beforehand) starts nothing either.
+        let alices = ConversationBan(conversationId: "a", uid: "alice", createdAt: 0)
+        cursors.delivered(event("a", 8, .participantRemoved(Participant(uid: "alice", role: .member, joinedAt: 0))))
+        cursors.delivered(event("a", 9, .participantBanned(alices)))
+        #expect(cursors.conversations["a"] == nil)
+        #expect(cursors.decide(conversationId: "z", seq: 4) == .deliver)
+        let beforehand = ConversationBan(conversationId: "z", uid: "alice", createdAt: 0)
+        cursors.delivered(event("z", 4, .participantBanned(beforehand)))
+        cursors.delivered(event("z", 5, .participantUnbanned(beforehand)))
+        #expect(cursors.conversations.isEmpty)
+    }
 }

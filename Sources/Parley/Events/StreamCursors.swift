@@ -32,12 +32,16 @@ struct StreamCursors: Codable, Sendable, Hashable {
         return .gap(after: position, through: seq - 1)
     }
 
-    /// Records a delivered durable event. The user's own removal ends their stream of that conversation.
+    /// Records a delivered durable event. The user's own removal ends their stream of that conversation; a ban or an
+    /// unban of the user reaches them outside the group, and starts no stream.
     mutating func delivered(_ event: Event) {
         guard let conversationId = event.conversationId, let seq = event.seq else { return }
-        if case .participantRemoved(let participant) = event.payload, participant.uid == uid {
+        switch event.payload {
+        case .participantRemoved(let participant) where participant.uid == uid:
             conversations[conversationId] = nil
-        } else {
+        case .participantBanned(let ban) where ban.uid == uid, .participantUnbanned(let ban) where ban.uid == uid:
+            conversations[conversationId] = nil
+        default:
             conversations[conversationId] = max(conversations[conversationId] ?? 0, seq)
         }
     }
