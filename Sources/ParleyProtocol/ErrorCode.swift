@@ -93,6 +93,10 @@ extension ErrorCode {
     public static let slowConsumer: ErrorCode = "ERR_SLOW_CONSUMER"
     /// The server is shutting down; reconnect later.
     public static let serverShuttingDown: ErrorCode = "ERR_SERVER_SHUTTING_DOWN"
+    /// The server is starting and takes no clients yet (`GET /health/ready`, HTTP 503).
+    public static let notReady: ErrorCode = "ERR_NOT_READY"
+    /// The server's database does not answer (`GET /health/ready`, HTTP 503).
+    public static let databaseUnavailable: ErrorCode = "ERR_DATABASE_UNAVAILABLE"
     /// The node lost its notification channel to the other nodes for a moment; it closes its sockets (1012) so that
     /// clients resume and miss nothing. Reconnect.
     public static let nodeResync: ErrorCode = "ERR_NODE_RESYNC"

@@ -19,6 +19,10 @@ struct APIHandler: APIProtocol {
     let limits: EdgeRateLimiters
     let configuration: ServerConfiguration
     let logger: Logger
+    /// Starting, serving or draining.
+    var readiness = Readiness()
+    /// Asks the database for readiness, one question at a time.
+    let databaseProbe = DatabaseProbe()
     /// Rings the webhook dispatcher after a report or user change queued an event.
     var webhooksQueued: @Sendable () -> Void = {}
 
@@ -31,15 +35,34 @@ struct APIHandler: APIProtocol {
     // MARK: Server and apps
 
     func getHealth(_ input: Operations.GetHealth.Input) async throws -> Operations.GetHealth.Output {
-        do {
-            try await store.checkHealth()
-        } catch {
-            logger.error("Health check failed", metadata: ["error": "\(error)"])
-            return .serviceUnavailable(
-                .init(body: .json(ErrorResponse(code: .internalError, message: "The database does not answer.")))
-            )
-        }
+        if let refusal = await readinessRefusal() { return .serviceUnavailable(.init(body: .json(refusal))) }
         return .ok(.init(body: .json(HealthStatus(status: "ok"))))
+    }
+
+    func getReadiness(_ input: Operations.GetReadiness.Input) async throws -> Operations.GetReadiness.Output {
+        if let refusal = await readinessRefusal() { return .serviceUnavailable(.init(body: .json(refusal))) }
+        return .ok(.init(body: .json(HealthStatus(status: "ok"))))
+    }
+
+    /// The process answers: nothing else is checked (a load balancer restarts a server that stops answering this).
+    func getLiveness(_ input: Operations.GetLiveness.Input) async throws -> Operations.GetLiveness.Output {
+        .ok(.init(body: .json(HealthStatus(status: "ok"))))
+    }
+
+    /// Why the server should get no new clients now: starting, draining, or a database that does not answer within
+    /// ``ServerConfiguration/healthCheckTimeout``; nil when it is ready.
+    private func readinessRefusal() async -> ErrorResponse? {
+        switch readiness.current {
+        case .starting: return ErrorResponse(code: .notReady, message: "The server is starting.")
+        case .draining: return ErrorResponse(code: .serverShuttingDown, message: "The server is shutting down.")
+        case .serving: break
+        }
+        let failure = await databaseProbe.check(
+            store, timeline: time.timeline, timeout: configuration.healthCheckTimeout
+        )
+        guard let failure else { return nil }
+        logger.error("Health check failed", metadata: ["error": "\(failure)"])
+        return ErrorResponse(code: .databaseUnavailable, message: "The database does not answer.")
     }
 
     func getApp(_ input: Operations.GetApp.Input) async throws -> Operations.GetApp.Output {

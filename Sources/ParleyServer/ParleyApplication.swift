@@ -24,6 +24,7 @@ public struct ParleyApplication: Service {
     let hub: Hub
     let sockets: SocketRegistry
     let admission: AdmissionGate
+    let readiness: Readiness
     let closeTimeout: Duration
     let expiry: TokenExpiry
     let typing: TypingTracker
@@ -43,7 +44,10 @@ public struct ParleyApplication: Service {
         if let cluster { services.append(cluster) }
         services += [
             typing, presence, unread, http,
-            SocketCloser(sockets: sockets, admission: admission, closeTimeout: closeTimeout, logger: logger),
+            SocketCloser(
+                sockets: sockets, admission: admission, readiness: readiness, closeTimeout: closeTimeout,
+                logger: logger
+            ),
         ]
         let group = ServiceGroup(configuration: .init(services: services.map { .init(service: $0) }, logger: logger))
         defer { expiry.cancelAll() }
@@ -84,11 +88,14 @@ public struct ParleyApplication: Service {
 struct SocketCloser: Service {
     let sockets: SocketRegistry
     let admission: AdmissionGate
+    let readiness: Readiness
     let closeTimeout: Duration
     let logger: Logger
 
     func run() async throws {
         try? await gracefulShutdown()
+        // Not ready from now on: load balancers stop sending clients while these close.
+        readiness.markDraining()
         logger.info("Shutting down: closing \(sockets.count) WebSocket connection(s)")
         let deadline = ContinuousClock.now + closeTimeout
         admission.closeEveryConnection(after: (closeTimeout + .seconds(1)).timeAmount)
@@ -143,11 +150,13 @@ public func buildApplication(
         store: store, publisher: publisher, maxBatch: configuration.maxCommandBatch, pushQueued: push.map { $0.wake },
         eventsStored: webhooks.wake, logger: logger
     )
+    let readiness = Readiness()
     let authenticator = Authenticator(store: store, time: time)
     let limits = EdgeRateLimiters(configuration.edge, time: time)
     let api = APIHandler(
         store: store, authenticator: authenticator, writer: writer, relay: relay, presence: presence, time: time,
-        limits: limits, configuration: configuration, logger: logger, webhooksQueued: webhooks.wake
+        limits: limits, configuration: configuration, logger: logger, readiness: readiness,
+        webhooksQueued: webhooks.wake
     )
     let sockets = SocketRegistry()
     let expiry = TokenExpiry(time: time)
@@ -182,6 +191,7 @@ public func buildApplication(
             } catch {
                 logger.warning("Connection admission control is off", metadata: ["error": "\(error)"])
             }
+            readiness.markServing()
             let port = channel.localAddress?.port ?? configuration.port
             logger.info("Parley listening on http://\(configuration.hostname):\(port) (WebSocket: \(WebSocketGateway.path))")
             await onServerRunning(port)
@@ -190,6 +200,7 @@ public func buildApplication(
     )
     return ParleyApplication(
         store: store, http: http, writer: writer, hub: hub, sockets: sockets, admission: admission,
+        readiness: readiness,
         closeTimeout: configuration.closeTimeout, expiry: expiry, typing: typing, presence: presence, unread: unread,
         cluster: link.map {
             ClusterNode(link: $0, writer: writer, publisher: publisher, relay: relay, presence: presence, hub: hub, logger: logger)

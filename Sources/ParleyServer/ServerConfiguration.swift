@@ -57,6 +57,8 @@ public struct ServerConfiguration: Sendable {
     public var pushPollInterval: Duration = .seconds(5)
     /// How webhooks are delivered to the apps' backends (endpoints are registered with `POST /v1/webhooks`).
     public var webhooks = WebhookConfiguration()
+    /// How long `GET /health/ready` waits for the database before it answers 503.
+    public var healthCheckTimeout: Duration = .seconds(2)
 
     public init() {}
 }

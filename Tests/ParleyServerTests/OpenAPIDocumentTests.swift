@@ -289,7 +289,7 @@ import FoundationNetworking
                 checked += 1
             }
         }
-        #expect(checked == 58)
+        #expect(checked == 60)
         try await server.stop()
     }
 

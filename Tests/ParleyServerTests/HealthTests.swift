@@ -1,0 +1,69 @@
+import Foundation
+import ParleyProtocol
+import ParleyServer
+import ParleyTesting
+import Testing
+
+/// Liveness and readiness: docs/PROTOCOL.md, "Health".
+@Suite(.timeLimit(.minutes(2))) struct HealthTests {
+    @Test func aRunningServerIsLiveAndReady() async throws {
+        let server = try await TestServer.start()
+        for path in ["/health", "/health/ready", "/health/live"] {
+            let answer = try await server.request("GET", path)
+            #expect(answer.status == 200, "\(path)")
+            #expect(try answer.decode(HealthStatus.self).status == "ok")
+        }
+        try await server.stop()
+    }
+
+    /// From the start of a graceful shutdown, while open sockets are being closed, the server is not ready (load
+    /// balancers stop sending clients) but still live.
+    @Test func aDrainingServerIsLiveButNotReady() async throws {
+        let server = try await TestServer.start { $0.closeTimeout = .seconds(20) }
+        let token = try await server.login("alice")
+        // A client that never answers the close handshake keeps the drain going until the close timeout.
+        let socket = try await RawSocket.openWebSocket(port: server.port, token: token)
+        _ = try await socket.readText(containing: #""type":"caughtUp""#)
+        let stopping = Task { try await server.stop() }
+        var closing: RawSocket.Frame
+        repeat { closing = try await socket.readFrame() } while closing.opcode != 0x8
+        for path in ["/health/ready", "/health"] {
+            let ready = try await server.request("GET", path)
+            #expect(ready.status == 503 && ready.errorCode == .serverShuttingDown, "\(path)")
+        }
+        #expect(try await server.request("GET", "/health/live").status == 200)
+        socket.close()
+        try await stopping.value
+    }
+
+    /// A database that does not answer makes the server not ready within the check's timeout, and ready again
+    /// when it answers.
+    @Test(.enabled(if: PostgresTestDatabase.isConfigured, "needs PARLEY_TEST_DATABASE_URL (scripts/test)"))
+    func aDatabaseThatDoesNotAnswerMakesTheServerNotReady() async throws {
+        let database = try await PostgresTestDatabase.create(prefix: "parley_health")
+        let port = try #require(URLComponents(string: database.url)?.port)
+        let proxy = try await TCPProxy.start(targetPort: port)
+        var proxied = try #require(URLComponents(string: database.url))
+        proxied.port = proxy.port
+        let server = try await TestServer.start(databaseURL: try #require(proxied.string)) {
+            $0.healthCheckTimeout = .milliseconds(500)
+        }
+        #expect(try await server.request("GET", "/health/ready").status == 200)
+        proxy.stall(true)
+        let stalled = try await server.request("GET", "/health/ready")
+        #expect(stalled.status == 503 && stalled.errorCode == .databaseUnavailable)
+        #expect(try await server.request("GET", "/health/live").status == 200)
+        // The network comes back with its connections reset (the stalled ones lost bytes): the question in flight
+        // fails, and a check on a new connection answers.
+        proxy.stall(false)
+        proxy.cutAll()
+        var statuses: [Int] = []
+        for _ in 0..<3 where statuses.last != 200 {
+            statuses.append(try await server.request("GET", "/health/ready").status)
+        }
+        #expect(statuses.last == 200, "\(statuses)")
+        try await server.stop()
+        try await proxy.stop()
+        try await database.drop()
+    }
+}
