@@ -120,7 +120,9 @@ extension PostgresStore {
     }
 
     public func expandWebhookOutbox(limit: Int, now: Int64) async throws -> Int {
-        try await withSession { session in
+        // A read first: an empty outbox (the usual case) takes no lock.
+        guard try await rows("SELECT EXISTS (SELECT 1 FROM webhook_outbox)")[0].decode(Bool.self) else { return 0 }
+        return try await withSession { session in
             try await session.transaction {
                 // One node at a time, so that the deliveries of one conversation are made in the order of its events.
                 try await session.execute("SELECT pg_advisory_xact_lock(\(Self.webhookLockKey), 0)")

@@ -110,7 +110,12 @@ extension SQLiteStore {
     }
 
     public func expandWebhookOutbox(limit: Int, now: Int64) async throws -> Int {
-        try await pool.write { db in
+        // A read first: an empty outbox (the usual case) takes no write lock from the message path.
+        guard
+            try await pool.read({ db in try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM webhook_outbox)") })
+                == true
+        else { return 0 }
+        return try await pool.write { db in
             let ids = try Int64.fetchAll(
                 db, sql: "SELECT id FROM webhook_outbox ORDER BY id LIMIT ?", arguments: [limit])
             guard let first = ids.first, let last = ids.last else { return 0 }

@@ -60,7 +60,10 @@ final class WebhookDispatcher: Service {
 
     func run() async throws {
         do {
-            try await store.releaseWebhookDeliveries(owner: ownsEveryLease ? nil : owner)
+            // Without an endpoint there is nothing leased: no write at every start.
+            if try await store.hasEnabledWebhookEndpoints() {
+                try await store.releaseWebhookDeliveries(owner: ownsEveryLease ? nil : owner)
+            }
         } catch {
             logger.warning("Webhooks: could not release earlier leases", metadata: ["error": "\(error)"])
         }
@@ -85,6 +88,9 @@ final class WebhookDispatcher: Service {
     /// One round of work; true when there may be more right away.
     private func pass() async -> Bool {
         do {
+            // The message path rings after every batch: with no endpoint anywhere, one read and nothing else (the
+            // outbox stays empty then; rows queued for an endpoint disabled since make no delivery).
+            guard try await store.hasEnabledWebhookEndpoints() else { return false }
             let now = time.epochMilliseconds()
             let expanded = try await store.expandWebhookOutbox(limit: Self.outboxBatch, now: now)
             guard !stopping.withLockedValue({ $0 }) else { return false }
@@ -121,6 +127,8 @@ final class WebhookDispatcher: Service {
     private func sendDue() async throws -> Int {
         let limit = max(configuration.maxConcurrentRequests, 1)
         let now = time.epochMilliseconds()
+        // Leasing writes; look first (a read) whether anything is due.
+        guard let due = try await store.nextWebhookDeliveryDue(), due <= now else { return 0 }
         let jobs = try await store.claimWebhookDeliveries(
             owner: owner, now: now, leaseUntil: now + PushDispatcher.milliseconds(leaseDuration), limit: limit
         )
