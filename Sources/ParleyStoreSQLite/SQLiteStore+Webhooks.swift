@@ -28,6 +28,7 @@ extension SQLiteStore {
                     endpoint.createdAt, endpoint.updatedAt,
                 ]
             )
+            try Self.syncWebhookTrigger(db)
         }
     }
 
@@ -69,6 +70,7 @@ extension SQLiteStore {
                     change.enabled, change.enabled, now, change.enabled == true, appId, id,
                 ]
             )
+            if change.enabled != nil { try Self.syncWebhookTrigger(db) }
             return try Self.fetchWebhookEndpoint(db, appId: appId, id: id)
         }
     }
@@ -78,7 +80,34 @@ extension SQLiteStore {
             try db.execute(sql: "DELETE FROM webhook_endpoints WHERE app_id = ? AND id = ?", arguments: [appId, id])
             guard db.changesCount > 0 else { return false }
             try db.execute(sql: "DELETE FROM webhook_deliveries WHERE endpoint_id = ?", arguments: [id])
+            try Self.syncWebhookTrigger(db)
             return true
+        }
+    }
+
+    // MARK: The events trigger
+
+    /// Creates the trigger that queues conversation events while an enabled endpoint exists, and drops it when none
+    /// does; called in the transaction of every change of an endpoint's existence or state. A batch of the writer
+    /// commits either before the change (no endpoint was there to want its events) or after (the trigger is there).
+    static func syncWebhookTrigger(_ db: Database) throws {
+        if try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM webhook_endpoints WHERE enabled)") == true {
+            try db.execute(
+                sql: """
+                    CREATE TRIGGER IF NOT EXISTS webhook_outbox_of_events AFTER INSERT ON events
+                    BEGIN
+                        INSERT INTO webhook_outbox (app_id, ordering_key, name, conversation_id, conversation_pk, seq,
+                            created_at)
+                        SELECT c.app_id, 'c:' || c.id, NEW.name, c.id, NEW.conversation_pk, NEW.seq, NEW.created_at
+                        FROM conversations c WHERE c.pk = NEW.conversation_pk AND EXISTS (
+                            SELECT 1 FROM webhook_endpoints w
+                            WHERE w.app_id = c.app_id AND w.enabled AND instr(w.event_names, ',' || NEW.name || ',') > 0
+                        );
+                    END
+                    """
+            )
+        } else {
+            try db.execute(sql: "DROP TRIGGER IF EXISTS webhook_outbox_of_events")
         }
     }
 
@@ -229,7 +258,9 @@ extension SQLiteStore {
                     failure.now, Webhooks.disabledReason(failure.disableAfter), job.endpointId, failure.disableAfter,
                 ]
             )
-            return db.changesCount > 0
+            let disabled = db.changesCount > 0
+            if disabled { try Self.syncWebhookTrigger(db) }
+            return disabled
         }
     }
 
