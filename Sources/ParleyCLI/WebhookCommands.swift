@@ -71,11 +71,7 @@ struct WebhookCommands: AsyncParsableCommand {
         @Argument(help: "The webhook id.") var id: String
 
         func run() async throws {
-            try await reportingFailures {
-                say(
-                    WebhookCommands.describe(
-                        try await key.admin().updateWebhook(id, UpdateWebhookRequest(enabled: true))))
-            }
+            try await reportingFailures { try await WebhookCommands.set(id, enabled: true, key: key) }
         }
     }
 
@@ -85,12 +81,12 @@ struct WebhookCommands: AsyncParsableCommand {
         @Argument(help: "The webhook id.") var id: String
 
         func run() async throws {
-            try await reportingFailures {
-                say(
-                    WebhookCommands.describe(
-                        try await key.admin().updateWebhook(id, UpdateWebhookRequest(enabled: false))))
-            }
+            try await reportingFailures { try await WebhookCommands.set(id, enabled: false, key: key) }
         }
+    }
+
+    static func set(_ id: String, enabled: Bool, key: KeyOptions) async throws {
+        say(describe(try await key.admin().updateWebhook(id, UpdateWebhookRequest(enabled: enabled))))
     }
 
     struct Remove: AsyncParsableCommand {

@@ -64,7 +64,7 @@ public struct ParleyApplication: Service {
         try await store.close()
     }
 
-    /// The webhook requests this node made (the latest 10,000), once `condition` holds for them: for operators' tools
+    /// The webhook requests this node made (at least the latest 10,000), once `condition` holds for them: for operators' tools
     /// and tests, which wait for a retry instead of guessing when it happens.
     public func webhookAttempts(until condition: @escaping @Sendable ([WebhookAttempt]) -> Bool = { _ in true })
         async -> [WebhookAttempt]

@@ -17,9 +17,6 @@ public enum Webhooks {
     /// The longest description, in bytes.
     public static let maxDescriptionBytes = 256
 
-    /// The ordering key of a conversation's events (the trigger writes the same).
-    public static func conversationKey(_ conversationId: String) -> String { "c:" + conversationId }
-
     /// The names column of an endpoint: `,name,name,` (so that `,<name>,` finds one in SQL).
     public static func namesColumn(_ names: Set<EventName>) -> String {
         "," + names.map(\.rawValue).sorted().joined(separator: ",") + ","

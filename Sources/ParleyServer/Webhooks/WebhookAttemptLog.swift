@@ -16,8 +16,8 @@ public struct WebhookAttempt: Sendable, Hashable {
     public var error: String?
 }
 
-/// The node's latest webhook attempts (at most ``capacity``), with waiters: what tests and operators' tools watch
-/// instead of guessing when a retry happened.
+/// The node's latest webhook attempts (the last ``capacity`` at least, twice as many at most), with waiters: what
+/// tests and operators' tools watch instead of guessing when a retry happened.
 final class WebhookAttemptLog: Sendable {
     static let capacity = 10_000
 
@@ -29,11 +29,14 @@ final class WebhookAttemptLog: Sendable {
     private let state = NIOLockedValueBox(State())
 
     func record(_ attempt: WebhookAttempt) {
-        let wakeUps = state.withLockedValue { state in
+        typealias WakeUp = (CheckedContinuation<[WebhookAttempt], Never>, [WebhookAttempt])
+        let wakeUps = state.withLockedValue { state -> [WakeUp] in
             state.attempts.append(attempt)
-            if state.attempts.count > Self.capacity { state.attempts.removeFirst(state.attempts.count - Self.capacity) }
+            // Trimmed in chunks: one copy per `capacity` attempts, not one per attempt.
+            if state.attempts.count >= 2 * Self.capacity { state.attempts.removeFirst(Self.capacity) }
+            guard !state.waiters.isEmpty else { return [] }
             let attempts = state.attempts
-            var wakeUps: [(CheckedContinuation<[WebhookAttempt], Never>, [WebhookAttempt])] = []
+            var wakeUps: [WakeUp] = []
             state.waiters.removeAll { condition, continuation in
                 guard condition(attempts) else { return false }
                 wakeUps.append((continuation, attempts))
@@ -43,8 +46,6 @@ final class WebhookAttemptLog: Sendable {
         }
         for (continuation, attempts) in wakeUps { continuation.resume(returning: attempts) }
     }
-
-    var attempts: [WebhookAttempt] { state.withLockedValue { $0.attempts } }
 
     /// Returns once `condition` holds for the attempts so far.
     func wait(until condition: @escaping @Sendable ([WebhookAttempt]) -> Bool) async -> [WebhookAttempt] {
