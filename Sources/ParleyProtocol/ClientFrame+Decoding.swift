@@ -119,13 +119,17 @@ struct ClientFrameReader {
             guard fields.only(["type", "id"]), let id = fields.optionalString("id") else { return nil }
             return .ping(PingFrame(id: id))
         case "connect":
-            guard fields.only(["type", "protocolVersion", "subscribePresenceForAllUsers", "resume"]),
+            guard fields.only(["type", "protocolVersion", "subscribePresenceForAllUsers", "resume", "token"]),
                 let protocolVersion = fields.int64("protocolVersion", reader).flatMap(Int.init(exactly:)),
                 let subscribe = fields.optionalBool("subscribePresenceForAllUsers"),
-                let resume = resumeRequest(fields.value("resume"), reader: reader)
+                let resume = resumeRequest(fields.value("resume"), reader: reader),
+                let token = fields.optionalString("token")
             else { return nil }
             return .connect(
-                ConnectFrame(protocolVersion: protocolVersion, subscribePresenceForAllUsers: subscribe, resume: resume)
+                ConnectFrame(
+                    protocolVersion: protocolVersion, subscribePresenceForAllUsers: subscribe, resume: resume,
+                    token: token
+                )
             )
         default:
             // Unknown types: JSONDecoder decides.

@@ -63,14 +63,18 @@ public struct ConnectFrame: Codable, Sendable, Hashable {
     /// What a reconnecting client already has; the server replays what it missed, then sends `caughtUp`.
     /// Without it, nothing is replayed and `caughtUp` gives the current positions.
     public var resume: ResumeRequest?
+    /// The auth token, for clients that cannot set an `Authorization` header on the upgrade request (a browser's
+    /// `WebSocket`). A connection authenticates with the header or with this, not both.
+    public var token: String?
 
     public init(
         protocolVersion: Int = ParleyProtocolVersion.current, subscribePresenceForAllUsers: Bool? = nil,
-        resume: ResumeRequest? = nil
+        resume: ResumeRequest? = nil, token: String? = nil
     ) {
         self.protocolVersion = protocolVersion
         self.subscribePresenceForAllUsers = subscribePresenceForAllUsers
         self.resume = resume
+        self.token = token
     }
 }
 

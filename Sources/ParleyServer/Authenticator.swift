@@ -71,7 +71,11 @@ struct Authenticator: Sendable {
 
     /// The hash a token is stored under; `ERR_AUTH_REQUIRED` without a token.
     static func hash(of token: String?) throws -> [UInt8] {
-        guard let token else { throw DomainError(.authRequired, "Send an auth token: Authorization: Bearer <token>.") }
+        guard let token else {
+            throw DomainError(
+                .authRequired, "Send an auth token: Authorization: Bearer <token> (on a WebSocket: or connect's token)."
+            )
+        }
         return Secrets.hash(token)
     }
 

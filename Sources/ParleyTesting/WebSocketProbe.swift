@@ -17,13 +17,16 @@ public actor WebSocketProbe {
     private var skipsCaughtUp: Bool
     /// Frames sent right after `connect`, without waiting for `hello`.
     private let afterConnect: [String]
+    /// The `token` of that `connect` frame.
+    private let connectToken: String?
 
     /// Opens a connection to `url` with `Authorization: Bearer <token>`; with `handshake`, sends `connect` first,
     /// as every client must, with `resume` in it, then `afterConnect` without waiting for `hello`. Unless
-    /// `skipCaughtUp` is false, the `caughtUp` frame that ends the replay is not returned.
+    /// `skipCaughtUp` is false, the `caughtUp` frame that ends the replay is not returned. An empty `token` sends no
+    /// `Authorization` header; `connectToken` goes in the `connect` frame (as a browser authenticates).
     public init(
         url: String, token: String, handshake: Bool = true, resume: ResumeRequest? = nil, skipCaughtUp: Bool = true,
-        afterConnect: [String] = []
+        afterConnect: [String] = [], connectToken: String? = nil
     ) {
         connection = WSClientTransport(logger: Logger(label: "parley.probe")).open(url: url, authToken: token)
         iterator = connection.events.makeAsyncIterator()
@@ -31,6 +34,7 @@ public actor WebSocketProbe {
         self.resume = resume
         self.skipsCaughtUp = skipCaughtUp
         self.afterConnect = afterConnect
+        self.connectToken = connectToken
     }
 
     public func send(_ text: String) {
@@ -50,7 +54,7 @@ public actor WebSocketProbe {
         switch event {
         case .opened:
             if handshake {
-                try? send(.connect(ConnectFrame(resume: resume)))
+                try? send(.connect(ConnectFrame(resume: resume, token: connectToken)))
                 for text in afterConnect { send(text) }
             }
             return await nextText()

@@ -99,6 +99,7 @@ import Testing
             ),
             .connect(ConnectFrame(protocolVersion: 2, subscribePresenceForAllUsers: false)),
             .connect(ConnectFrame(resume: ResumeRequest(userSeq: 0, conversations: [:]))),
+            .connect(ConnectFrame(token: "pt_0123456789abcdef")),
         ]
         for text in WireJSONTests.awkwardStrings {
             frames.append(
@@ -108,6 +109,7 @@ import Testing
             )
             frames.append(.ping(PingFrame(id: text)))
             frames.append(.connect(ConnectFrame(resume: ResumeRequest(userSeq: 1, conversations: [text: 2]))))
+            frames.append(.connect(ConnectFrame(token: text)))
         }
         for value in WireJSONTests.awkwardValues {
             frames.append(.send(SendFrame(ref: "r", conversationId: "c", parts: [.data(value)], metadata: value)))
@@ -389,7 +391,8 @@ import Testing
                     subscribePresenceForAllUsers: optional(&generator) { Bool.random(using: &$0) },
                     resume: optional(&generator) {
                         ResumeRequest(userSeq: Int64.random(in: 0...1000, using: &$0), conversations: conversations)
-                    }
+                    },
+                    token: optional(&generator, string)
                 )
             )
         default: return .ping(PingFrame(id: optional(&generator, string)))

@@ -199,6 +199,30 @@ import Testing
         try await server.stop()
     }
 
+    @Test func aBrowserAuthenticatesWithTheTokenInTheConnectFrame() async throws {
+        let server = try await TestServer.start()
+        let token = try await server.login("alice")
+        // No Authorization header (a browser's WebSocket cannot set one): the token comes in `connect`.
+        let probe = WebSocketProbe(url: server.webSocketURL, token: "", connectToken: token)
+        guard case .hello(let hello) = try await probe.nextFrame() else { Issue.record("no hello"); return }
+        #expect(hello.user.uid == "alice")
+        #expect(try await drain(probe).isEmpty)
+        await probe.close()
+        // A wrong token in the frame is refused like a wrong header.
+        let wrong = WebSocketProbe(url: server.webSocketURL, token: "", connectToken: "pt_not_a_token")
+        guard case .error(let error) = try await wrong.nextFrame() else { Issue.record("no error frame"); return }
+        #expect(error.code == .authTokenInvalid)
+        let ending = await wrong.closure()
+        #expect(ending.code == WebSocketCloseCode.authenticationFailed && ending.reason == "ERR_AUTH_TOKEN_INVALID")
+        // A header and a frame token together are one too many, even when they agree.
+        let both = WebSocketProbe(url: server.webSocketURL, token: token, connectToken: token)
+        guard case .error(let twice) = try await both.nextFrame() else { Issue.record("no error frame"); return }
+        #expect(twice.code == .handshakeFailed)
+        let bothEnding = await both.closure()
+        #expect(bothEnding.code == WebSocketCloseCode.protocolViolation && bothEnding.reason == "ERR_HANDSHAKE_FAILED")
+        try await server.stop()
+    }
+
     @Test func theClientMustSpeakFirstWithAConnectFrame() async throws {
         // Long enough for a loaded machine to finish its upgrade: a close right after the 101 could race it.
         let server = try await TestServer.start { $0.handshakeTimeout = .seconds(2) }

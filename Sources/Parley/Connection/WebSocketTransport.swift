@@ -69,7 +69,8 @@ final class WSClientConnection: TransportConnection {
         self.outboundSink = outboundSink
         let eventSink = self.eventSink
         var headers = HTTPFields()
-        headers[.authorization] = "Bearer \(authToken)"
+        // An empty token sends no header (protocol tests authenticate in the connect frame, as browsers do).
+        if !authToken.isEmpty { headers[.authorization] = "Bearer \(authToken)" }
         let configuration = WebSocketClientConfiguration(
             maxFrameSize: maxFrameSize, additionalHeaders: headers, closeTimeout: .seconds(2)
         )

@@ -198,6 +198,13 @@ final class WebSocketConnectionHandler: ChannelDuplexHandler {
         case .success(let frame):
             connect = frame
         }
+        if connect.token != nil, token != nil {
+            let refusal = DomainError(
+                .handshakeFailed, "Give the token in the Authorization header or in the connect frame, not both."
+            )
+            serverClose(code: WebSocketCloseCode.protocolViolation, reason: refusal.code, error: refusal)
+            return
+        }
         machine.connectAccepted()
         guard let context else { return }
         let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
@@ -219,12 +226,13 @@ final class WebSocketConnectionHandler: ChannelDuplexHandler {
             releaseHandshakeSlot()
             return
         }
+        // A browser cannot set the upgrade's Authorization header: its token comes in the connect frame.
+        let token = connect.token ?? self.token
         if let inline = gateway.inlineReads {
             authenticated(gateway.authenticate(token: token, inline: inline), connect: connect)
             return
         }
         let gateway = self.gateway
-        let token = self.token
         let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
         let loop = context.eventLoop
         Task {
