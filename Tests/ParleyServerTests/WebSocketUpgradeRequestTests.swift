@@ -34,9 +34,9 @@ import Testing
 
     @Test(arguments: [
         // Header names in any case, blanks around values, a query, other Connection tokens, no token, Content-Length 0.
-        "GET /v1/ws?x=1 HTTP/1.1\r\nUPGRADE:WebSocket\r\nconnection: keep-alive, upgrade\r\n"
+        "GET /v1/ws?x=1 HTTP/1.1\r\nhost: a\r\nUPGRADE:WebSocket\r\nconnection: keep-alive, upgrade\r\n"
             + "sec-websocket-key:  cGFybGV5LXVwZ3JhZGUxNg==  \r\nSEC-WEBSOCKET-VERSION: 13\r\n\r\n",
-        "GET /v1/ws HTTP/1.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: cGFybGV5LXVwZ3JhZGUxNg==\r\n"
+        "GET /v1/ws HTTP/1.1\r\nHost: a\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: cGFybGV5LXVwZ3JhZGUxNg==\r\n"
             + "Sec-WebSocket-Version: 13\r\nContent-Length: 0\r\nX-Other: \t\r\n\r\n",
     ])
     func variationsOfAPlainUpgradeAreRecognised(head: String) {
@@ -61,6 +61,8 @@ import Testing
 
     @Test(arguments: [
         ("Upgrade: websocket\r\n", "", "no Upgrade"),
+        ("Host: 127.0.0.1:8080\r\n", "", "no Host"),
+        ("Host: 127.0.0.1:8080\r\n", "Host: a\r\nHost: b\r\n", "two Hosts"),
         ("Upgrade: websocket\r\n", "Upgrade: h2c\r\n", "another protocol"),
         ("Upgrade: websocket\r\n", "Upgrade: websocket\r\nUpgrade: websocket\r\n", "two Upgrade headers"),
         ("Connection: Upgrade\r\n", "", "no Connection"),

@@ -1,3 +1,4 @@
+import Foundation
 import HTTPTypes
 import NIOCore
 import NIOHTTP1
@@ -58,7 +59,6 @@ final class HTTPRequestGuard: ChannelDuplexHandler, RemovableChannelHandler {
         guard !refused else { return }
         switch unwrapInboundIn(data) {
         case .head(let request):
-            head.headReceived()
             if let (status, code, message) = refusal(of: request) {
                 refuse(context: context, status, code: code, message)
                 return
@@ -69,6 +69,16 @@ final class HTTPRequestGuard: ChannelDuplexHandler, RemovableChannelHandler {
             }
             requests += 1
             inFlight += 1
+            var served = request
+            if request.headers.contains(name: "upgrade"),
+                !request.headers["upgrade"].contains(where: { $0.lowercased().contains("websocket") })
+            {
+                // An upgrade to a protocol the server does not speak (h2c, ...) is ignored (RFC 9110 section 7.8): the
+                // request is served as it is (NIO's upgrade handler would drop its head, and so the connection), then
+                // the connection closes: NIO's decoder reads nothing after a request it took for an upgrade.
+                served.headers.remove(name: "upgrade")
+                closeAfterResponse = true
+            }
             closeAfterResponse = closeAfterResponse || !request.isKeepAlive
             readingBody = true
             bodyBytes = 0
@@ -77,6 +87,8 @@ final class HTTPRequestGuard: ChannelDuplexHandler, RemovableChannelHandler {
                 bodyDeadline = deadline
                 head.arm(deadline)
             }
+            context.fireChannelRead(wrapInboundOut(.head(served)))
+            return
         case .body(let chunk):
             bodyBytes += chunk.readableBytes
             guard bodyBytes <= limits.maxRequestBodyBytes else {
@@ -86,7 +98,6 @@ final class HTTPRequestGuard: ChannelDuplexHandler, RemovableChannelHandler {
         case .end:
             readingBody = false
             bodyDeadline = nil
-            head.requestEnded()
         }
         context.fireChannelRead(data)
     }
@@ -98,6 +109,10 @@ final class HTTPRequestGuard: ChannelDuplexHandler, RemovableChannelHandler {
                 .httpVersionNotSupported, .httpVersionNotSupported,
                 "HTTP/\(request.version.major).\(request.version.minor) is not supported: send HTTP/1.1."
             )
+        }
+        let hosts = request.headers["host"].count
+        guard hosts == 1 || (hosts == 0 && request.version.minor == 0) else {
+            return (.badRequest, .badRequest, "A request has one Host header field (RFC 9112 section 3.2).")
         }
         guard Self.methods.contains(request.method) else {
             return (.notImplemented, .notImplemented, "The method \(request.method.rawValue) is not implemented.")
@@ -111,9 +126,35 @@ final class HTTPRequestGuard: ChannelDuplexHandler, RemovableChannelHandler {
                 "A WebSocket upgrade must be the first request of its connection: open a new connection for it."
             )
         }
+        if let refusal = Self.refusal(ofTransferEncoding: request) { return refusal }
         let lengths = request.headers["content-length"]
         if let length = lengths.first.flatMap({ Int($0) }), length > limits.maxRequestBodyBytes {
             return (.contentTooLarge, .requestTooLarge, Self.tooLarge(limits))
+        }
+        return nil
+    }
+
+    /// `Transfer-Encoding` as RFC 9112 section 6.1 has it: only in HTTP/1.1 (400), `chunked` is the one coding the
+    /// server implements (501 for any other), and it comes last, once (400).
+    private static func refusal(
+        ofTransferEncoding request: HTTPRequestHead
+    ) -> (HTTPResponse.Status, ErrorCode, String)? {
+        let fields = request.headers["transfer-encoding"]
+        guard !fields.isEmpty else { return nil }
+        guard request.version.minor == 1 else {
+            return (.badRequest, .badRequest, "Transfer-Encoding is not allowed in an HTTP/1.0 request.")
+        }
+        let codings = fields.flatMap { $0.split(separator: ",") }.map {
+            $0.trimmingCharacters(in: .whitespaces).lowercased()
+        }
+        if let unknown = codings.first(where: { $0 != "chunked" }) {
+            return (
+                .notImplemented, .notImplemented,
+                "The transfer coding \(unknown.prefix(64)) is not implemented: send the body with Content-Length or chunked."
+            )
+        }
+        guard codings.count == 1 else {
+            return (.badRequest, .badRequest, "A request body is chunked once: Transfer-Encoding: chunked.")
         }
         return nil
     }
@@ -268,8 +309,14 @@ final class HTTPRequestGuard: ChannelDuplexHandler, RemovableChannelHandler {
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         switch unwrapOutboundIn(data) {
-        case .head(let response) where response.status.code >= 200:
+        case .head(var response) where response.status.code >= 200:
             responding = true
+            if closeAfterResponse, inFlight == 1, !response.headers.contains(name: "connection") {
+                // The client learns that the connection closes after this response.
+                response.headers.add(name: "Connection", value: "close")
+                context.write(wrapOutboundOut(.head(response)), promise: promise)
+                return
+            }
         case .end:
             responding = false
             inFlight = max(0, inFlight - 1)
@@ -293,33 +340,23 @@ final class HTTPRequestGuard: ChannelDuplexHandler, RemovableChannelHandler {
     }
 }
 
-/// The byte side of ``HTTPRequestGuard``: sees each request's first byte (the head's deadline starts) and checks its
-/// request line (RFC 9112 section 3) before the decoder does: at most ``EdgeLimits/maxRequestLineBytes`` (414), ended
-/// by CRLF, `method SP target SP HTTP/x.y` (400), a method the server implements (501), HTTP/1.0 or 1.1 (505, also for
-/// an HTTP/0.9 request line). Tells the admission gate when a connection's head is incomplete with everything read
-/// (the connection waits on its peer).
+/// The byte side of ``HTTPRequestGuard``: follows each request through the byte stream (``HTTPRequestFraming``, so
+/// that requests pipelined in one read or split across reads are each seen), starts each head's deadline at its first
+/// byte, and checks every request line (RFC 9112 section 3) before the decoder does: at most
+/// ``EdgeLimits/maxRequestLineBytes`` (414), lines ended by CRLF, `method SP target SP HTTP/x.y` (400), a method the
+/// server implements (501), HTTP/1.0 or 1.1 (505, also for an HTTP/0.9 request line); chunk-size lines and trailers are
+/// bounded (400, 431). Tells the admission gate when a connection's head is incomplete with everything read (the
+/// connection waits on its peer).
 final class HTTPRequestHeadGuard: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = ByteBuffer
     typealias InboundOut = ByteBuffer
     typealias OutboundOut = ByteBuffer
 
-    private enum State {
-        /// Between requests: no byte of the next one yet.
-        case idle
-        /// In the request line: its bytes so far.
-        case requestLine
-        /// Past the request line, before the end of the head.
-        case headerFields
-        /// The head was read; the request is with the rest of the pipeline.
-        case afterHead
-        /// Refused: closing.
-        case refused
-    }
-
     private let limits: EdgeLimits
     private let admitted: (any Channel) -> Void
-    private var state: State
-    private var line: [UInt8] = []
+    private var framing: HTTPRequestFraming
+    /// Refused: closing; nothing more is passed on.
+    private var isRefused = false
     /// When the head being read must be complete.
     private var headDeadline: NIODeadline?
     /// When the watchdog timer fires, if it is armed.
@@ -333,7 +370,9 @@ final class HTTPRequestHeadGuard: ChannelInboundHandler, RemovableChannelHandler
     init(limits: EdgeLimits, admitted: @escaping (any Channel) -> Void) {
         self.limits = limits
         self.admitted = admitted
-        self.state = .idle
+        self.framing = HTTPRequestFraming(
+            maxRequestLineBytes: limits.maxRequestLineBytes, maxTrailerBytes: limits.maxHeaderBytes
+        )
     }
 
     func attach(_ requestGuard: HTTPRequestGuard) {
@@ -341,12 +380,7 @@ final class HTTPRequestHeadGuard: ChannelInboundHandler, RemovableChannelHandler
     }
 
     /// A request's head is being read.
-    var isReadingHead: Bool {
-        switch state {
-        case .requestLine, .headerFields: true
-        case .idle, .afterHead, .refused: false
-        }
-    }
+    var isReadingHead: Bool { !isRefused && framing.isReadingHead }
 
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
@@ -357,22 +391,38 @@ final class HTTPRequestHeadGuard: ChannelInboundHandler, RemovableChannelHandler
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard !isRefused else { return }
         let bytes = unwrapInboundIn(data)
-        switch state {
-        case .idle:
-            startHead(context: context)
-            scanRequestLine(context: context, bytes)
-        case .requestLine:
-            scanRequestLine(context: context, bytes)
-        case .headerFields, .afterHead:
-            break
-        case .refused:
-            return
+        // Where the request being read started in this read (0 for one that started in an earlier read).
+        var requestStart = 0
+        var refusal: (HTTPResponse.Status, ErrorCode, String)?
+        bytes.withUnsafeReadableBytes { buffer in
+            var index = 0
+            while refusal == nil, let event = framing.next(buffer, &index) {
+                switch event {
+                case .requestStarted:
+                    requestStart = index
+                    let deadline = context.eventLoop.now + limits.requestHeadTimeout.timeAmount
+                    headDeadline = deadline
+                    arm(deadline)
+                case .requestLine(let line):
+                    refusal = Self.refusal(ofRequestLine: line)
+                case .headEnded, .requestEnded:
+                    headDeadline = nil
+                case .refused(let reason):
+                    refusal = answer(to: reason)
+                }
+            }
         }
-        guard case .refused = state else {
+        guard let (status, code, message) = refusal else {
             context.fireChannelRead(data)
             return
         }
+        // The requests before the refused one are answered first (in order), then the refusal.
+        if requestStart > 0 {
+            context.fireChannelRead(wrapInboundOut(bytes.getSlice(at: bytes.readerIndex, length: requestStart)!))
+        }
+        refuse(channel: context.channel, status, code: code, message)
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
@@ -380,12 +430,20 @@ final class HTTPRequestHeadGuard: ChannelInboundHandler, RemovableChannelHandler
         context.fireChannelReadComplete()
     }
 
-    private func startHead(context: ChannelHandlerContext) {
-        state = .requestLine
-        line.removeAll(keepingCapacity: true)
-        let deadline = context.eventLoop.now + limits.requestHeadTimeout.timeAmount
-        headDeadline = deadline
-        arm(deadline)
+    private func answer(to refusal: HTTPRequestFraming.Refusal) -> (HTTPResponse.Status, ErrorCode, String) {
+        switch refusal {
+        case .requestLineTooLong:
+            (.uriTooLong, .uriTooLong, "The request line may have at most \(limits.maxRequestLineBytes) bytes.")
+        case .bareLineEnding:
+            (.badRequest, .badRequest, "Lines of a request end with CRLF (no bare CR or LF).")
+        case .chunkLineTooLong:
+            (
+                .badRequest, .badRequest,
+                "A chunk-size line may have at most \(HTTPRequestFraming.maxChunkLineBytes) bytes."
+            )
+        case .trailersTooLarge:
+            (.requestHeaderFieldsTooLarge, .headersTooLarge, "The request's trailer fields are too large.")
+        }
     }
 
     // MARK: The deadlines' watchdog
@@ -425,32 +483,9 @@ final class HTTPRequestHeadGuard: ChannelInboundHandler, RemovableChannelHandler
         if let next = pending.min() { arm(next) }
     }
 
-    private func scanRequestLine(context: ChannelHandlerContext, _ bytes: ByteBuffer) {
-        let view = bytes.readableBytesView
-        let newline = view.firstIndex(of: UInt8(ascii: "\n"))
-        let part = view[view.startIndex..<(newline ?? view.endIndex)]
-        guard line.count + part.count <= limits.maxRequestLineBytes + 1 else {
-            refuse(
-                channel: context.channel, .uriTooLong, code: .uriTooLong,
-                "The request line may have at most \(limits.maxRequestLineBytes) bytes."
-            )
-            return
-        }
-        line.append(contentsOf: part)
-        guard newline != nil else { return }
-        state = .headerFields
-        if let (status, code, message) = Self.refusal(ofRequestLine: line) {
-            refuse(channel: context.channel, status, code: code, message)
-        }
-        line.removeAll(keepingCapacity: false)
-    }
-
-    /// Why a request line (up to its LF, without it) is refused, if it is.
+    /// Why a request line (without its CRLF) is refused, if it is.
     static func refusal(ofRequestLine line: [UInt8]) -> (HTTPResponse.Status, ErrorCode, String)? {
-        guard line.last == UInt8(ascii: "\r") else {
-            return (.badRequest, .badRequest, "Lines of a request end with CRLF.")
-        }
-        let fields = line.dropLast().split(separator: UInt8(ascii: " "), omittingEmptySubsequences: false)
+        let fields = line.split(separator: UInt8(ascii: " "), omittingEmptySubsequences: false)
         guard let method = fields.first, !method.isEmpty, method.allSatisfy(isTokenCharacter) else {
             return (.badRequest, .badRequest, "The request line does not start with a method.")
         }
@@ -497,9 +532,8 @@ final class HTTPRequestHeadGuard: ChannelInboundHandler, RemovableChannelHandler
 
     /// Answers with an error written straight to the socket (unless a response is being written) and closes.
     private func refuse(channel: any Channel, _ status: HTTPResponse.Status, code: ErrorCode, _ message: String) {
-        if case .refused = state { return }
-        state = .refused
-        line = []
+        if isRefused { return }
+        isRefused = true
         if let requestGuard, requestGuard.hasRequestsInFlight {
             // Its answer goes after theirs.
             requestGuard.refuseForHeadGuard(status, code: code, message)
@@ -511,21 +545,8 @@ final class HTTPRequestHeadGuard: ChannelInboundHandler, RemovableChannelHandler
         }
     }
 
-    /// The decoder produced the request's head.
-    func headReceived() {
-        if case .refused = state { return }
-        state = .afterHead
-        headDeadline = nil
-    }
-
-    /// The request's end was read: the next byte starts another request.
-    func requestEnded() {
-        if case .refused = state { return }
-        state = .idle
-    }
-
     /// The request guard refused the connection.
     func refused() {
-        state = .refused
+        isRefused = true
     }
 }

@@ -33,6 +33,7 @@ enum WebSocketUpgradeValidation {
         }
         guard connection.contains("upgrade") else { return refused("Connection must name upgrade") }
         let versions = head.headers["sec-websocket-version"]
+        guard !versions.isEmpty else { return refused("Sec-WebSocket-Version is missing") }
         guard versions == ["13"] else {
             return Refusal(
                 status: .upgradeRequired, message: "This server speaks WebSocket version 13 (RFC 6455).",

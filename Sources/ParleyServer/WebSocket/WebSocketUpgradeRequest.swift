@@ -76,6 +76,7 @@ struct WebSocketUpgradeRequest: Equatable, Sendable {
         var versions = 0
         var authorization: Slice<UnsafeRawBufferPointer>?
         var authorizations = 0
+        var hosts = 0
         var start = 0
         var isRequestLine = true
         var index = 0
@@ -115,6 +116,8 @@ struct WebSocketUpgradeRequest: Equatable, Sendable {
             } else if matches(name, "sec-websocket-version") {
                 guard value.elementsEqual("13".utf8) else { return nil }
                 versions += 1
+            } else if matches(name, "host") {
+                hosts += 1
             } else if matches(name, "authorization") {
                 authorizations += 1
                 authorization = value
@@ -124,7 +127,8 @@ struct WebSocketUpgradeRequest: Equatable, Sendable {
                 return nil
             }
         }
-        guard upgrades == 1, connectionUpgrade, let key, isValidKey(key), versions == 1, authorizations <= 1 else {
+        guard upgrades == 1, connectionUpgrade, let key, isValidKey(key), versions == 1, authorizations <= 1, hosts == 1
+        else {
             return nil
         }
         return (String(decoding: key, as: UTF8.self), authorization.map { String(decoding: $0, as: UTF8.self) })

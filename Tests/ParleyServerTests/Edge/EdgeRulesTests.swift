@@ -14,21 +14,20 @@ import Testing
 @Suite struct EdgeRulesTests {
     @Test(
         arguments: [
-            ("GET /health HTTP/1.1\r", nil),
-            ("DELETE /v1/me/session HTTP/1.0\r", nil),
-            ("GET /health HTTP/1.1", 400),  // bare LF
-            ("GET  /health HTTP/1.1\r", 400),
-            ("GET /health  HTTP/1.1\r", 400),
-            ("G(T /health HTTP/1.1\r", 400),
-            (" GET /health HTTP/1.1\r", 400),
-            ("GET /health HTTP/1.x\r", 400),
-            ("GET /health HTTQ/1.1\r", 400),
-            ("GET /health\r", 505),
-            ("GET /health HTTP/2.0\r", 505),
-            ("GET /health HTTP/0.9\r", 505),
-            ("BREW /pot HTTP/1.1\r", 501),
-            ("TRACE / HTTP/1.1\r", 501),
-            ("CONNECT host:443 HTTP/1.1\r", 501),
+            ("GET /health HTTP/1.1", nil),
+            ("DELETE /v1/me/session HTTP/1.0", nil),
+            ("GET  /health HTTP/1.1", 400),
+            ("GET /health  HTTP/1.1", 400),
+            ("G(T /health HTTP/1.1", 400),
+            (" GET /health HTTP/1.1", 400),
+            ("GET /health HTTP/1.x", 400),
+            ("GET /health HTTQ/1.1", 400),
+            ("GET /health", 505),
+            ("GET /health HTTP/2.0", 505),
+            ("GET /health HTTP/0.9", 505),
+            ("BREW /pot HTTP/1.1", 501),
+            ("TRACE / HTTP/1.1", 501),
+            ("CONNECT host:443 HTTP/1.1", 501),
         ] as [(String, Int?)])
     func requestLines(line: String, status: Int?) {
         #expect(
@@ -175,6 +174,22 @@ import Testing
         // Closed without an answer: it sent nothing.
         #expect(!channel.isActive)
         #expect(try channel.readOutbound(as: ByteBuffer.self) == nil)
+    }
+
+    /// A connection that sends nothing (a TCP health check, a port scan) gives its setup slot up after the grace.
+    @Test func aConnectionThatSendsNothingGivesItsSlotUpAfterTheGrace() throws {
+        let channel = EmbeddedChannel()
+        try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
+        let admitted = Admitted()
+        _ = try Self.sniffer(on: channel, limits: EdgeLimits(), admitted: admitted)
+        channel.embeddedEventLoop.advanceTime(by: .milliseconds(9))
+        #expect(admitted.count.withLockedValue { $0 } == 0)
+        channel.embeddedEventLoop.advanceTime(by: .milliseconds(1))
+        #expect(admitted.count.withLockedValue { $0 } == 1)
+        // Still open: it is closed at the head's deadline.
+        #expect(channel.isActive)
+        channel.embeddedEventLoop.advanceTime(by: .seconds(10))
+        #expect(!channel.isActive)
     }
 
     @Test func halfAHeadIsAnswered408AtTheDeadlineAndAHalfCloseEndsItAtOnce() throws {

@@ -13,17 +13,20 @@ import Testing
         var bytes: [UInt8]
         var status: Int
         var code: ErrorCode
+        /// Requests before the refused one, pipelined with it: each is answered 200 first.
+        var servedBefore: Int
         var testDescription: String { name }
 
-        init(_ name: String, _ text: String, _ status: Int, _ code: ErrorCode) {
-            self.init(name, Array(text.utf8), status, code)
+        init(_ name: String, _ text: String, _ status: Int, _ code: ErrorCode, servedBefore: Int = 0) {
+            self.init(name, Array(text.utf8), status, code, servedBefore: servedBefore)
         }
 
-        init(_ name: String, _ bytes: [UInt8], _ status: Int, _ code: ErrorCode) {
+        init(_ name: String, _ bytes: [UInt8], _ status: Int, _ code: ErrorCode, servedBefore: Int = 0) {
             self.name = name
             self.bytes = bytes
             self.status = status
             self.code = code
+            self.servedBefore = servedBefore
         }
     }
 
@@ -111,7 +114,59 @@ import Testing
                 "an upgrade as a second request",
                 "GET /health HTTP/1.1\r\nHost: x\r\n\r\nGET //evil.example/x HTTP/1.1\r\nHost: x\r\n"
                     + upgradeHead + "\r\n",
+                400, .badRequest, servedBefore: 1
+            ),
+            Case("HTTP/1.1 without Host", "GET /health/live HTTP/1.1\r\n\r\n", 400, .badRequest),
+            Case("two Hosts", "GET /health/live HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", 400, .badRequest),
+            Case(
+                "an upgrade without a WebSocket version",
+                "GET /v1/ws HTTP/1.1\r\nHost: x\r\n"
+                    + upgradeHead.replacingOccurrences(of: "Sec-WebSocket-Version: 13\r\n", with: "") + "\r\n",
                 400, .badRequest
+            ),
+            Case(
+                "a transfer coding other than chunked",
+                "POST /v1/login HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n",
+                501, .notImplemented
+            ),
+            Case(
+                "identity before chunked",
+                "POST /v1/login HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: identity, chunked\r\n\r\n0\r\n\r\n",
+                501, .notImplemented
+            ),
+            Case(
+                "Transfer-Encoding in HTTP/1.0",
+                "POST /v1/login HTTP/1.0\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+                400, .badRequest
+            ),
+            Case(
+                "an endless chunk extension",
+                "POST /v1/login HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5;"
+                    + String(repeating: "x", count: 100_000),
+                400, .badRequest
+            ),
+            // Pipelined after requests that are served: each refusal still comes, after their answers.
+            Case(
+                "an unknown method after pipelined requests",
+                String(repeating: "GET /health/live HTTP/1.1\r\nHost: x\r\n\r\n", count: 5)
+                    + "BREW /pot HTTP/1.1\r\nHost: x\r\n\r\n",
+                501, .notImplemented, servedBefore: 5
+            ),
+            Case(
+                "two spaces after a pipelined request",
+                "GET /health/live HTTP/1.1\r\nHost: x\r\n\r\nGET  /x HTTP/1.1\r\nHost: x\r\n\r\n",
+                400, .badRequest, servedBefore: 1
+            ),
+            Case(
+                "a 9 KB request line after a pipelined request",
+                "GET /health/live HTTP/1.1\r\nHost: x\r\n\r\nGET /" + String(repeating: "a", count: 9_000)
+                    + " HTTP/1.1\r\nHost: x\r\n\r\n",
+                414, .uriTooLong, servedBefore: 1
+            ),
+            Case(
+                "a bare LF after a pipelined request with a body",
+                "POST /v1/login HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}GET /health/live HTTP/1.1\nHost: x\r\n\r\n",
+                400, .badRequest, servedBefore: 1
             ),
         ]
     }()
@@ -120,13 +175,13 @@ import Testing
         let server = try await TestServer.startForEdgeTests()
         let socket = try await RawSocket.connected(port: server.port, readTimeout: .seconds(10))
         try? await socket.send(test.bytes)
-        var response = try await socket.readResponse()
-        if test.name == "an upgrade as a second request" {
-            // The first request is served; the upgrade after it is refused: no redirect built from its path.
-            #expect(response.status == 200)
-            response = try await socket.readResponse()
-            #expect(response.header("location") == nil)
+        for _ in 0..<test.servedBefore {
+            let served = try await socket.readResponse()
+            #expect(served.status == 200 || served.status == 400, "\(test.name): \(served.head)")
         }
+        let response = try await socket.readResponse()
+        // No redirect built from a request's path (the upgrade as a second request).
+        #expect(response.header("location") == nil)
         #expect(response.status == test.status, "\(test.name): \(response.head)")
         #expect(response.errorCode == test.code.rawValue, "\(test.name)")
         #expect(response.header("connection")?.lowercased() == "close")
@@ -175,6 +230,63 @@ import Testing
         let response = try await socket.readResponse()
         #expect(response.status == 413 && response.errorCode == ErrorCode.requestTooLarge.rawValue)
         #expect(try await socket.readToEnd().ending == .closed)
+        try await server.stop()
+    }
+
+    /// An upgrade to a protocol the server does not speak is ignored (RFC 9110 section 7.8): the request is served. A
+    /// request that names `upgrade` in `Connection` too is the last of its connection (NIO's decoder reads nothing after
+    /// it), which its response says; one that does not leaves the connection serving.
+    @Test(arguments: ["h2c", "foo", "TLS/1.2, h2c"]) func anUpgradeToAnotherProtocolIsServedAsAPlainRequest(
+        _ proto: String
+    ) async throws {
+        let server = try await TestServer.startForEdgeTests()
+        let upgrading = try await RawSocket.connected(port: server.port, readTimeout: .seconds(10))
+        try await upgrading.send(
+            "GET /health/live HTTP/1.1\r\nHost: x\r\nUpgrade: \(proto)\r\nConnection: Upgrade\r\n\r\n"
+        )
+        let response = try await upgrading.readResponse()
+        #expect(response.status == 200 && response.header("connection")?.lowercased() == "close", "\(response.head)")
+        #expect(try await upgrading.readToEnd().ending == .closed)
+        let naming = try await RawSocket.connected(port: server.port, readTimeout: .seconds(10))
+        try await naming.send(
+            "GET /health/live HTTP/1.1\r\nHost: x\r\nUpgrade: \(proto)\r\n\r\n"
+                + "GET /health/live HTTP/1.1\r\nHost: x\r\n\r\n"
+        )
+        #expect(try await naming.readResponse().status == 200)
+        #expect(try await naming.readResponse().status == 200)
+        upgrading.close()
+        naming.close()
+        try await server.stop()
+    }
+
+    /// Pipelined requests are each answered, in order, whether they come in one write (several reads on the server's
+    /// side) or cut anywhere into many: each request line is checked wherever it starts.
+    @Test(arguments: [false, true]) func pipelinedRequestsAreAllAnsweredInOrder(cutAnywhere: Bool) async throws {
+        let server = try await TestServer.startForEdgeTests()
+        let socket = try await RawSocket.connected(port: server.port, readTimeout: .seconds(20))
+        let requests = (0..<300).map { index in
+            index % 3 == 2
+                ? "POST /v1/login HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}"
+                : "GET /health/live?n=\(index) HTTP/1.1\r\nHost: x\r\n\r\n"
+        }
+        let stream = Array(requests.joined().utf8)
+        if cutAnywhere {
+            var random = SeededRandom(seed: 7230)
+            var start = 0
+            while start < stream.count {
+                let end = min(stream.count, start + Int.random(in: 1...700, using: &random))
+                try await socket.send(Array(stream[start..<end]))
+                start = end
+            }
+        } else {
+            try await socket.send(stream)
+        }
+        for index in 0..<300 {
+            let response = try await socket.readResponse()
+            #expect(response.status == (index % 3 == 2 ? 400 : 200), "request \(index): \(response.head)")
+            if response.status != (index % 3 == 2 ? 400 : 200) { break }
+        }
+        socket.close()
         try await server.stop()
     }
 
