@@ -36,6 +36,9 @@ extension ErrorCode {
     public static let apiKeyInvalid: ErrorCode = "ERR_API_KEY_INVALID"
     /// The caller is authenticated but may not do this.
     public static let forbidden: ErrorCode = "ERR_FORBIDDEN"
+    /// A browser's page on this origin may not call the REST API: the origin is in no app's allowed origins (a CORS
+    /// preflight's answer).
+    public static let originNotAllowed: ErrorCode = "ERR_ORIGIN_NOT_ALLOWED"
     /// The request body, parameters or a field are invalid.
     public static let badRequest: ErrorCode = "ERR_BAD_REQUEST"
     /// The uid is not valid (1-100 characters of letters, digits, `_`, `-`, `.`, `@`).

@@ -29,7 +29,13 @@ extension APIHandler {
     func listConversations(_ input: Operations.ListConversations.Input) async throws
         -> Operations.ListConversations.Output
     {
-        let principal = try await currentUser()
+        let principal: UserPrincipal
+        switch try await authenticator.caller(credentials) {
+        case .server(let appId):
+            let list = try await appConversations(appId: appId, limit: input.query.limit, cursor: input.query.cursor)
+            return .ok(.init(body: .json(list)))
+        case .user(let user): principal = user
+        }
         let limit = try Self.pageSize(input.query.limit)
         let after = try input.query.cursor.map(Self.decodeConversationCursor)
         let rows = try await store.conversations(
@@ -40,8 +46,9 @@ extension APIHandler {
     }
 
     func getConversation(_ input: Operations.GetConversation.Input) async throws -> Operations.GetConversation.Output {
-        let principal = try await currentUser()
-        let row = try await requireParticipant(principal, conversationId: input.path.conversationId)
+        let row = try await visibleConversation(
+            try await authenticator.caller(credentials), conversationId: input.path.conversationId
+        )
         return .ok(.init(body: .json(row.conversation)))
     }
 
@@ -64,10 +71,10 @@ extension APIHandler {
     }
 
     func listParticipants(_ input: Operations.ListParticipants.Input) async throws -> Operations.ListParticipants.Output {
-        let principal = try await currentUser()
-        _ = try await requireParticipant(principal, conversationId: input.path.conversationId)
+        let caller = try await authenticator.caller(credentials)
+        _ = try await visibleConversation(caller, conversationId: input.path.conversationId)
         let participants = try await store.participants(
-            appId: principal.appId, conversationId: input.path.conversationId
+            appId: caller.appId, conversationId: input.path.conversationId
         )
         return .ok(.init(body: .json(ParticipantList(participants: participants))))
     }
@@ -96,16 +103,16 @@ extension APIHandler {
     }
 
     func listMessages(_ input: Operations.ListMessages.Input) async throws -> Operations.ListMessages.Output {
-        let principal = try await currentUser()
         let page = try await history(
-            principal, conversationId: input.path.conversationId, thread: nil, limit: input.query.limit,
-            cursor: input.query.cursor
+            try await authenticator.caller(credentials), conversationId: input.path.conversationId, thread: nil,
+            limit: input.query.limit, cursor: input.query.cursor
         )
         return .ok(.init(body: .json(page)))
     }
 
-    /// A page of history or of a thread, for a participant: ascending, with the cursor of the older page.
-    func history(_ principal: UserPrincipal, conversationId: String, thread: String?, limit: Int?, cursor: String?)
+    /// A page of history or of a thread, for a participant or the app's server: ascending, with the cursor of the
+    /// older page.
+    func history(_ caller: Caller, conversationId: String, thread: String?, limit: Int?, cursor: String?)
         async throws -> MessagePage
     {
         let limit = try Self.pageSize(limit)
@@ -114,10 +121,13 @@ extension APIHandler {
             return seq
         }
         try InputRules.identifier(thread, "messageId")
-        _ = try await requireParticipant(principal, conversationId: conversationId)
+        _ = try await visibleConversation(caller, conversationId: conversationId)
+        // The app's server reacts as nobody: `reacted` is false everywhere.
+        let viewer: String
+        if case .user(let principal) = caller { viewer = principal.uid } else { viewer = "" }
         let history = try await store.messages(
-            appId: principal.appId, conversationId: conversationId,
-            query: HistoryQuery(beforeSeq: beforeSeq, limit: limit, viewer: principal.uid, thread: thread)
+            appId: caller.appId, conversationId: conversationId,
+            query: HistoryQuery(beforeSeq: beforeSeq, limit: limit, viewer: viewer, thread: thread)
         )
         let newestFirst = history.messages
         let next = newestFirst.count == limit ? newestFirst.last.map { String($0.seq) } : nil
@@ -144,6 +154,15 @@ extension APIHandler {
     /// The conversation, when the caller participates in it. A private conversation the caller is not in is
     /// "not found"; a public one is `ERR_NOT_A_PARTICIPANT` (it can be joined), or `ERR_BANNED` for a user banned
     /// from it.
+    /// A conversation a participant sees (``requireParticipant(_:conversationId:)``), or, for the app's server, any
+    /// of the app's that is not deleted.
+    func visibleConversation(_ caller: Caller, conversationId: String) async throws -> ConversationRow {
+        switch caller {
+        case .user(let principal): return try await requireParticipant(principal, conversationId: conversationId)
+        case .server(let appId): return try await appConversation(appId: appId, conversationId: conversationId)
+        }
+    }
+
     func requireParticipant(_ principal: UserPrincipal, conversationId: String) async throws -> ConversationRow {
         try await participation(principal, conversationId: conversationId).row
     }

@@ -65,9 +65,8 @@ extension APIHandler {
     // MARK: Threads
 
     func listReplies(_ input: Operations.ListReplies.Input) async throws -> Operations.ListReplies.Output {
-        let principal = try await currentUser()
         let page = try await history(
-            principal, conversationId: input.path.conversationId, thread: input.path.messageId,
+            .user(try await currentUser()), conversationId: input.path.conversationId, thread: input.path.messageId,
             limit: input.query.limit, cursor: input.query.cursor
         )
         return .ok(.init(body: .json(page)))

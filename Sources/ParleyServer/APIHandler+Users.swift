@@ -13,6 +13,7 @@ extension APIHandler {
         try InputRules.identifier(request.appId, "appId")
         try InputRules.identifier(request.authKey, "authKey", maxBytes: 256)
         guard let app = try await store.app(id: request.appId) else { throw Self.invalidApp(request.appId) }
+        RequestApp.record(app.id)
         guard constantTimeEquals(Secrets.hash(request.authKey), app.authKeyHash) else {
             throw DomainError(.authKeyInvalid, "The Auth Key is not valid for this app.")
         }

@@ -25,6 +25,10 @@ struct APIHandler: APIProtocol {
     let databaseProbe = DatabaseProbe()
     /// Rings the webhook dispatcher after a report or user change queued an event.
     var webhooksQueued: @Sendable () -> Void = {}
+    /// This node's live connections and connected users of an app (the operator's figures).
+    var liveCounts: @Sendable (_ appId: String) -> (connections: Int, users: Int) = { _ in (0, 0) }
+    /// The apps' allowed web origins, told of changes made here.
+    var allowedOrigins: AllowedOrigins?
 
     var credentials: RequestCredentials { RequestCredentials.current }
 
@@ -67,6 +71,7 @@ struct APIHandler: APIProtocol {
 
     func getApp(_ input: Operations.GetApp.Input) async throws -> Operations.GetApp.Output {
         guard let app = try await store.app(id: input.path.appId) else { throw Self.invalidApp(input.path.appId) }
+        RequestApp.record(app.id)
         return .ok(.init(body: .json(AppInfo(id: app.id, name: app.name))))
     }
 

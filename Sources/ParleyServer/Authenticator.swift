@@ -66,7 +66,9 @@ struct Authenticator: Sendable {
     /// The user of an auth token; `ERR_AUTH_REQUIRED` without one, `ERR_AUTH_TOKEN_INVALID` for an unknown,
     /// revoked or expired token.
     func user(token: String?) async throws -> UserPrincipal {
-        try principal(of: try await store.token(hash: Self.hash(of: token)))
+        let principal = try principal(of: try await store.token(hash: Self.hash(of: token)))
+        RequestApp.record(principal.appId)
+        return principal
     }
 
     /// The hash a token is stored under; `ERR_AUTH_REQUIRED` without a token.
@@ -93,6 +95,7 @@ struct Authenticator: Sendable {
         guard let app = try await store.app(restAPIKeyHash: Secrets.hash(apiKey)) else {
             throw DomainError(.apiKeyInvalid, "The REST API key is not valid.")
         }
+        RequestApp.record(app.id)
         return app.id
     }
 

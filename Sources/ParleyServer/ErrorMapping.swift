@@ -11,7 +11,7 @@ extension ErrorCode {
     var httpStatus: HTTPResponse.Status {
         switch self {
         case .authRequired, .authTokenInvalid, .authKeyInvalid, .apiKeyInvalid: return .unauthorized
-        case .forbidden, .notAParticipant, .blocked, .muted, .banned: return .forbidden
+        case .forbidden, .notAParticipant, .blocked, .muted, .banned, .originNotAllowed: return .forbidden
         case .invalidAppID, .uidNotFound, .tokenNotFound, .deviceNotFound, .conversationNotFound, .messageNotFound,
             .reportNotFound, .webhookNotFound, .banNotFound, .notFound:
             return .notFound
@@ -45,14 +45,19 @@ struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
             return try await next(request, context)
         } catch {
             let (status, body) = describe(error, request: request)
-            var buffer = ByteBuffer()
-            buffer.writeBytes((try? WireCoding.encode(body)) ?? [])
-            var headers: HTTPFields = [.contentType: "application/json; charset=utf-8"]
-            if let retryAfterMs = body.error.retryAfterMs {
-                headers[.retryAfter] = "\(max(1, (retryAfterMs + 999) / 1000))"
-            }
-            return Response(status: status, headers: headers, body: .init(byteBuffer: buffer))
+            return Self.response(status, body)
         }
+    }
+
+    /// The JSON error response of a refusal.
+    static func response(_ status: HTTPResponse.Status, _ body: ErrorResponse) -> Response {
+        var buffer = ByteBuffer()
+        buffer.writeBytes((try? WireCoding.encode(body)) ?? [])
+        var headers: HTTPFields = [.contentType: "application/json; charset=utf-8"]
+        if let retryAfterMs = body.error.retryAfterMs {
+            headers[.retryAfter] = "\(max(1, (retryAfterMs + 999) / 1000))"
+        }
+        return Response(status: status, headers: headers, body: .init(byteBuffer: buffer))
     }
 
     private func describe(_ error: any Error, request: Request) -> (HTTPResponse.Status, ErrorResponse) {

@@ -152,11 +152,12 @@ public func buildApplication(
     )
     let readiness = Readiness()
     let authenticator = Authenticator(store: store, time: time)
+    let allowedOrigins = AllowedOrigins(store: store, time: time)
     let limits = EdgeRateLimiters(configuration.edge, time: time)
     let api = APIHandler(
         store: store, authenticator: authenticator, writer: writer, relay: relay, presence: presence, time: time,
         limits: limits, configuration: configuration, logger: logger, readiness: readiness,
-        webhooksQueued: webhooks.wake
+        webhooksQueued: webhooks.wake, liveCounts: { hub.counts(appId: $0) }, allowedOrigins: allowedOrigins
     )
     let sockets = SocketRegistry()
     let expiry = TokenExpiry(time: time)
@@ -170,6 +171,8 @@ public func buildApplication(
     let connectionAttempts = limits.connectionAttempts
 
     let router = Router(context: ParleyRequestContext.self)
+    // Outermost: the CORS headers go on every answer, refusals included.
+    router.add(middleware: CORSMiddleware(origins: allowedOrigins))
     router.add(middleware: ErrorMiddleware(logger: logger))
     router.add(middleware: CredentialsMiddleware())
     try api.registerHandlers(

@@ -73,6 +73,11 @@ final class PresenceTracker: Service {
         (changes, sink) = AsyncStream.makeStream(of: Change.self)
     }
 
+    /// One app's users online here (a walk of the set: for the operator's figures, not a hot path).
+    func onlineCount(appId: String) -> Int {
+        state.withLockedValue { state in state.online.reduce(0) { $0 + ($1.appId == appId ? 1 : 0) } }
+    }
+
     /// Users with a connection here, and users online here (``ServerSnapshot``).
     var counts: (connected: Int, online: Int) {
         state.withLockedValue { ($0.connections.count, $0.online.count) }

@@ -21,6 +21,14 @@ public protocol ParleyStore: Sendable {
     func apps() async throws -> [AppRecord]
     /// Replaces an app's key hashes. Returns false when there is no such app.
     func updateAppKeys(appId: String, authKeyHash: [UInt8], restAPIKeyHash: [UInt8]) async throws -> Bool
+    /// Replaces an app's allowed web origins (``AppRecord/allowedOrigins``). Returns false when there is no such app.
+    func updateAppOrigins(appId: String, origins: [String]) async throws -> Bool
+    /// The app's users in uid order, those after `after` (exclusive), at most `limit`.
+    func users(appId: String, after: String?, limit: Int) async throws -> [User]
+    /// Every conversation of the app that is not deleted, newest first (by `pk`), those before `beforePK`.
+    func appConversations(appId: String, beforePK: Int64?, limit: Int) async throws -> [ConversationRow]
+    /// How many users and (not deleted) conversations the app has.
+    func appCounts(appId: String) async throws -> AppCounts
 
     // MARK: Users
     /// Throws ``DomainError`` `ERR_UID_ALREADY_EXISTS`.

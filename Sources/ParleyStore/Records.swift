@@ -10,13 +10,37 @@ public struct AppRecord: Sendable, Hashable {
     /// SHA-256 of the secret REST API key.
     public var restAPIKeyHash: [UInt8]
     public var createdAt: Int64
+    /// Web origins (`https://chat.example.com`) whose pages may call the REST API (CORS); `*` for any.
+    public var allowedOrigins: [String]
 
-    public init(id: String, name: String, authKeyHash: [UInt8], restAPIKeyHash: [UInt8], createdAt: Int64) {
+    public init(
+        id: String, name: String, authKeyHash: [UInt8], restAPIKeyHash: [UInt8], createdAt: Int64,
+        allowedOrigins: [String] = []
+    ) {
         self.id = id
         self.name = name
         self.authKeyHash = authKeyHash
         self.restAPIKeyHash = restAPIKeyHash
         self.createdAt = createdAt
+        self.allowedOrigins = allowedOrigins
+    }
+
+    /// The origins as stored: one per line (an origin holds no line break).
+    public static func storedOrigins(_ origins: [String]) -> String { origins.joined(separator: "\n") }
+
+    public static func origins(stored: String) -> [String] {
+        stored.split(separator: "\n").map(String.init)
+    }
+}
+
+/// How much an app holds, for its operator.
+public struct AppCounts: Sendable, Hashable {
+    public var users: Int
+    public var conversations: Int
+
+    public init(users: Int, conversations: Int) {
+        self.users = users
+        self.conversations = conversations
     }
 }
 

@@ -411,6 +411,13 @@ extension PostgresStore {
                 """,
             ]
         ),
+        PostgresMigration(
+            version: 10, name: "allowed origins",
+            statements: [
+                // The web origins (CORS) whose pages may call the REST API, one per line.
+                "ALTER TABLE apps ADD COLUMN allowed_origins TEXT NOT NULL DEFAULT ''"
+            ]
+        ),
     ]
 
     /// The key of the advisory lock that serializes migrations of one database ("parley.schema").

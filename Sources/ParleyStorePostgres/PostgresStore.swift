@@ -155,14 +155,14 @@ public final class PostgresStore: ParleyStore {
 
     // MARK: Apps
 
-    static let appColumns = "id, name, auth_key_hash, rest_api_key_hash, created_at"
+    static let appColumns = "id, name, auth_key_hash, rest_api_key_hash, created_at, allowed_origins"
 
     public func insertApp(_ app: AppRecord) async throws {
         try await execute(
             """
-            INSERT INTO apps (id, name, auth_key_hash, rest_api_key_hash, created_at)
+            INSERT INTO apps (id, name, auth_key_hash, rest_api_key_hash, created_at, allowed_origins)
             VALUES (\(app.id), \(app.name), \(ByteBuffer(bytes: app.authKeyHash)), \(ByteBuffer(bytes: app.restAPIKeyHash)),
-                \(app.createdAt))
+                \(app.createdAt), \(AppRecord.storedOrigins(app.allowedOrigins)))
             """
         )
     }
@@ -178,9 +178,10 @@ public final class PostgresStore: ParleyStore {
                 guard try await session.value("SELECT count(*) FROM apps", as: Int64.self) == 0 else { return false }
                 try await session.execute(
                     """
-                    INSERT INTO apps (id, name, auth_key_hash, rest_api_key_hash, created_at)
+                    INSERT INTO apps (id, name, auth_key_hash, rest_api_key_hash, created_at, allowed_origins)
                     VALUES (\(app.id), \(app.name), \(ByteBuffer(bytes: app.authKeyHash)),
-                        \(ByteBuffer(bytes: app.restAPIKeyHash)), \(app.createdAt))
+                        \(ByteBuffer(bytes: app.restAPIKeyHash)), \(app.createdAt),
+                        \(AppRecord.storedOrigins(app.allowedOrigins)))
                     """
                 )
                 return true
@@ -213,12 +214,13 @@ public final class PostgresStore: ParleyStore {
     }
 
     static func appRecord(_ row: PostgresRow) throws -> AppRecord {
-        let (id, name, authKeyHash, restAPIKeyHash, createdAt) = try row.decode(
-            (String, String, ByteBuffer, ByteBuffer, Int64).self
+        let (id, name, authKeyHash, restAPIKeyHash, createdAt, origins) = try row.decode(
+            (String, String, ByteBuffer, ByteBuffer, Int64, String).self
         )
         return AppRecord(
             id: id, name: name, authKeyHash: Array(authKeyHash.readableBytesView),
-            restAPIKeyHash: Array(restAPIKeyHash.readableBytesView), createdAt: createdAt
+            restAPIKeyHash: Array(restAPIKeyHash.readableBytesView), createdAt: createdAt,
+            allowedOrigins: AppRecord.origins(stored: origins)
         )
     }
 

@@ -342,6 +342,10 @@ extension SQLiteStore {
                     """
             )
         }
+        migrator.registerMigration("v11: allowed origins") { db in
+            // The web origins (CORS) whose pages may call the REST API, one per line.
+            try db.execute(sql: "ALTER TABLE apps ADD COLUMN allowed_origins TEXT NOT NULL DEFAULT ''")
+        }
         return migrator
     }
 }

@@ -99,8 +99,14 @@ public final class SQLiteStore: ParleyStore {
     public func insertApp(_ app: AppRecord) async throws {
         try await pool.write { db in
             try db.execute(
-                sql: "INSERT INTO apps (id, name, auth_key_hash, rest_api_key_hash, created_at) VALUES (?, ?, ?, ?, ?)",
-                arguments: [app.id, app.name, Data(app.authKeyHash), Data(app.restAPIKeyHash), app.createdAt]
+                sql: """
+                    INSERT INTO apps (id, name, auth_key_hash, rest_api_key_hash, created_at, allowed_origins)
+                    VALUES (?, ?, ?, ?, ?, ?)
+                    """,
+                arguments: [
+                    app.id, app.name, Data(app.authKeyHash), Data(app.restAPIKeyHash), app.createdAt,
+                    AppRecord.storedOrigins(app.allowedOrigins),
+                ]
             )
         }
     }
@@ -110,8 +116,14 @@ public final class SQLiteStore: ParleyStore {
         try await pool.write { db in
             guard try Int.fetchOne(db, sql: "SELECT count(*) FROM apps") == 0 else { return false }
             try db.execute(
-                sql: "INSERT INTO apps (id, name, auth_key_hash, rest_api_key_hash, created_at) VALUES (?, ?, ?, ?, ?)",
-                arguments: [app.id, app.name, Data(app.authKeyHash), Data(app.restAPIKeyHash), app.createdAt]
+                sql: """
+                    INSERT INTO apps (id, name, auth_key_hash, rest_api_key_hash, created_at, allowed_origins)
+                    VALUES (?, ?, ?, ?, ?, ?)
+                    """,
+                arguments: [
+                    app.id, app.name, Data(app.authKeyHash), Data(app.restAPIKeyHash), app.createdAt,
+                    AppRecord.storedOrigins(app.allowedOrigins),
+                ]
             )
             return true
         }
@@ -150,7 +162,8 @@ public final class SQLiteStore: ParleyStore {
     static func appRecord(_ row: Row) -> AppRecord {
         AppRecord(
             id: row["id"], name: row["name"], authKeyHash: [UInt8](row["auth_key_hash"] as Data),
-            restAPIKeyHash: [UInt8](row["rest_api_key_hash"] as Data), createdAt: row["created_at"]
+            restAPIKeyHash: [UInt8](row["rest_api_key_hash"] as Data), createdAt: row["created_at"],
+            allowedOrigins: AppRecord.origins(stored: row["allowed_origins"])
         )
     }
 

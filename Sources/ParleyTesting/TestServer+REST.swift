@@ -10,6 +10,10 @@ import FoundationNetworking
 public struct RESTAnswer: Sendable {
     public var status: Int
     public var body: [UInt8]
+    /// The response's header fields, by lowercased name.
+    public var headers: [String: String] = [:]
+
+    public func header(_ name: String) -> String? { headers[name.lowercased()] }
 
     /// The body decoded as `T`.
     public func decode<T: Decodable>(_ type: T.Type = T.self) throws -> T {
@@ -33,10 +37,12 @@ extension ParleyEndpoint {
 
     /// Sends a request to the server's REST API.
     public func request(
-        _ method: String, _ path: String, token: String? = nil, apiKey: String? = nil, body: (some Encodable)? = nil as String?
+        _ method: String, _ path: String, token: String? = nil, apiKey: String? = nil,
+        headers: [String: String] = [:], body: (some Encodable)? = nil as String?
     ) async throws -> RESTAnswer {
         var request = URLRequest(url: URL(string: baseURL.absoluteString + path)!)
         request.httpMethod = method
+        for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
         if let token { request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization") }
         if let apiKey { request.setValue(apiKey, forHTTPHeaderField: "X-Parley-Api-Key") }
         if let body {
@@ -44,7 +50,12 @@ extension ParleyEndpoint {
             request.setValue("application/json", forHTTPHeaderField: "Content-Type")
         }
         let (data, response) = try await URLSession.shared.data(for: request)
-        return RESTAnswer(status: (response as? HTTPURLResponse)?.statusCode ?? 0, body: Array(data))
+        let http = response as? HTTPURLResponse
+        var fields: [String: String] = [:]
+        for (name, value) in http?.allHeaderFields ?? [:] {
+            if let name = name as? String, let value = value as? String { fields[name.lowercased()] = value }
+        }
+        return RESTAnswer(status: http?.statusCode ?? 0, body: Array(data), headers: fields)
     }
 
     /// Logs `uid` in with the app's Auth Key (creating the user) and returns an auth token.

@@ -182,6 +182,27 @@ import FoundationNetworking
             ("ConversationBan", ban, ConversationBan(conversationId: "c", uid: "bob", createdAt: 1)),
             ("BanList", BanList(bans: [ban]), BanList(bans: [])),
             (
+                "AppOverview",
+                AppOverview(
+                    appId: "a", name: "A", createdAt: 1, allowedOrigins: ["https://x.example"],
+                    stats: AppStats(users: 1, conversations: 2, liveConnections: 3, connectedUsers: 1, onlineUsers: 1)
+                ),
+                AppOverview(
+                    appId: "a", name: "A", createdAt: 1, allowedOrigins: [],
+                    stats: AppStats(users: 0, conversations: 0, liveConnections: 0, connectedUsers: 0, onlineUsers: 0)
+                )
+            ),
+            (
+                "AppStats", AppStats(users: 1, conversations: 2, liveConnections: 3, connectedUsers: 1, onlineUsers: 1),
+                AppStats(users: 0, conversations: 0, liveConnections: 0, connectedUsers: 0, onlineUsers: 0)
+            ),
+            ("UpdateAppSettingsRequest", UpdateAppSettingsRequest(allowedOrigins: ["*"]), UpdateAppSettingsRequest()),
+            (
+                "AppKeys", AppKeys(appId: "a", authKey: "ak_1", restAPIKey: "rk_1"),
+                AppKeys(appId: "a", authKey: "ak_1", restAPIKey: "rk_1")
+            ),
+            ("UserList", UserList(users: [user], nextCursor: "bob"), UserList(users: [])),
+            (
                 "CreateReportRequest",
                 CreateReportRequest(conversationId: "c", messageId: "m", uid: "u", reason: .spam, details: "d"),
                 CreateReportRequest(reason: .other)
@@ -289,7 +310,7 @@ import FoundationNetworking
                 checked += 1
             }
         }
-        #expect(checked == 60)
+        #expect(checked == 64)
         try await server.stop()
     }
 

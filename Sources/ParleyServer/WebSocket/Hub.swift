@@ -90,6 +90,22 @@ final class Hub: Sendable {
         }
     }
 
+    /// Live connections of one app's users, and how many users they belong to (a walk of every shard: for the
+    /// operator's figures, not a hot path).
+    func counts(appId: String) -> (connections: Int, users: Int) {
+        var connections = 0
+        var users = 0
+        for shard in shards {
+            shard.withLockedValue { map in
+                for (key, list) in map where key.appId == appId && !list.isEmpty {
+                    connections += list.count
+                    users += 1
+                }
+            }
+        }
+        return (connections, users)
+    }
+
     /// Number of live connections.
     var connectionCount: Int {
         shards.reduce(0) { total, shard in total + shard.withLockedValue { $0.values.reduce(0) { $0 + $1.count } } }

@@ -1,0 +1,75 @@
+/// `GET /v1/app` (REST API key): the app as its operator sees it.
+public struct AppOverview: Codable, Sendable, Hashable {
+    public var appId: String
+    public var name: String
+    /// Epoch milliseconds.
+    public var createdAt: Int64
+    /// Web origins whose pages may call the REST API (CORS), `https://chat.example.com` or `*`.
+    public var allowedOrigins: [String]
+    public var stats: AppStats
+
+    public init(appId: String, name: String, createdAt: Int64, allowedOrigins: [String], stats: AppStats) {
+        self.appId = appId
+        self.name = name
+        self.createdAt = createdAt
+        self.allowedOrigins = allowedOrigins
+        self.stats = stats
+    }
+}
+
+/// Figures of one app: stored ones for the whole deployment, live ones for the node that answers.
+public struct AppStats: Codable, Sendable, Hashable {
+    public var users: Int
+    /// Conversations not deleted.
+    public var conversations: Int
+    /// Authenticated WebSocket connections of the app's users on this node.
+    public var liveConnections: Int
+    /// The app's users with a connection on this node.
+    public var connectedUsers: Int
+    /// The app's users online as this node sees them (their presence grace included).
+    public var onlineUsers: Int
+
+    public init(users: Int, conversations: Int, liveConnections: Int, connectedUsers: Int, onlineUsers: Int) {
+        self.users = users
+        self.conversations = conversations
+        self.liveConnections = liveConnections
+        self.connectedUsers = connectedUsers
+        self.onlineUsers = onlineUsers
+    }
+}
+
+/// `PATCH /v1/app`: what the operator may change; what is left out keeps its value.
+public struct UpdateAppSettingsRequest: Codable, Sendable, Hashable {
+    /// At most ``maxAllowedOrigins``, each `scheme://host[:port]` (http or https) or `*`; the list replaces the old.
+    public var allowedOrigins: [String]?
+
+    public static let maxAllowedOrigins = 20
+
+    public init(allowedOrigins: [String]? = nil) {
+        self.allowedOrigins = allowedOrigins
+    }
+}
+
+/// `POST /v1/app/keys`: the app's new keys, shown once. The old ones stop working at once.
+public struct AppKeys: Codable, Sendable, Hashable {
+    public var appId: String
+    public var authKey: String
+    public var restAPIKey: String
+
+    public init(appId: String, authKey: String, restAPIKey: String) {
+        self.appId = appId
+        self.authKey = authKey
+        self.restAPIKey = restAPIKey
+    }
+}
+
+/// `GET /v1/users` (REST API key): a page of the app's users in uid order.
+public struct UserList: Codable, Sendable, Hashable {
+    public var users: [User]
+    public var nextCursor: String?
+
+    public init(users: [User], nextCursor: String? = nil) {
+        self.users = users
+        self.nextCursor = nextCursor
+    }
+}

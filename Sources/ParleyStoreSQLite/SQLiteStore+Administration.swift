@@ -1,0 +1,60 @@
+import Foundation
+import GRDB
+import ParleyProtocol
+import ParleyStore
+
+/// What an app's operator reads and changes with the REST API key (the web console): allowed origins, every user,
+/// every conversation, counts. Not on any hot path.
+extension SQLiteStore {
+    public func updateAppOrigins(appId: String, origins: [String]) async throws -> Bool {
+        try await pool.write { db in
+            try db.execute(
+                sql: "UPDATE apps SET allowed_origins = ? WHERE id = ?",
+                arguments: [AppRecord.storedOrigins(origins), appId]
+            )
+            return db.changesCount > 0
+        }
+    }
+
+    public func users(appId: String, after: String?, limit: Int) async throws -> [User] {
+        try await pool.read { db in
+            try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT uid, name, avatar_url, metadata, created_at, updated_at FROM users
+                    WHERE app_id = ? AND (? IS NULL OR uid > ?) ORDER BY uid LIMIT ?
+                    """,
+                arguments: [appId, after, after, limit]
+            ).map { row in
+                User(
+                    uid: row[0], name: row[1], avatarURL: row[2], metadata: try Self.jsonValue(row[3]),
+                    createdAt: row[4], updatedAt: row[5]
+                )
+            }
+        }
+    }
+
+    public func appConversations(appId: String, beforePK: Int64?, limit: Int) async throws -> [ConversationRow] {
+        try await pool.read { db in
+            try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT * FROM conversations WHERE app_id = ? AND deleted_at IS NULL AND (? IS NULL OR pk < ?)
+                    ORDER BY pk DESC LIMIT ?
+                    """,
+                arguments: [appId, beforePK, beforePK, limit]
+            ).map(Self.conversationRow)
+        }
+    }
+
+    public func appCounts(appId: String) async throws -> AppCounts {
+        try await pool.read { db in
+            let users = try Int.fetchOne(db, sql: "SELECT count(*) FROM users WHERE app_id = ?", arguments: [appId])
+            let conversations = try Int.fetchOne(
+                db, sql: "SELECT count(*) FROM conversations WHERE app_id = ? AND deleted_at IS NULL",
+                arguments: [appId]
+            )
+            return AppCounts(users: users ?? 0, conversations: conversations ?? 0)
+        }
+    }
+}
