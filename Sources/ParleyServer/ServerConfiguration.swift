@@ -85,8 +85,7 @@ public struct EdgeLimits: Sendable {
     public var maxHeaderBytes: Int = 32 * 1024
     /// Most header fields in a request. More: 431.
     public var maxHeaderCount: Int = 100
-    /// A connection that has sent nothing this long after its accept, and a WebSocket that has not sent `connect` this
-    /// long after its upgrade, stop counting against
+    /// A WebSocket that has not sent `connect` this long after its upgrade stops counting against
     /// ``ServerConfiguration/maxConnectionsInSetup`` (it costs the server nothing while it waits on its client); its
     /// `connect` takes a slot again when it comes.
     public var silentConnectionGrace: Duration = .milliseconds(10)

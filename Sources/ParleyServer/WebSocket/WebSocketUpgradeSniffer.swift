@@ -14,8 +14,7 @@ import NIOWebSocket
 /// health check's connect-then-close) or when the server shuts down (`ChannelShouldQuiesceEvent`), and when the head is
 /// not complete ``EdgeLimits/requestHeadTimeout`` after the accept (408 if anything arrived). It also tells the
 /// admission gate when the connection stops costing the server anything: when everything it sent is read and the
-/// head is still incomplete (the connection waits on its peer, not on the server), and when it has sent nothing at all
-/// ``EdgeLimits/silentConnectionGrace`` after the accept.
+/// head is still incomplete (the connection waits on its peer, not on the server).
 final class WebSocketUpgradeSniffer: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = ByteBuffer
     typealias InboundOut = ByteBuffer
@@ -63,24 +62,6 @@ final class WebSocketUpgradeSniffer: ChannelInboundHandler, RemovableChannelHand
             [weak self, weak channel] in
             guard let self, let channel, !decided else { return }
             headTimedOut(channel: channel)
-        }
-        checkSilence(context.eventLoop, channel: channel)
-    }
-
-    /// A connection that has sent nothing ``EdgeLimits/silentConnectionGrace`` after its accept waits on its peer (a
-    /// TCP health check, a port scan, a client that connects ahead of need): it gives its setup slot up, so that a
-    /// thousand of them cannot hold the gate shut. If the loop is busy (the timer fired late) its bytes may be waiting
-    /// unread: it looks again after another grace.
-    private func checkSilence(_ loop: any EventLoop, channel: any Channel) {
-        let grace = limits.silentConnectionGrace.timeAmount
-        let due = loop.now + grace
-        loop.assumeIsolated().scheduleTask(deadline: due) { [weak self, weak channel] in
-            guard let self, let channel, !decided, buffered == nil else { return }
-            if Self.isLate(loop.now, due: due, grace: grace) {
-                checkSilence(loop, channel: channel)
-            } else {
-                admitted(channel)
-            }
         }
     }
 

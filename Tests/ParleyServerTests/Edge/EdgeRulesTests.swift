@@ -191,7 +191,7 @@ import Testing
             try channel.writeInbound(ByteBuffer(string: "GET /v1/ws HTTP/1.1\r\n"))
             try channel.close().wait()
             closed = channel
-            // One that sent nothing, whose silence timer is also pending.
+            // One that sent nothing.
             let other = EmbeddedChannel(loop: loop)
             try other.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
             _ = try Self.sniffer(on: other, limits: EdgeLimits(), admitted: admitted)
@@ -202,22 +202,6 @@ import Testing
         #expect(closed == nil)
         #expect(silent == nil)
         loop.advanceTime(by: .seconds(10))
-    }
-
-    /// A connection that sends nothing (a TCP health check, a port scan) gives its setup slot up after the grace.
-    @Test func aConnectionThatSendsNothingGivesItsSlotUpAfterTheGrace() throws {
-        let channel = EmbeddedChannel()
-        try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
-        let admitted = Admitted()
-        _ = try Self.sniffer(on: channel, limits: EdgeLimits(), admitted: admitted)
-        channel.embeddedEventLoop.advanceTime(by: .milliseconds(9))
-        #expect(admitted.count.withLockedValue { $0 } == 0)
-        channel.embeddedEventLoop.advanceTime(by: .milliseconds(1))
-        #expect(admitted.count.withLockedValue { $0 } == 1)
-        // Still open: it is closed at the head's deadline.
-        #expect(channel.isActive)
-        channel.embeddedEventLoop.advanceTime(by: .seconds(10))
-        #expect(!channel.isActive)
     }
 
     @Test func halfAHeadIsAnswered408AtTheDeadlineAndAHalfCloseEndsItAtOnce() throws {

@@ -108,8 +108,7 @@ import Testing
 
     /// Silent clients do not hold the setup gate shut: a thousand upgraded sockets that never send `connect` leave it open, and
     /// a normal client logs in, connects, sends and receives while they stay; so does a client while a hundred TCP
-    /// connections that send nothing are open: each gives its slot up 10 ms after its accept (before, they held the
-    /// gate shut a second per 16 of them, and the last few held their slots for good once the gate was no longer full).
+    /// connections that send nothing are open (they hold slots for a second at most, and only while the gate is full).
     @Test func silentSocketsHoldNoSetupSlot() async throws {
         let server = try await TestServer.startForEdgeTests {
             $0.handshakeTimeout = .seconds(60)
@@ -131,9 +130,8 @@ import Testing
         #expect(upgraded.webSockets == 1000, "\(upgraded)")
         #expect(upgraded.connectionsInSetup + upgraded.handshakesInProgress < 16, "\(upgraded)")
         for _ in 0..<100 { silent.append(try await RawSocket.connected(port: server.port)) }
-        let held = await server.snapshot { $0.openConnections >= 1100 && $0.connectionsInSetup == 0 }
+        let held = await server.snapshot { $0.openConnections >= 1100 }
         #expect(held.openConnections >= 1100, "\(held)")
-        #expect(held.connectionsInSetup == 0, "\(held)")
 
         let alice = try await server.login("alice")
         _ = try await server.login("bob")
