@@ -100,10 +100,31 @@ import Testing
         _ = try? await rig.listener.finish(acceptAlreadyClosed: true)
     }
 
+    /// A connection that has sent nothing (a TCP health check, a port scan) gives its slot up at the first sweep while
+    /// the gate is full (10 ms), so that silent connections cannot hold the gate shut; one that sent its first bytes
+    /// keeps it.
+    @Test func connectionsThatSendNothingAreFreedByTheNextSweep() async throws {
+        let rig = try await Rig(limit: 2)
+        let silent = try await rig.accept()
+        let talking = try await rig.accept()
+        rig.gate.heard(talking)
+        rig.listener.read()
+        #expect(try await rig.reads() == 1)
+        await rig.loop.advanceTime(by: .milliseconds(5))
+        #expect(try await rig.reads() == 1)
+        await rig.loop.advanceTime(by: .milliseconds(10))
+        #expect(try await rig.reads() == 2)
+        #expect(rig.gate.counts.accepting == 1)
+        withExtendedLifetime((silent, talking)) {}
+        _ = try? await rig.listener.finish(acceptAlreadyClosed: true)
+    }
+
     /// Slots held longer than a second (a connection that never finishes its setup) are freed while the gate is full.
     @Test func slotsHeldTooLongAreFreedWhileTheGateIsFull() async throws {
         let rig = try await Rig(limit: 2)
         let connection = try await rig.accept()
+        // It sent something (a head that never ends): only the hold's limit frees it.
+        rig.gate.heard(connection)
         _ = rig.gate.requestHandshake(at: rig.loop.now) {}
         rig.listener.read()
         #expect(try await rig.reads() == 1)

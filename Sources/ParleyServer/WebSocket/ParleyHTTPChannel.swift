@@ -69,7 +69,7 @@ struct ParleyHTTPChannel: ServerChildChannel, HTTPChannelHandler {
             let sniffer = WebSocketUpgradeSniffer(
                 outcome: outcome, maxFrameSize: gateway.configuration.maxInboundFrameSize,
                 limits: gateway.configuration.edge, admitted: { admission.admitted($0) },
-                upgraded: { admission.becameWebSocket($0) },
+                heard: { admission.heard($0) }, upgraded: { admission.becameWebSocket($0) },
                 upgrade: { channel, authorization in
                     try gateway.addHandlers(to: channel, authorization: authorization)
                 },

@@ -29,6 +29,7 @@ final class WebSocketUpgradeSniffer: ChannelInboundHandler, RemovableChannelHand
     private let maxFrameSize: Int
     private let limits: EdgeLimits
     private let admitted: (any Channel) -> Void
+    private let heard: (any Channel) -> Void
     private let upgraded: (any Channel) -> Void
     private let upgrade: Upgrade
     private let fallBack: FallBack
@@ -37,15 +38,18 @@ final class WebSocketUpgradeSniffer: ChannelInboundHandler, RemovableChannelHand
 
     /// - Parameters:
     ///   - admitted: Tells the admission gate that the connection no longer counts as being set up.
+    ///   - heard: Tells it that the connection sent its first bytes.
     ///   - upgraded: Tells it that the connection is a WebSocket.
     init(
         outcome: UpgradeOutcome, maxFrameSize: Int, limits: EdgeLimits, admitted: @escaping (any Channel) -> Void,
-        upgraded: @escaping (any Channel) -> Void, upgrade: @escaping Upgrade, fallBack: @escaping FallBack
+        heard: @escaping (any Channel) -> Void, upgraded: @escaping (any Channel) -> Void,
+        upgrade: @escaping Upgrade, fallBack: @escaping FallBack
     ) {
         self.outcome = outcome
         self.maxFrameSize = maxFrameSize
         self.limits = limits
         self.admitted = admitted
+        self.heard = heard
         self.upgraded = upgraded
         self.upgrade = upgrade
         self.fallBack = fallBack
@@ -72,6 +76,7 @@ final class WebSocketUpgradeSniffer: ChannelInboundHandler, RemovableChannelHand
         }
         var incoming = unwrapInboundIn(data)
         if buffered == nil {
+            heard(context.channel)
             buffered = incoming
         } else {
             buffered!.writeBuffer(&incoming)
