@@ -193,9 +193,11 @@ extension TestServer {
         configure: (inout ServerConfiguration) -> Void = { _ in }
     ) async throws -> TestServer {
         try await start(databaseURL: databaseURL, clock: clock) { configuration in
-            configuration.edge.requestHeadTimeout = .milliseconds(500)
-            configuration.edge.requestBodyTimeout = .milliseconds(500)
-            configuration.edge.idleTimeout = .seconds(1)
+            // Short, but not so short that a test's own first bytes miss them when the whole suite runs at once on two
+            // cores (a raw socket's send starts a thread).
+            configuration.edge.requestHeadTimeout = .seconds(2)
+            configuration.edge.requestBodyTimeout = .seconds(2)
+            configuration.edge.idleTimeout = .seconds(3)
             configuration.edge.connectionAttemptsPerAddress = nil
             configuration.edge.loginsPerAddress = nil
             configuration.edge.messagesPerUser = nil

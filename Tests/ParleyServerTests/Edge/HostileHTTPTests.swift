@@ -7,7 +7,7 @@ import Testing
 /// docs/PROTOCOL.md, "The connection edge": malformed, smuggling-shaped, oversized or unsupported HTTP gets the
 /// documented status and error code within the moment it is read, then the connection closes; the server keeps serving
 /// and holds nothing for those connections afterwards. Raw bytes over real sockets to the real server.
-@Suite(.timeLimit(.minutes(3))) struct HostileHTTPTests {
+@Suite(.serialized, .timeLimit(.minutes(3))) struct HostileHTTPTests {
     struct Case: Sendable, CustomTestStringConvertible {
         var name: String
         var bytes: [UInt8]
