@@ -8,7 +8,7 @@ struct Admin: AsyncParsableCommand {
         abstract: "Server-to-server tasks with the app's secret REST API key.",
         subcommands: [
             CreateUser.self, IssueToken.self, ListTokens.self, RevokeTokens.self, Reports.self, ResolveReport.self,
-            DeleteMessage.self, WebhookCommands.self,
+            DeleteMessage.self, WebhookCommands.self, AppInfo.self, Users.self, RotateKeys.self,
         ]
     )
 
@@ -26,6 +26,72 @@ struct Admin: AsyncParsableCommand {
                 throw CLIFailure.usage("Give the REST API key with --api-key or PARLEY_API_KEY.")
             }
             return ParleyAdmin(serverURL: url, restAPIKey: key)
+        }
+    }
+
+    struct AppInfo: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "app",
+            abstract: "Show the app (users, conversations, live connections) and change its allowed web origins."
+        )
+        @OptionGroup var key: KeyOptions
+        @Option(
+            name: .customLong("allow-origin"),
+            help: "Replace the web origins allowed to call the REST API (repeat it; `*` for any; none: --no-origins)."
+        )
+        var origins: [String] = []
+        @Flag(name: .customLong("no-origins"), help: "Allow no web origin.") var noOrigins = false
+
+        func run() async throws {
+            try await reportingFailures {
+                let admin = try key.admin()
+                let app: AppOverview
+                if noOrigins || !origins.isEmpty {
+                    app = try await admin.setAllowedOrigins(noOrigins ? [] : origins)
+                } else {
+                    app = try await admin.app()
+                }
+                say("\(app.name) (\(app.appId))")
+                say("Users: \(app.stats.users)  Conversations: \(app.stats.conversations)")
+                say(
+                    "On this node: \(app.stats.liveConnections) connection(s) of \(app.stats.connectedUsers) user(s), "
+                        + "\(app.stats.onlineUsers) online"
+                )
+                let origins = app.allowedOrigins.isEmpty ? "none" : app.allowedOrigins.joined(separator: " ")
+                say("Allowed web origins: \(origins)")
+            }
+        }
+    }
+
+    struct Users: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "List the app's users, in uid order.")
+        @OptionGroup var key: KeyOptions
+        @Option(help: "At most this many (1-200).") var limit = 50
+        @Option(help: "The uid to list after (the last one of the previous page).") var after: String?
+
+        func run() async throws {
+            try await reportingFailures {
+                let page = try await key.admin().users(limit: limit, cursor: after)
+                for user in page.users { say("\(user.uid)\t\(user.name)") }
+                if let next = page.nextCursor { say("More: --after \(next)") }
+            }
+        }
+    }
+
+    struct RotateKeys: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "rotate-keys",
+            abstract: "Replace the app's Auth Key and REST API key; the old ones stop working at once."
+        )
+        @OptionGroup var key: KeyOptions
+
+        func run() async throws {
+            try await reportingFailures {
+                let keys = try await key.admin().rotateKeys()
+                say("App ID:       \(keys.appId)")
+                say("Auth Key:     \(keys.authKey)")
+                say("REST API Key: \(keys.restAPIKey)   (shown once: keep it)")
+            }
         }
     }
 
