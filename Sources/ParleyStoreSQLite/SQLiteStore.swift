@@ -97,36 +97,29 @@ public final class SQLiteStore: ParleyStore {
     // MARK: Apps
 
     public func insertApp(_ app: AppRecord) async throws {
-        try await pool.write { db in
-            try db.execute(
-                sql: """
-                    INSERT INTO apps (id, name, auth_key_hash, rest_api_key_hash, created_at, allowed_origins)
-                    VALUES (?, ?, ?, ?, ?, ?)
-                    """,
-                arguments: [
-                    app.id, app.name, Data(app.authKeyHash), Data(app.restAPIKeyHash), app.createdAt,
-                    AppRecord.storedOrigins(app.allowedOrigins),
-                ]
-            )
-        }
+        try await pool.write { db in try Self.insert(app, in: db) }
     }
 
     public func insertFirstApp(_ app: AppRecord) async throws -> Bool {
         // One write transaction: SQLite's single writer makes the check and the insert atomic.
         try await pool.write { db in
             guard try Int.fetchOne(db, sql: "SELECT count(*) FROM apps") == 0 else { return false }
-            try db.execute(
-                sql: """
-                    INSERT INTO apps (id, name, auth_key_hash, rest_api_key_hash, created_at, allowed_origins)
-                    VALUES (?, ?, ?, ?, ?, ?)
-                    """,
-                arguments: [
-                    app.id, app.name, Data(app.authKeyHash), Data(app.restAPIKeyHash), app.createdAt,
-                    AppRecord.storedOrigins(app.allowedOrigins),
-                ]
-            )
+            try Self.insert(app, in: db)
             return true
         }
+    }
+
+    private static func insert(_ app: AppRecord, in db: Database) throws {
+        try db.execute(
+            sql: """
+                INSERT INTO apps (id, name, auth_key_hash, rest_api_key_hash, created_at, allowed_origins)
+                VALUES (?, ?, ?, ?, ?, ?)
+                """,
+            arguments: [
+                app.id, app.name, Data(app.authKeyHash), Data(app.restAPIKeyHash), app.createdAt,
+                AppRecord.storedOrigins(app.allowedOrigins),
+            ]
+        )
     }
 
     public func app(id: String) async throws -> AppRecord? {

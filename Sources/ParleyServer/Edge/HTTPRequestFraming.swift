@@ -189,21 +189,12 @@ struct HTTPRequestFraming {
         var size = 0
         var digits = 0
         for byte in line {
-            guard let value = hexValue(byte) else { break }
+            guard let value = HTTPRequestGuard.hexValue(byte) else { break }
             digits += 1
             guard digits <= 15 else { return nil }
             size = size << 4 | Int(value)
         }
         return digits == 0 ? nil : size
-    }
-
-    private static func hexValue(_ byte: UInt8) -> UInt8? {
-        switch byte {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
-        default: nil
-        }
     }
 }
 

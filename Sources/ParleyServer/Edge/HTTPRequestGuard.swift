@@ -196,7 +196,7 @@ final class HTTPRequestGuard: ChannelDuplexHandler, RemovableChannelHandler {
         return false
     }
 
-    private static func hexValue(_ byte: UInt8) -> UInt8? {
+    static func hexValue(_ byte: UInt8) -> UInt8? {
         switch byte {
         case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
         case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
