@@ -151,9 +151,6 @@ extension APIHandler {
 
     // MARK: Helpers
 
-    /// The conversation, when the caller participates in it. A private conversation the caller is not in is
-    /// "not found"; a public one is `ERR_NOT_A_PARTICIPANT` (it can be joined), or `ERR_BANNED` for a user banned
-    /// from it.
     /// A conversation a participant sees (``requireParticipant(_:conversationId:)``), or, for the app's server, any
     /// of the app's that is not deleted.
     func visibleConversation(_ caller: Caller, conversationId: String) async throws -> ConversationRow {
@@ -163,6 +160,9 @@ extension APIHandler {
         }
     }
 
+    /// The conversation, when the caller participates in it. A private conversation the caller is not in is
+    /// "not found"; a public one is `ERR_NOT_A_PARTICIPANT` (it can be joined), or `ERR_BANNED` for a user banned
+    /// from it.
     func requireParticipant(_ principal: UserPrincipal, conversationId: String) async throws -> ConversationRow {
         try await participation(principal, conversationId: conversationId).row
     }

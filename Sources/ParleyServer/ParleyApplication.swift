@@ -161,7 +161,9 @@ public func buildApplication(
     )
     let sockets = SocketRegistry()
     let expiry = TokenExpiry(time: time)
-    let admission = AdmissionGate(limit: configuration.maxConnectionsInSetup)
+    let admission = AdmissionGate(
+        limit: configuration.maxConnectionsInSetup, silentGrace: configuration.edge.silentConnectionGrace
+    )
     let gateway = WebSocketGateway(
         authenticator: authenticator, store: store, hub: hub, writer: writer, typing: typing, presence: presence,
         sockets: sockets, expiry: expiry, admission: admission,

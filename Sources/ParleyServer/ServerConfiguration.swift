@@ -85,9 +85,10 @@ public struct EdgeLimits: Sendable {
     public var maxHeaderBytes: Int = 32 * 1024
     /// Most header fields in a request. More: 431.
     public var maxHeaderCount: Int = 100
-    /// A WebSocket that has not sent `connect` this long after its upgrade stops counting against
-    /// ``ServerConfiguration/maxConnectionsInSetup`` (it costs the server nothing while it waits on its client); its
-    /// `connect` takes a slot again when it comes.
+    /// A connection that has sent nothing this long after its accept (while the setup gate is full), and a WebSocket
+    /// that has not sent `connect` this long after its upgrade, stop counting against
+    /// ``ServerConfiguration/maxConnectionsInSetup`` (they cost the server nothing while they wait on their clients);
+    /// a WebSocket's `connect` takes a slot again when it comes.
     public var silentConnectionGrace: Duration = .milliseconds(10)
     /// New connections per client address; past it the connection is answered 429 `ERR_RATE_LIMITED` and closed.
     /// Behind a proxy that connects from one address, raise it or turn it off (nil).

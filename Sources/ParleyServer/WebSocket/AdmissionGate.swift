@@ -12,8 +12,8 @@ import NIOCore
 /// Caps how much setup work the server has in progress at once: at most `limit` slots, taken by
 ///
 /// - accepted connections until their first request is read (an HTTP request is being served, or a WebSocket upgrade
-///   answered), they close, or they turn out to wait on their peer (``admitted(_:)``: silent
-///   ``EdgeLimits/silentConnectionGrace`` after the accept, or an incomplete head with everything sent read);
+///   answered), they close, or they turn out to wait on their peer (an incomplete head with everything sent read,
+///   ``admitted(_:)``; or nothing sent ``silentGrace`` after the accept, freed by the sweep while the gate is full);
 /// - WebSockets: a connection keeps its accept slot until it is live (after `caughtUp`) if its `connect` frame
 ///   comes at once; one that gave its slot up because its client was slow to send `connect` asks for a slot again
 ///   with it (``requestHandshake(at:granted:)``), first come first served, its socket unread while it waits.
@@ -23,13 +23,16 @@ import NIOCore
 /// `limit` setups' worth of work on the event loops at a time, and requests on established connections (`/health`,
 /// sends) do not wait behind thousands of them; a connection that waits on its peer costs nothing and holds nothing,
 /// so silent or slow clients cannot hold the gate shut. A slot is held at most ``maxHold``: while the gate is full, a
-/// sweep on the listening socket's loop frees slots held longer.
+/// sweep on the listening socket's loop frees slots held longer, and those of connections that sent nothing.
 ///
 /// Slots are counted under one lock, from any thread: taking and freeing one costs no hop between event loops; only
 /// resuming the listening socket (when it was withheld) and granting a waiting handshake do.
 final class AdmissionGate: Sendable {
     let limit: Int
     let maxHold: Duration
+    /// How long a connection may have sent nothing before the sweep frees its slot
+    /// (``EdgeLimits/silentConnectionGrace``).
+    let silentGrace: Duration
 
     /// A WebSocket handshake's place: waiting, then holding a slot, then released.
     struct Ticket: Hashable, Sendable {
@@ -78,9 +81,10 @@ final class AdmissionGate: Sendable {
     private let state = NIOLockedValueBox(State())
     private let installed = InstalledAdmission()
 
-    init(limit: Int, maxHold: Duration = .seconds(1)) {
+    init(limit: Int, maxHold: Duration = .seconds(1), silentGrace: Duration = .milliseconds(10)) {
         self.limit = limit
         self.maxHold = maxHold
+        self.silentGrace = silentGrace
     }
 
     /// Puts the gate in front of the listening socket (call once, when the server runs), with a log line when
@@ -306,8 +310,6 @@ final class AdmissionHandler: ChannelDuplexHandler {
     private var sweeping = false
     /// How often the gate is swept while it is full.
     static let sweepInterval = TimeAmount.milliseconds(10)
-    /// How long a connection may have sent nothing before a sweep frees its slot.
-    static let silentGrace = TimeAmount.milliseconds(10)
 
     private let logger: Logger
 
@@ -369,7 +371,7 @@ final class AdmissionHandler: ChannelDuplexHandler {
     }
 
     /// While the gate is full, every ``sweepInterval``: frees the slots held too long, and those of connections that
-    /// have sent nothing ``silentGrace`` after their accept (a TCP health check, a port scan, a client connecting ahead
+    /// have sent nothing ``AdmissionGate/silentGrace`` after their accept (a TCP health check, a port scan, a client connecting ahead
     /// of need: a thousand of them held the gate shut a second per 128, and a REST client waited 7 s behind them).
     /// Done here, by one timer while the gate is full, not by a timer per connection: that version (10 ms after each
     /// accept) raised storm's /health p99 from 28-79 ms to 67-220 ms.
@@ -383,8 +385,9 @@ final class AdmissionHandler: ChannelDuplexHandler {
             let now = context.eventLoop.now
             // A late timer means a busy loop, whose connections may have bytes waiting unread: only slots held too
             // long are freed then.
-            let onTime = now - due <= .nanoseconds(Self.silentGrace.nanoseconds / 2)
-            if gate.sweep(now: now, silentBefore: onTime ? now - Self.silentGrace : nil) {
+            let grace = gate.silentGrace.timeAmount
+            let onTime = now - due <= .nanoseconds(grace.nanoseconds / 2)
+            if gate.sweep(now: now, silentBefore: onTime ? now - grace : nil) {
                 resume()
             } else {
                 startSweeping()
