@@ -34,6 +34,11 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio-extras.git", from: "1.35.2"),
         .package(url: "https://github.com/apple/swift-certificates.git", from: "1.21.1"),
         .package(url: "https://github.com/apple/swift-asn1.git", from: "1.7.4"),
+        .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
+        // The server's config file (JSON or YAML) and environment, under its command-line options.
+        .package(url: "https://github.com/apple/swift-configuration.git", from: "1.4.0", traits: [.defaults, "YAML"]),
+        .package(url: "https://github.com/apple/swift-system.git", from: "1.5.0"),
     ],
     targets: [
         // Wire types shared by the server and the SDK: REST bodies, WebSocket frames, events, error codes.
@@ -93,13 +98,22 @@ let package = Package(
                 // The APNs provider: HTTP/2 over TLS with connection reuse.
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
-            ]
+                // Metrics: swift-metrics, printed by swift-prometheus on GET /metrics.
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+            ],
+            // The web console's HTML, CSS and JavaScript, served under /console/ (docs/CONSOLE.md).
+            resources: [.copy("Console/web")]
         ),
         .executableTarget(
             name: "ParleyServerApp",
             dependencies: [
                 "ParleyServer", "ParleyStorePostgres", "ParleyStoreSQLite",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Configuration", package: "swift-configuration"),
+                .product(name: "SystemPackage", package: "swift-system"),
+                .product(name: "Yams", package: "Yams"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ]
         ),
         // The client SDK.

@@ -80,13 +80,16 @@ final class CommandWriter: Service {
     private let eventsStored: (@Sendable () -> Void)?
     /// Whether to store and publish on a thread of the writer's own when the store and the deployment allow it.
     private let ownThread: Bool
+    private let metrics: ServerMetrics
 
     /// - Parameter ownThread: store and publish on a thread of the writer's own on a single node whose store applies
     ///   batches on the calling thread (see the type's discussion); false keeps the overlapping loops there too.
     init(
         store: any ParleyStore, publisher: EventPublisher, maxBatch: Int, pushQueued: (@Sendable () -> Void)? = nil,
-        eventsStored: (@Sendable () -> Void)? = nil, ownThread: Bool = true, logger: Logger
+        eventsStored: (@Sendable () -> Void)? = nil, ownThread: Bool = true, metrics: ServerMetrics = .discarding,
+        logger: Logger
     ) {
+        self.metrics = metrics
         self.store = store
         self.publisher = publisher
         self.maxBatch = maxBatch
@@ -252,9 +255,10 @@ final class CommandWriter: Service {
 
     /// ``commit(_:)`` on the writer's thread.
     private func commitOnThread(_ batch: [Pending], in store: any SynchronousBatches) -> Stored {
+        let started = DispatchTime.now().uptimeNanoseconds
         do {
             let (results, unread) = try store.applySynchronously(commands(of: batch)) { publisher.unreadDue($0) }
-            return committed(batch, results, unread)
+            return committed(batch, results, unread, started: started)
         } catch {
             return failed(batch, error)
         }
@@ -289,6 +293,7 @@ final class CommandWriter: Service {
         let commands = commands(of: batch)
         let results: [Result<CommandResult, DomainError>]
         var unread: [(UnreadRequest, UnreadSummary)] = []
+        let started = DispatchTime.now().uptimeNanoseconds
         do {
             if let store = store as? any UnreadWithBatch {
                 (results, unread) = try await store.apply(commands) { [publisher] in publisher.unreadDue($0) }
@@ -298,18 +303,26 @@ final class CommandWriter: Service {
         } catch {
             return failed(batch, error)
         }
-        return committed(batch, results, unread)
+        return committed(batch, results, unread, started: started)
     }
 
     private func committed(
-        _ batch: [Pending], _ results: [Result<CommandResult, DomainError>], _ unread: [(UnreadRequest, UnreadSummary)]
+        _ batch: [Pending], _ results: [Result<CommandResult, DomainError>], _ unread: [(UnreadRequest, UnreadSummary)],
+        started: UInt64
     ) -> Stored {
-        if let pushQueued, results.contains(where: Self.storedNewMessage) { pushQueued() }
+        metrics.commitDuration.recordNanoseconds(Int64(DispatchTime.now().uptimeNanoseconds - started))
+        metrics.commandBatchSize.record(batch.count)
+        metrics.commandsCommitted.increment(by: batch.count)
+        let newMessages = results.reduce(0) { $0 + (Self.storedNewMessage($1) ? 1 : 0) }
+        if newMessages > 0 { metrics.messagesStored.increment(by: newMessages) }
+        if let pushQueued, newMessages > 0 { pushQueued() }
         if let eventsStored, results.contains(where: { (try? $0.get())?.events.isEmpty == false }) { eventsStored() }
         return .committed(batch, results, unread)
     }
 
     private func failed(_ batch: [Pending], _ error: any Error) -> Stored {
+        metrics.commitFailures.increment()
+        metrics.databaseErrors.increment()
         logger.error("Storing a batch of \(batch.count) commands failed", metadata: ["error": "\(error)"])
         return .failed(batch, error)
     }

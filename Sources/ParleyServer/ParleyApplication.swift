@@ -33,6 +33,8 @@ public struct ParleyApplication: Service {
     let cluster: ClusterNode?
     let push: PushDispatcher?
     let webhooks: WebhookDispatcher
+    /// The metrics listener, when `/metrics` has a port of its own.
+    let metricsListener: MetricsListener?
     let logger: Logger
 
     public func run() async throws {
@@ -42,8 +44,10 @@ public struct ParleyApplication: Service {
         if let push { services.append(push) }
         services.append(webhooks)
         if let cluster { services.append(cluster) }
+        services += [typing, presence, unread]
+        if let metricsListener { services.append(metricsListener) }
         services += [
-            typing, presence, unread, http,
+            http,
             SocketCloser(
                 sockets: sockets, admission: admission, readiness: readiness, closeTimeout: closeTimeout,
                 logger: logger
@@ -119,36 +123,43 @@ struct SocketCloser: Service {
 ///     virtual one.
 ///   - logger: Where the server logs.
 ///   - onServerRunning: Called with the bound port once the server listens (useful with port 0).
+///   - onMetricsRunning: Called with the metrics listener's port once it listens (``MetricsExposure/listener``).
 public func buildApplication(
     _ configuration: ServerConfiguration,
     store: (any ParleyStore)? = nil,
     cluster link: (any ClusterLink)? = nil,
     clock: any Clock<Duration> = ContinuousClock(),
     logger: Logger = Logger(label: "parley"),
-    onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
+    onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in },
+    onMetricsRunning: @escaping @Sendable (Int) async -> Void = { _ in }
 ) async throws -> ParleyApplication {
     let store = try store ?? openSQLiteStore(in: configuration.dataDirectory)
+    let metrics = ServerMetrics.prometheus()
     let time = ServerClock(timeline: Timeline(clock))
     let hub = Hub()
     let relay = Relay(hub: hub, link: link)
     let typing = TypingTracker(
-        store: store, relay: relay, timeout: configuration.typingTimeout, time: time, logger: logger
+        store: store, relay: relay, timeout: configuration.typingTimeout, time: time, metrics: metrics,
+        logger: logger
     )
     let presence = PresenceTracker(
-        store: store, relay: relay, link: link, grace: configuration.presenceGrace, time: time, logger: logger
+        store: store, relay: relay, link: link, grace: configuration.presenceGrace, time: time,
+        metrics: metrics, logger: logger
     )
     let unread = UnreadNotifier(
         store: store, hub: hub, interval: configuration.unreadPushInterval, time: time, logger: logger
     )
     let publisher = EventPublisher(hub: hub, typing: typing, unread: unread, relay: relay, link: link, logger: logger)
-    let push = try makePushDispatcher(configuration, store: store, presence: presence, time: time, logger: logger)
+    let push = try makePushDispatcher(
+        configuration, store: store, presence: presence, time: time, metrics: metrics, logger: logger
+    )
     let webhooks = WebhookDispatcher(
         store: store, configuration: configuration.webhooks, owner: Secrets.randomID(prefix: "webhooks_", length: 12),
-        ownsEveryLease: store is SQLiteStore, time: time, logger: logger
+        ownsEveryLease: store is SQLiteStore, time: time, metrics: metrics, logger: logger
     )
     let writer = CommandWriter(
         store: store, publisher: publisher, maxBatch: configuration.maxCommandBatch, pushQueued: push.map { $0.wake },
-        eventsStored: webhooks.wake, logger: logger
+        eventsStored: webhooks.wake, metrics: metrics, logger: logger
     )
     let readiness = Readiness()
     let authenticator = Authenticator(store: store, time: time)
@@ -168,15 +179,27 @@ public func buildApplication(
         authenticator: authenticator, store: store, hub: hub, writer: writer, typing: typing, presence: presence,
         sockets: sockets, expiry: expiry, admission: admission,
         sends: limits.sends, time: time,
-        configuration: configuration, logger: logger
+        configuration: configuration, metrics: metrics, logger: logger
     )
     let connectionAttempts = limits.connectionAttempts
+    let metricsEndpoint = MetricsEndpoint(metrics: metrics) {
+        metrics.openConnections.record(sockets.count)
+        let gate = admission.counts
+        metrics.connectionsInSetup.record(gate.accepting + gate.handshakes)
+        let (bytes, users) = hub.queuedBytesAndUsers
+        metrics.queuedBytes.record(bytes)
+        metrics.connectedUsers.record(users)
+    }
 
     let router = Router(context: ParleyRequestContext.self)
     // Outermost: the CORS headers go on every answer, refusals included.
     router.add(middleware: CORSMiddleware(origins: allowedOrigins))
+    // Outside the error middleware: it counts and logs refusals with the status they are answered with.
+    router.add(middleware: ObservabilityMiddleware(metrics: metrics, level: configuration.requestLogLevel))
     router.add(middleware: ErrorMiddleware(logger: logger))
     router.add(middleware: CredentialsMiddleware())
+    try loadConsole(configuration.console, logger: logger)?.register(on: router)
+    if let token = configuration.metrics.token { metricsEndpoint.register(on: router, token: token) }
     try api.registerHandlers(
         on: router, configuration: parleyOpenAPIConfiguration, middlewares: [EmptyBodyMiddleware()]
     )
@@ -198,7 +221,8 @@ public func buildApplication(
             }
             readiness.markServing()
             let port = channel.localAddress?.port ?? configuration.port
-            logger.info("Parley listening on http://\(configuration.hostname):\(port) (WebSocket: \(WebSocketGateway.path))")
+            logger.info(
+                "Parley listening on http://\(configuration.hostname):\(port) (WebSocket: \(WebSocketGateway.path))")
             await onServerRunning(port)
         },
         logger: logger
@@ -208,17 +232,43 @@ public func buildApplication(
         readiness: readiness,
         closeTimeout: configuration.closeTimeout, expiry: expiry, typing: typing, presence: presence, unread: unread,
         cluster: link.map {
-            ClusterNode(link: $0, writer: writer, publisher: publisher, relay: relay, presence: presence, hub: hub, logger: logger)
+            ClusterNode(
+                link: $0, writer: writer, publisher: publisher, relay: relay, presence: presence, hub: hub,
+                logger: logger)
         },
-        push: push, webhooks: webhooks, logger: logger
+        push: push, webhooks: webhooks,
+        metricsListener: configuration.metrics.listener.map {
+            MetricsListener(
+                endpoint: metricsEndpoint, hostname: $0.hostname, port: $0.port, logger: logger,
+                onRunning: onMetricsRunning
+            )
+        },
+        logger: logger
     )
+}
+
+/// The web console's files, or nil when it is off (or, shipped, missing: with a warning).
+func loadConsole(_ source: ConsoleSource, logger: Logger) throws -> ConsoleFiles? {
+    switch source {
+    case .off:
+        return nil
+    case .directory(let path):
+        return try ConsoleFiles(directory: URL(fileURLWithPath: path))
+    case .bundled:
+        guard let directory = ConsoleFiles.bundledDirectory() else {
+            logger.warning(
+                "The web console is off: its files (parley_ParleyServer.resources) are not beside the executable")
+            return nil
+        }
+        return try ConsoleFiles(directory: directory)
+    }
 }
 
 /// The push dispatcher when APNs is configured (the key is loaded and checked now: a bad one throws
 /// ``PushConfigurationError``); nil, with one log line, when it is not.
 func makePushDispatcher(
     _ configuration: ServerConfiguration, store: any ParleyStore, presence: PresenceTracker, time: ServerClock,
-    logger: Logger
+    metrics: ServerMetrics = .discarding, logger: Logger
 ) throws -> PushDispatcher? {
     guard let apns = configuration.apns else {
         logger.info("Push notifications are off: no APNs key configured (parley-server --apns-key-file)")
@@ -232,7 +282,7 @@ func makePushDispatcher(
         store: store, sender: sender, presence: presence, retry: configuration.pushRetry,
         pollInterval: configuration.pushPollInterval, requestTimeout: apns.requestTimeout,
         concurrency: apns.maxConcurrentRequests, owner: Secrets.randomID(prefix: "push_", length: 12),
-        ownsEveryLease: store is SQLiteStore, time: time, logger: logger
+        ownsEveryLease: store is SQLiteStore, time: time, metrics: metrics, logger: logger
     )
 }
 

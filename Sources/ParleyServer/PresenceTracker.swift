@@ -54,6 +54,7 @@ final class PresenceTracker: Service {
     private let grace: Duration
     private let timers: FixedDelayTimers<UserKey>
     private let logger: Logger
+    private let metrics: ServerMetrics
     private let time: ServerClock
     private let state = NIOLockedValueBox(State())
     private let changes: AsyncStream<Change>
@@ -61,8 +62,9 @@ final class PresenceTracker: Service {
 
     init(
         store: any ParleyStore, relay: Relay, link: (any ClusterLink)?, grace: Duration, time: ServerClock,
-        logger: Logger
+        metrics: ServerMetrics = .discarding, logger: Logger
     ) {
+        self.metrics = metrics
         self.store = store
         self.relay = relay
         self.link = link
@@ -201,7 +203,9 @@ final class PresenceTracker: Service {
             guard wentOffline else { return }
             if let link {
                 // Still online on another node: nothing changes for anyone.
-                guard await clusterAnswer({ try await link.userOffline(appId: key.appId, uid: key.uid) }) else { return }
+                guard await clusterAnswer({ try await link.userOffline(appId: key.appId, uid: key.uid) }) else {
+                    return
+                }
             }
             await publish([(Presence(uid: key.uid, online: false, lastSeenAt: now), key)])
         case .lostWithNode(let keys):
@@ -231,6 +235,7 @@ final class PresenceTracker: Service {
 
     /// Announces each change to the user's contacts (read together) and to the subscribers of every user's presence.
     private func publish(_ changes: [(Presence, UserKey)]) async {
+        metrics.presenceChanges.increment(by: changes.count)
         guard !changes.isEmpty else { return }
         var contacts: [[String]] = []
         if let inline = store as? any InlineReads {

@@ -1,3 +1,4 @@
+import Logging
 import ParleyProtocol
 
 /// How a Parley server runs. The `parley-server` executable builds it from its options; tests build their own.
@@ -59,8 +60,39 @@ public struct ServerConfiguration: Sendable {
     public var webhooks = WebhookConfiguration()
     /// How long `GET /health/ready` waits for the database before it answers 503.
     public var healthCheckTimeout: Duration = .seconds(2)
+    /// The web console under `/console/` (docs/CONSOLE.md).
+    public var console: ConsoleSource = .bundled
+    /// Where `GET /metrics` is served (docs/PROTOCOL.md, "Metrics"); nowhere by default.
+    public var metrics = MetricsExposure()
+    /// The level of the one-line log of each HTTP request (method, path, status, duration, request id).
+    public var requestLogLevel: Logger.Level = .debug
 
     public init() {}
+}
+
+/// Where the Prometheus text of the server's metrics is served. Both may be on; with neither, `/metrics` is 404.
+public struct MetricsExposure: Sendable {
+    /// `GET /metrics` on the main port answers requests with `Authorization: Bearer <token>` (others: 401).
+    public var token: String?
+    /// A listener of its own (address, port; port 0 picks one) that answers `GET /metrics` without a token: bind it
+    /// to an address only the monitoring system reaches.
+    public var listener: (hostname: String, port: Int)?
+
+    public init(token: String? = nil, listener: (hostname: String, port: Int)? = nil) {
+        self.token = token
+        self.listener = listener
+    }
+}
+
+/// Where the web console's files come from.
+public enum ConsoleSource: Sendable, Hashable {
+    /// The files shipped with the server (`Sources/ParleyServer/Console/web`); the console is off, with a warning, if
+    /// they are not next to the executable.
+    case bundled
+    /// Another folder (a customized console); the server refuses to start if it cannot be read.
+    case directory(String)
+    /// No console: `/console/` answers 404.
+    case off
 }
 
 /// What a connection may cost the server before its request is refused or it is closed: deadlines for each phase of an

@@ -29,6 +29,7 @@ final class TypingTracker: Service {
     private let timeout: Duration
     private let timers: FixedDelayTimers<Key>
     private let logger: Logger
+    private let metrics: ServerMetrics
     private let time: ServerClock
     private let changes: AsyncStream<Change>
     private let sink: AsyncStream<Change>.Continuation
@@ -55,7 +56,11 @@ final class TypingTracker: Service {
         indicators.withLockedValue { ($0.active.count, $0.pendingOn.count) }
     }
 
-    init(store: any ParleyStore, relay: Relay, timeout: Duration, time: ServerClock, logger: Logger) {
+    init(
+        store: any ParleyStore, relay: Relay, timeout: Duration, time: ServerClock,
+        metrics: ServerMetrics = .discarding, logger: Logger
+    ) {
+        self.metrics = metrics
         self.store = store
         self.relay = relay
         self.timeout = timeout
@@ -66,6 +71,7 @@ final class TypingTracker: Service {
     }
 
     func typing(conversationId: String, isTyping: Bool, on connection: ServerConnection) {
+        metrics.typingEvents.increment()
         let key = Key(appId: connection.principal.appId, conversationId: conversationId, uid: connection.principal.uid)
         // Counted before it is passed on: a message sent after this sees that the indicator may be on.
         if isTyping { indicators.withLockedValue { $0.pendingOn[key, default: 0] += 1 } }
@@ -108,7 +114,10 @@ final class TypingTracker: Service {
             guard let participants = await participants(of: key), participants.contains(key.uid) else {
                 connection.push(
                     FrameEncoding.frame(
-                        .error(ErrorFrame(code: .conversationNotFound, message: "No conversation \(key.conversationId) visible to you."))
+                        .error(
+                            ErrorFrame(
+                                code: .conversationNotFound,
+                                message: "No conversation \(key.conversationId) visible to you."))
                     )
                 )
                 return

@@ -16,37 +16,54 @@ struct ParleyServerCommand: AsyncParsableCommand {
     )
 }
 
-/// Options shared by every subcommand that opens the database.
+/// Options shared by every subcommand that opens the database. Every option of `parley-server` may also come from the
+/// environment or the config file (``SettingSources``); their defaults are in the help and in README.md.
 struct DataOptions: ParsableArguments {
-    @Option(name: .customLong("data-dir"), help: "Folder of the SQLite database (env PARLEY_DATA_DIR).")
-    var dataDirectory: String = ProcessInfo.processInfo.environment["PARLEY_DATA_DIR"] ?? "parley-data"
+    @Option(help: "A JSON or YAML file of options, keyed by their long names (env PARLEY_CONFIG).")
+    var config: String?
+
+    @Option(name: .customLong("data-dir"), help: "Folder of the SQLite database (default parley-data).")
+    var dataDirectory: String?
 
     @Option(
         name: .customLong("database-url"),
         help: ArgumentHelp(
-            "Store data in PostgreSQL instead of SQLite (env PARLEY_DATABASE_URL).",
-            valueName: "postgres://user:password@host:port/database"
+            "Store data in PostgreSQL instead of SQLite.", valueName: "postgres://user:password@host:port/database"
         )
     )
-    var databaseURLOption: String?
+    var databaseURL: String?
 
-    /// The PostgreSQL URL from the option, else from the environment; nil for SQLite.
-    var databaseURL: String? {
-        databaseURLOption ?? ProcessInfo.processInfo.environment["PARLEY_DATABASE_URL"].flatMap { $0.isEmpty ? nil : $0 }
+    /// The config file and the environment, for every other option.
+    func sources() async throws -> SettingSources { try await SettingSources.load(configFile: config) }
+
+    func resolve(_ settings: SettingSources) async throws -> DataLocation {
+        DataLocation(
+            dataDirectory: try await settings.string(dataDirectory, "data-dir", default: "parley-data"),
+            databaseURL: try await settings.string(databaseURL, "database-url", secret: true).flatMap {
+                $0.isEmpty ? nil : $0
+            }
+        )
     }
+}
+
+/// Where the data is: SQLite in a folder, or PostgreSQL.
+struct DataLocation {
+    var dataDirectory: String
+    /// The PostgreSQL URL; nil for SQLite.
+    var databaseURL: String?
 
     /// Seconds PostgreSQL has to answer at start-up.
     static let connectTimeout: Duration = .seconds(10)
 
-    /// Where the data is, for messages.
-    var location: String {
+    /// Where the data is, for messages (no password).
+    var description: String {
         if let databaseURL { return (try? PostgresDatabaseURL(databaseURL).description) ?? "PostgreSQL" }
         return dataDirectory
     }
 
-    /// Opens the store these options name: PostgreSQL with `--database-url`, else SQLite in the data directory (locked
-    /// for the server, `asServer`, so that a second one refuses to start on it). A database that cannot be reached,
-    /// or a file that is not Parley's, fails within ``connectTimeout`` with a one-line reason.
+    /// Opens the store: PostgreSQL with a database URL, else SQLite in the data directory (locked for the server,
+    /// `asServer`, so that a second one refuses to start on it). A database that cannot be reached, or a file that is
+    /// not Parley's, fails within ``connectTimeout`` with a one-line reason.
     func openStore(logger: Logger, asServer: Bool = false, creation: DatabaseCreation = .ifMissing) async throws
         -> any ParleyStore
     {
@@ -55,89 +72,119 @@ struct DataOptions: ParsableArguments {
         }
         return try await PostgresStore.connect(url: databaseURL, logger: logger, timeout: Self.connectTimeout)
     }
+
+    /// Opens the store for the `apps` tools, from their options.
+    static func open(_ options: DataOptions) async throws -> (any ParleyStore, DataLocation) {
+        let location = try await options.resolve(options.sources())
+        return (try await location.openStore(logger: toolLogger()), location)
+    }
 }
 
 struct Serve: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Run the server (the default).")
+    static let configuration = CommandConfiguration(
+        abstract: "Run the server (the default).",
+        discussion: """
+            Every option can also be set in the environment (PARLEY_ and the option's name in capitals, dashes as \
+            underscores: PARLEY_PORT, PARLEY_MAX_REQUEST_BODY_BYTES) or in the config file (--config), keyed by its \
+            long name. The command line wins over the environment, the environment over the file.
+            """
+    )
 
-    @Option(help: "Address to bind (env PARLEY_HOSTNAME).")
-    var hostname: String = ProcessInfo.processInfo.environment["PARLEY_HOSTNAME"] ?? "127.0.0.1"
+    @Option(help: "Address to bind (default 127.0.0.1).")
+    var hostname: String?
 
-    @Option(help: "Port to bind; 0 picks a free one (env PARLEY_PORT).")
-    var port: Int = ProcessInfo.processInfo.environment["PARLEY_PORT"].flatMap(Int.init) ?? 8080
+    @Option(help: "Port to bind; 0 picks a free one (default 8080).")
+    var port: Int?
 
     @OptionGroup var data: DataOptions
 
-    @Option(help: "Seconds between the server's WebSocket pings.")
-    var heartbeatSeconds: Int = 30
+    @Option(help: "Seconds between the server's WebSocket pings (default 30).")
+    var heartbeatSeconds: Int?
 
     @Option(
-        help: "Most connections being set up at once (accepted, not yet serving or live); more wait in the kernel's backlog."
+        help:
+            "Most connections being set up at once (accepted, not yet serving or live); more wait in the kernel's backlog (default \(ServerConfiguration().maxConnectionsInSetup))."
     )
-    var maxConnectionsInSetup: Int = ServerConfiguration().maxConnectionsInSetup
+    var maxConnectionsInSetup: Int?
 
     @Flag(help: "Make a new database in an existing empty parley.sqlite (an empty file is refused otherwise).")
     var createDatabase = false
 
     @OptionGroup(title: "Connection edge (docs/PROTOCOL.md, Limits)") var edge: EdgeOptions
 
-    @Option(help: "With PostgreSQL: seconds between this node's heartbeats in the node table.")
-    var nodeHeartbeatSeconds: Double = 2
+    @Option(help: "With PostgreSQL: seconds between this node's heartbeats in the node table (default 2).")
+    var nodeHeartbeatSeconds: Double?
 
     @Option(
-        help: "With PostgreSQL: seconds without a heartbeat after which the other nodes declare a node dead and its users offline."
+        help:
+            "With PostgreSQL: seconds without a heartbeat after which the other nodes declare a node dead and its users offline (default 10)."
     )
-    var nodeTimeoutSeconds: Double = 10
+    var nodeTimeoutSeconds: Double?
 
-    @Option(help: "Log level: trace, debug, info, notice, warning, error, critical (env PARLEY_LOG_LEVEL).")
-    var logLevel: String = ProcessInfo.processInfo.environment["PARLEY_LOG_LEVEL"] ?? "info"
+    @OptionGroup(title: "Logs and metrics") var observability: ObservabilityOptions
+
+    @Option(help: "Serve the web console (/console/) from this folder instead of the one shipped with the server.")
+    var consoleDir: String?
+
+    @Flag(inversion: .prefixedNo, help: "Serve the web console at /console/ (default on).")
+    var console: Bool?
 
     @OptionGroup(title: "Push notifications (APNs); off unless --apns-key-file is given") var apns: APNsOptions
 
     @OptionGroup(title: "Webhooks (docs/PROTOCOL.md, Webhooks)") var webhooks: WebhookOptions
 
     func run() async throws {
-        guard let level = Logger.Level(rawValue: logLevel) else {
-            throw ValidationError("Unknown log level \(logLevel).")
-        }
-        LoggingSystem.bootstrap { label in
-            var handler = StreamLogHandler.standardError(label: label)
-            handler.logLevel = level
-            return handler
-        }
+        let settings = try await data.sources()
+        let logging = try await observability.resolve(settings)
+        logging.bootstrap()
         let logger = Logger(label: "parley")
         var configuration = ServerConfiguration()
-        configuration.hostname = hostname
-        configuration.port = port
-        configuration.dataDirectory = data.dataDirectory
-        configuration.heartbeatInterval = .seconds(heartbeatSeconds)
-        guard maxConnectionsInSetup >= 1 else { throw ValidationError("--max-connections-in-setup must be at least 1.") }
-        configuration.maxConnectionsInSetup = maxConnectionsInSetup
-        try edge.apply(to: &configuration.edge)
-        // A push configuration that cannot work stops the start before anything is written.
-        configuration.apns = try apns.configuration()
-        try configuration.apns?.validate()
-        try webhooks.apply(to: &configuration.webhooks)
-
-        let store = try await data.openStore(
-            logger: logger, asServer: true, creation: createDatabase ? .ifMissingOrEmpty : .ifMissing
+        configuration.hostname = try await settings.string(hostname, "hostname", default: "127.0.0.1")
+        configuration.port = try await settings.int(port, "port", default: 8080)
+        let location = try await data.resolve(settings)
+        configuration.dataDirectory = location.dataDirectory
+        configuration.heartbeatInterval = .seconds(
+            try await settings.int(heartbeatSeconds, "heartbeat-seconds", default: 30))
+        configuration.maxConnectionsInSetup = try await settings.int(
+            maxConnectionsInSetup, "max-connections-in-setup", default: configuration.maxConnectionsInSetup
         )
-        if data.databaseURL != nil {
-            logger.info("Database: \(data.location) (PostgreSQL)")
+        guard configuration.maxConnectionsInSetup >= 1 else {
+            throw ValidationError("--max-connections-in-setup must be at least 1.")
+        }
+        try await edge.apply(to: &configuration.edge, settings)
+        // A push configuration that cannot work stops the start before anything is written.
+        configuration.apns = try await apns.configuration(settings)
+        try configuration.apns?.validate()
+        try await webhooks.apply(to: &configuration.webhooks, settings)
+        let consoleOn = try await settings.bool(console, "console", default: true)
+        let consoleFolder = try await settings.string(consoleDir, "console-dir")
+        configuration.console = consoleOn ? consoleFolder.map { .directory($0) } ?? .bundled : .off
+        configuration.metrics = logging.metrics
+        configuration.requestLogLevel = logging.requestLogLevel
+        let create = try await settings.bool(createDatabase ? true : nil, "create-database", default: false)
+        let heartbeat = try await settings.double(nodeHeartbeatSeconds, "node-heartbeat-seconds", default: 2)
+        let timeout = try await settings.double(nodeTimeoutSeconds, "node-timeout-seconds", default: 10)
+        guard heartbeat > 0, timeout > heartbeat else {
+            throw ValidationError("--node-timeout-seconds must be longer than --node-heartbeat-seconds (> 0).")
+        }
+        try settings.checkEveryFileKeyIsKnown()
+
+        let store = try await location.openStore(
+            logger: logger, asServer: true, creation: create ? .ifMissingOrEmpty : .ifMissing
+        )
+        if location.databaseURL != nil {
+            logger.info("Database: \(location.description) (PostgreSQL)")
         } else {
-            logger.info("Data directory: \(data.dataDirectory) (SQLite, WAL)")
+            logger.info("Data directory: \(location.dataDirectory) (SQLite, WAL)")
         }
         if let app = try await AppProvisioning.ensureDefaultApp(in: store) {
             printKeys(of: app, heading: "Created the default app. Keep these; the keys are not shown again:")
         }
-        guard nodeHeartbeatSeconds > 0, nodeTimeoutSeconds > nodeHeartbeatSeconds else {
-            throw ValidationError("--node-timeout-seconds must be longer than --node-heartbeat-seconds (> 0).")
-        }
         // On PostgreSQL every process is a node of one deployment, however many run.
         let cluster = (store as? PostgresStore).map {
             PostgresCluster(
-                store: $0, heartbeatInterval: .milliseconds(Int64(nodeHeartbeatSeconds * 1000)),
-                nodeTimeout: .milliseconds(Int64(nodeTimeoutSeconds * 1000)), logger: logger
+                store: $0, heartbeatInterval: .milliseconds(Int64(heartbeat * 1000)),
+                nodeTimeout: .milliseconds(Int64(timeout * 1000)), logger: logger
             )
         }
         let application = try await buildApplication(configuration, store: store, cluster: cluster, logger: logger)
@@ -148,71 +195,91 @@ struct Serve: AsyncParsableCommand {
 
 /// The webhook options of `serve`.
 struct WebhookOptions: ParsableArguments {
-    @Option(help: "Seconds one webhook request may take, answer included, before it counts as failed.")
-    var webhookTimeoutSeconds: Double = 10
+    @Option(help: "Seconds one webhook request may take, answer included, before it counts as failed (default 10).")
+    var webhookTimeoutSeconds: Double?
 
-    @Option(help: "Most webhook requests in flight at once on this node.")
-    var webhookConcurrency: Int = WebhookConfiguration().maxConcurrentRequests
+    @Option(
+        help:
+            "Most webhook requests in flight at once on this node (default \(WebhookConfiguration().maxConcurrentRequests))."
+    )
+    var webhookConcurrency: Int?
 
-    @Option(help: "Attempts after which a webhook delivery is given up (marked failed).")
-    var webhookMaxAttempts: Int = WebhookRetryPolicy().maximumAttempts
+    @Option(
+        help:
+            "Attempts after which a webhook delivery is given up (marked failed) (default \(WebhookRetryPolicy().maximumAttempts))."
+    )
+    var webhookMaxAttempts: Int?
 
-    @Option(help: "Failed webhook attempts in a row after which an endpoint is disabled.")
-    var webhookDisableAfter: Int = WebhookConfiguration().disableAfterFailures
+    @Option(
+        help:
+            "Failed webhook attempts in a row after which an endpoint is disabled (default \(WebhookConfiguration().disableAfterFailures))."
+    )
+    var webhookDisableAfter: Int?
 
-    func apply(to configuration: inout WebhookConfiguration) throws {
-        guard webhookTimeoutSeconds > 0, webhookConcurrency >= 1, webhookMaxAttempts >= 1, webhookDisableAfter >= 1
-        else {
+    func apply(to configuration: inout WebhookConfiguration, _ settings: SettingSources) async throws {
+        let timeout = try await settings.double(webhookTimeoutSeconds, "webhook-timeout-seconds", default: 10)
+        let concurrency = try await settings.int(
+            webhookConcurrency, "webhook-concurrency", default: configuration.maxConcurrentRequests
+        )
+        let attempts = try await settings.int(
+            webhookMaxAttempts, "webhook-max-attempts", default: configuration.retry.maximumAttempts
+        )
+        let disableAfter = try await settings.int(
+            webhookDisableAfter, "webhook-disable-after", default: configuration.disableAfterFailures
+        )
+        guard timeout > 0, concurrency >= 1, attempts >= 1, disableAfter >= 1 else {
             throw ValidationError("The webhook options must be positive.")
         }
-        configuration.requestTimeout = .milliseconds(Int64(webhookTimeoutSeconds * 1000))
-        configuration.maxConcurrentRequests = webhookConcurrency
-        configuration.retry.maximumAttempts = webhookMaxAttempts
-        configuration.disableAfterFailures = webhookDisableAfter
+        configuration.requestTimeout = .milliseconds(Int64(timeout * 1000))
+        configuration.maxConcurrentRequests = concurrency
+        configuration.retry.maximumAttempts = attempts
+        configuration.disableAfterFailures = disableAfter
     }
 }
 
-/// The APNs options of `serve`, each also read from the environment.
+/// The APNs options of `serve`.
 struct APNsOptions: ParsableArguments {
-    private static let environment = ProcessInfo.processInfo.environment
+    @Option(help: "The .p8 signing key from the Apple Developer account.")
+    var apnsKeyFile: String?
 
-    @Option(help: "The .p8 signing key from the Apple Developer account (env PARLEY_APNS_KEY_FILE).")
-    var apnsKeyFile: String? = environment["PARLEY_APNS_KEY_FILE"]
+    @Option(help: "The key's 10-character id.")
+    var apnsKeyId: String?
 
-    @Option(help: "The key's 10-character id (env PARLEY_APNS_KEY_ID).")
-    var apnsKeyId: String? = environment["PARLEY_APNS_KEY_ID"]
+    @Option(help: "The 10-character Team ID.")
+    var apnsTeamId: String?
 
-    @Option(help: "The 10-character Team ID (env PARLEY_APNS_TEAM_ID).")
-    var apnsTeamId: String? = environment["PARLEY_APNS_TEAM_ID"]
+    @Option(help: "The app's bundle id, the apns-topic.")
+    var apnsTopic: String?
 
-    @Option(help: "The app's bundle id, the apns-topic (env PARLEY_APNS_TOPIC).")
-    var apnsTopic: String? = environment["PARLEY_APNS_TOPIC"]
+    @Option(help: "Send to this https:// URL instead of Apple's production and sandbox hosts.")
+    var apnsEndpoint: String?
 
-    @Option(
-        help: "Send to this https:// URL instead of Apple's production and sandbox hosts (env PARLEY_APNS_ENDPOINT)."
-    )
-    var apnsEndpoint: String? = environment["PARLEY_APNS_ENDPOINT"]
-
-    @Option(help: "PEM file of CA certificates to trust for the APNs connection (env PARLEY_APNS_CA_FILE).")
-    var apnsCaFile: String? = environment["PARLEY_APNS_CA_FILE"]
+    @Option(help: "PEM file of CA certificates to trust for the APNs connection.")
+    var apnsCaFile: String?
 
     /// The configuration, or nil when no key file is given.
-    func configuration() throws -> APNsConfiguration? {
-        guard let keyFile = apnsKeyFile, !keyFile.isEmpty else {
-            if apnsKeyId != nil || apnsTeamId != nil || apnsTopic != nil || apnsEndpoint != nil {
+    func configuration(_ settings: SettingSources) async throws -> APNsConfiguration? {
+        let keyFile = try await settings.string(apnsKeyFile, "apns-key-file")
+        let keyId = try await settings.string(apnsKeyId, "apns-key-id")
+        let teamId = try await settings.string(apnsTeamId, "apns-team-id")
+        let topic = try await settings.string(apnsTopic, "apns-topic")
+        let endpoint = try await settings.string(apnsEndpoint, "apns-endpoint")
+        let caFile = try await settings.string(apnsCaFile, "apns-ca-file")
+        guard let keyFile, !keyFile.isEmpty else {
+            if keyId != nil || teamId != nil || topic != nil || endpoint != nil {
                 throw ValidationError("The APNs options need --apns-key-file.")
             }
             return nil
         }
-        guard let keyId = apnsKeyId, let teamId = apnsTeamId, let topic = apnsTopic else {
+        guard let keyId, let teamId, let topic else {
             throw ValidationError("--apns-key-file needs --apns-key-id, --apns-team-id and --apns-topic.")
         }
         var configuration = APNsConfiguration(keyFile: keyFile, keyId: keyId, teamId: teamId, topic: topic)
-        if let endpoint = apnsEndpoint {
+        if let endpoint {
             guard let url = URL(string: endpoint) else { throw ValidationError("--apns-endpoint is not a URL.") }
             configuration.endpoint = url
         }
-        configuration.trustRootsFile = apnsCaFile
+        configuration.trustRootsFile = caFile
         return configuration
     }
 }
@@ -228,7 +295,7 @@ struct Apps: AsyncParsableCommand {
         @OptionGroup var data: DataOptions
 
         func run() async throws {
-            let store = try await data.openStore(logger: toolLogger())
+            let (store, _) = try await DataLocation.open(data)
             for app in try await store.apps() { print("\(app.id)\t\(app.name)") }
             try await store.close()
         }
@@ -240,7 +307,7 @@ struct Apps: AsyncParsableCommand {
         @Argument(help: "The app's name.") var name: String
 
         func run() async throws {
-            let store = try await data.openStore(logger: toolLogger())
+            let (store, _) = try await DataLocation.open(data)
             let app = try await AppProvisioning.createApp(in: store, name: name)
             printKeys(of: app, heading: "Created app \(name). Keep these; the keys are not shown again:")
             try await store.close()
@@ -255,10 +322,10 @@ struct Apps: AsyncParsableCommand {
         @Argument(help: "The App ID.") var appId: String
 
         func run() async throws {
-            let store = try await data.openStore(logger: toolLogger())
+            let (store, location) = try await DataLocation.open(data)
             let app = try await AppProvisioning.rotateKeys(in: store, appId: appId)
             try await store.close()
-            guard let app else { throw ValidationError("No app \(appId) in \(data.location).") }
+            guard let app else { throw ValidationError("No app \(appId) in \(location.description).") }
             printKeys(of: app, heading: "New keys of app \(app.name):")
         }
     }
@@ -270,12 +337,12 @@ func printKeys(of app: ProvisionedApp, heading: String) {
         Data(
             """
 
-        \(heading)
-          App ID:       \(app.appId)
-          Auth Key:     \(app.authKey)   (development: log in as any uid)
-          REST API Key: \(app.restAPIKey)   (secret: server-to-server only)
+            \(heading)
+              App ID:       \(app.appId)
+              Auth Key:     \(app.authKey)   (development: log in as any uid)
+              REST API Key: \(app.restAPIKey)   (secret: server-to-server only)
 
-        """.utf8
+            """.utf8
         )
     )
 }
@@ -291,54 +358,148 @@ func toolLogger() -> Logger {
 struct EdgeOptions: ParsableArguments {
     private static let defaults = EdgeLimits()
 
-    @Option(help: "Largest REST request body in bytes; larger ones get 413.")
-    var maxRequestBodyBytes: Int = defaults.maxRequestBodyBytes
+    @Option(help: "Largest REST request body in bytes; larger ones get 413 (default \(defaults.maxRequestBodyBytes)).")
+    var maxRequestBodyBytes: Int?
 
-    @Option(help: "Seconds a keep-alive HTTP connection may stay idle between requests.")
-    var idleTimeoutSeconds: Double = Double(defaults.idleTimeout.components.seconds)
+    @Option(
+        help:
+            "Seconds a keep-alive HTTP connection may stay idle between requests (default \(defaults.idleTimeout.components.seconds))."
+    )
+    var idleTimeoutSeconds: Double?
 
-    @Option(help: "Seconds a request head may take to arrive (its body: three times as long); past it 408.")
-    var requestTimeoutSeconds: Double = Double(defaults.requestHeadTimeout.components.seconds)
+    @Option(
+        help:
+            "Seconds a request head may take to arrive (its body: three times as long); past it 408 (default \(defaults.requestHeadTimeout.components.seconds))."
+    )
+    var requestTimeoutSeconds: Double?
 
-    @Option(help: "New connections per second per client address (0: no limit); past it 429.")
-    var connectionsPerSecondPerAddress: Double = defaults.connectionAttemptsPerAddress?.perSecond ?? 0
+    @Option(help: "New connections per second per client address (0: no limit); past it 429 (default 100).")
+    var connectionsPerSecondPerAddress: Double?
 
-    @Option(help: "Connections a client address may open at once before the per-second limit applies.")
-    var connectionBurstPerAddress: Int = defaults.connectionAttemptsPerAddress?.burst ?? 0
+    @Option(help: "Connections a client address may open at once before the per-second limit applies (default 500).")
+    var connectionBurstPerAddress: Int?
 
-    @Option(help: "Logins per second per client address (0: no limit); past it 429.")
-    var loginsPerSecondPerAddress: Double = defaults.loginsPerAddress?.perSecond ?? 0
+    @Option(help: "Logins per second per client address (0: no limit); past it 429 (default 5).")
+    var loginsPerSecondPerAddress: Double?
 
-    @Option(help: "Logins a client address may make at once before the per-second limit applies.")
-    var loginBurstPerAddress: Int = defaults.loginsPerAddress?.burst ?? 0
+    @Option(help: "Logins a client address may make at once before the per-second limit applies (default 20).")
+    var loginBurstPerAddress: Int?
 
-    @Option(help: "Messages per second one user may send (0: no limit); past it ERR_RATE_LIMITED.")
-    var messagesPerSecondPerUser: Double = defaults.messagesPerUser?.perSecond ?? 0
+    @Option(help: "Messages per second one user may send (0: no limit); past it ERR_RATE_LIMITED (default 20).")
+    var messagesPerSecondPerUser: Double?
 
-    @Option(help: "Messages a user may send at once before the per-second limit applies.")
-    var messageBurstPerUser: Int = defaults.messagesPerUser?.burst ?? 0
+    @Option(help: "Messages a user may send at once before the per-second limit applies (default 100).")
+    var messageBurstPerUser: Int?
 
-    func apply(to limits: inout EdgeLimits) throws {
-        guard maxRequestBodyBytes >= 1024 else {
-            throw ValidationError("--max-request-body-bytes must be at least 1024.")
-        }
-        guard idleTimeoutSeconds > 0, requestTimeoutSeconds > 0 else {
+    func apply(to limits: inout EdgeLimits, _ settings: SettingSources) async throws {
+        let defaults = Self.defaults
+        let maxBody = try await settings.int(
+            maxRequestBodyBytes, "max-request-body-bytes", default: defaults.maxRequestBodyBytes
+        )
+        let idle = try await settings.double(
+            idleTimeoutSeconds, "idle-timeout-seconds", default: Double(defaults.idleTimeout.components.seconds)
+        )
+        let request = try await settings.double(
+            requestTimeoutSeconds, "request-timeout-seconds",
+            default: Double(defaults.requestHeadTimeout.components.seconds)
+        )
+        guard maxBody >= 1024 else { throw ValidationError("--max-request-body-bytes must be at least 1024.") }
+        guard idle > 0, request > 0 else {
             throw ValidationError("--idle-timeout-seconds and --request-timeout-seconds must be positive.")
         }
-        limits.maxRequestBodyBytes = maxRequestBodyBytes
-        limits.idleTimeout = .milliseconds(Int64(idleTimeoutSeconds * 1000))
-        limits.requestHeadTimeout = .milliseconds(Int64(requestTimeoutSeconds * 1000))
-        limits.requestBodyTimeout = .milliseconds(Int64(requestTimeoutSeconds * 3000))
-        limits.connectionAttemptsPerAddress = try Self.limit(
-            connectionsPerSecondPerAddress, connectionBurstPerAddress, "connection"
+        limits.maxRequestBodyBytes = maxBody
+        limits.idleTimeout = .milliseconds(Int64(idle * 1000))
+        limits.requestHeadTimeout = .milliseconds(Int64(request * 1000))
+        limits.requestBodyTimeout = .milliseconds(Int64(request * 3000))
+        limits.connectionAttemptsPerAddress = try await Self.limit(
+            settings, "connection", "connections-per-second-per-address", connectionsPerSecondPerAddress,
+            "connection-burst-per-address", connectionBurstPerAddress, defaults.connectionAttemptsPerAddress
         )
-        limits.loginsPerAddress = try Self.limit(loginsPerSecondPerAddress, loginBurstPerAddress, "login")
-        limits.messagesPerUser = try Self.limit(messagesPerSecondPerUser, messageBurstPerUser, "message")
+        limits.loginsPerAddress = try await Self.limit(
+            settings, "login", "logins-per-second-per-address", loginsPerSecondPerAddress, "login-burst-per-address",
+            loginBurstPerAddress, defaults.loginsPerAddress
+        )
+        limits.messagesPerUser = try await Self.limit(
+            settings, "message", "messages-per-second-per-user", messagesPerSecondPerUser, "message-burst-per-user",
+            messageBurstPerUser, defaults.messagesPerUser
+        )
     }
 
-    private static func limit(_ perSecond: Double, _ burst: Int, _ name: String) throws -> RateLimit? {
+    private static func limit(
+        _ settings: SettingSources, _ name: String, _ rateKey: String, _ rateFlag: Double?, _ burstKey: String,
+        _ burstFlag: Int?, _ fallback: RateLimit?
+    ) async throws -> RateLimit? {
+        let perSecond = try await settings.double(rateFlag, rateKey, default: fallback?.perSecond ?? 0)
+        let burst = try await settings.int(burstFlag, burstKey, default: fallback?.burst ?? 0)
         guard perSecond > 0 else { return nil }
-        guard burst >= 1 else { throw ValidationError("--\(name)-burst-... must be at least 1 when its rate is on.") }
+        guard burst >= 1 else { throw ValidationError("--\(burstKey) must be at least 1 when its rate is on.") }
         return RateLimit(perSecond: perSecond, burst: burst)
+    }
+}
+
+/// Logs (level, text or JSON, request logs) and metrics (where `/metrics` is served).
+struct ObservabilityOptions: ParsableArguments {
+    @Option(help: "Log level: trace, debug, info, notice, warning, error, critical (default info).")
+    var logLevel: String?
+
+    @Option(help: "Log format: text, or json (one object per line) (default text).")
+    var logFormat: String?
+
+    @Option(help: "Level of the one-line log of each HTTP request (default debug: shown with --log-level debug).")
+    var requestLogLevel: String?
+
+    @Option(help: "Serve GET /metrics on the main port to requests with `Authorization: Bearer <this token>`.")
+    var metricsToken: String?
+
+    @Option(help: "Serve GET /metrics, without a token, on a listener of its own on this port (0 picks one).")
+    var metricsPort: Int?
+
+    @Option(help: "Address of the metrics listener (default 127.0.0.1).")
+    var metricsHostname: String?
+
+    struct Resolved {
+        var level: Logger.Level
+        var json: Bool
+        var requestLogLevel: Logger.Level
+        var metrics: MetricsExposure
+
+        func bootstrap() {
+            let (level, json) = (level, json)
+            LoggingSystem.bootstrap { label in
+                var handler: any LogHandler =
+                    json ? JSONLogHandler.standardError(label: label) : StreamLogHandler.standardError(label: label)
+                handler.logLevel = level
+                return handler
+            }
+        }
+    }
+
+    func resolve(_ settings: SettingSources) async throws -> Resolved {
+        func level(_ flag: String?, _ key: String, _ fallback: Logger.Level) async throws -> Logger.Level {
+            let name = try await settings.string(flag, key, default: fallback.rawValue)
+            guard let level = Logger.Level(rawValue: name) else {
+                throw ValidationError(
+                    "Unknown --\(key) \(name) (trace, debug, info, notice, warning, error, critical).")
+            }
+            return level
+        }
+        let format = try await settings.string(logFormat, "log-format", default: "text")
+        guard format == "text" || format == "json" else {
+            throw ValidationError("Unknown --log-format \(format) (text or json).")
+        }
+        var metrics = MetricsExposure()
+        metrics.token = try await settings.string(metricsToken, "metrics-token", secret: true).flatMap {
+            $0.isEmpty ? nil : $0
+        }
+        let port = try await settings.int(metricsPort, "metrics-port", default: -1)
+        let host = try await settings.string(metricsHostname, "metrics-hostname", default: "127.0.0.1")
+        if port >= 0 { metrics.listener = (host, port) }
+        if let token = metrics.token, token.utf8.count < 16 {
+            throw ValidationError("--metrics-token must be at least 16 characters.")
+        }
+        return Resolved(
+            level: try await level(logLevel, "log-level", .info), json: format == "json",
+            requestLogLevel: try await level(requestLogLevel, "request-log-level", .debug), metrics: metrics
+        )
     }
 }

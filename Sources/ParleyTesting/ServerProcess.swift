@@ -4,7 +4,7 @@ import ParleyServer
 import Synchronization
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// A `parley-server` process (the binary built next to the test bundle), for tests that need several nodes or a node
@@ -88,7 +88,8 @@ public final class ServerProcess: ParleyEndpoint {
 
     /// The `parley-server` binary next to the running test bundle.
     public static var executable: URL {
-        let bundleDirectory = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent()
+        let bundleDirectory = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+            .deletingLastPathComponent()
         return bundleDirectory.appendingPathComponent("parley-server")
     }
 
@@ -101,18 +102,27 @@ public final class ServerProcess: ParleyEndpoint {
     ///   - app: The app the test provisioned in the database (the server's keys are not read from its output).
     ///   - timeout: How long start-up may take (a loaded machine migrates slowly).
     ///   - fileDescriptorLimit: Runs the server with this `ulimit -n` (through `/bin/sh`).
+    ///   - environment: Variables added to the server's environment (through `/usr/bin/env`).
+    ///   - serveArguments: What comes before `arguments`; the default binds 127.0.0.1 on a free port.
     public static func start(
         label: String, app: ProvisionedApp, arguments: [String], timeout: Duration = .seconds(90),
-        fileDescriptorLimit: Int? = nil
+        fileDescriptorLimit: Int? = nil, environment: [String: String] = [:],
+        serveArguments: [String] = ["serve", "--hostname", "127.0.0.1", "--port", "0"]
     ) async throws -> ServerProcess {
-        guard isAvailable else { throw ServerProcessError("\(executable.path) is missing: run `swift build --build-tests` first.") }
-        let serve = ["serve", "--hostname", "127.0.0.1", "--port", "0"] + arguments
+        guard isAvailable else {
+            throw ServerProcessError("\(executable.path) is missing: run `swift build --build-tests` first.")
+        }
+        var command = [executable.path] + serveArguments + arguments
+        if !environment.isEmpty {
+            command =
+                ["/usr/bin/env"] + environment.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" } + command
+        }
         let (executablePath, processArguments): (String, [String])
         if let fileDescriptorLimit {
             let script = "ulimit -n \(fileDescriptorLimit) && exec \"$0\" \"$@\""
-            (executablePath, processArguments) = ("/bin/sh", ["-c", script, executable.path] + serve)
+            (executablePath, processArguments) = ("/bin/sh", ["-c", script] + command)
         } else {
-            (executablePath, processArguments) = (executable.path, serve)
+            (executablePath, processArguments) = (command[0], Array(command.dropFirst()))
         }
         let pipe = Pipe()
         let output = Output()

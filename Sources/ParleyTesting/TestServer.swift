@@ -16,6 +16,8 @@ import ServiceLifecycle
 /// ```
 public final class TestServer: Sendable {
     public let port: Int
+    /// The port of the metrics listener, when the configuration asks for one.
+    public let metricsPort: Int?
     public let app: ProvisionedApp
     public let dataDirectory: String
     public let configuration: ServerConfiguration
@@ -29,12 +31,13 @@ public final class TestServer: Sendable {
     public var baseURL: URL { URL(string: "http://127.0.0.1:\(port)")! }
 
     init(
-        port: Int, app: ProvisionedApp, dataDirectory: String, configuration: ServerConfiguration,
+        port: Int, metricsPort: Int?, app: ProvisionedApp, dataDirectory: String, configuration: ServerConfiguration,
         store: any ParleyStore, group: ServiceGroup, running: Task<Void, any Error>, application: ParleyApplication
     ) {
         self.application = application
         self.store = store
         self.port = port
+        self.metricsPort = metricsPort
         self.app = app
         self.dataDirectory = dataDirectory
         self.configuration = configuration
@@ -55,7 +58,7 @@ public final class TestServer: Sendable {
     /// ```
     public static func start(
         dataDirectory: String? = nil, databaseURL: String? = nil, port: Int = 0,
-        clock: any Clock<Duration> = ContinuousClock(), logLevel: Logger.Level = .warning,
+        clock: any Clock<Duration> = ContinuousClock(), logLevel: Logger.Level = .warning, logger given: Logger? = nil,
         configure: (inout ServerConfiguration) -> Void = { _ in }
     ) async throws -> TestServer {
         let directory = try dataDirectory ?? TemporaryDirectory(prefix: "parley-server").path
@@ -64,12 +67,13 @@ public final class TestServer: Sendable {
         configuration.port = port
         configuration.dataDirectory = directory
         configure(&configuration)
-        var logger = Logger(label: "parley.test-server")
-        logger.logLevel = logLevel
+        var logger = given ?? Logger(label: "parley.test-server")
+        if given == nil { logger.logLevel = logLevel }
 
         let store: any ParleyStore
         if let databaseURL {
-            store = try await PostgresStore.connect(url: databaseURL, logger: logger, timeout: .seconds(60), maximumConnections: 10)
+            store = try await PostgresStore.connect(
+                url: databaseURL, logger: logger, timeout: .seconds(60), maximumConnections: 10)
         } else {
             store = try openSQLiteStore(in: directory)
         }
@@ -81,11 +85,13 @@ public final class TestServer: Sendable {
             throw error
         }
         let bound = PortPromise()
+        let metricsBound = PortPromise()
         let application: ParleyApplication
         do {
-            application = try await buildApplication(configuration, store: store, clock: clock, logger: logger) { port in
-                bound.fulfill(port)
-            }
+            application = try await buildApplication(
+                configuration, store: store, clock: clock, logger: logger,
+                onServerRunning: { bound.fulfill($0) }, onMetricsRunning: { metricsBound.fulfill($0) }
+            )
         } catch {
             try? await store.close()
             throw error
@@ -93,8 +99,11 @@ public final class TestServer: Sendable {
         let group = ServiceGroup(configuration: .init(services: [application], logger: logger))
         let running = Task { try await group.run() }
         let port = try await bound.value(orFailureOf: running)
+        let metricsPort =
+            configuration.metrics.listener == nil ? nil : try await metricsBound.value(orFailureOf: running)
         return TestServer(
-            port: port, app: app, dataDirectory: directory, configuration: configuration, store: store,
+            port: port, metricsPort: metricsPort, app: app, dataDirectory: directory, configuration: configuration,
+            store: store,
             group: group, running: running, application: application
         )
     }
@@ -187,7 +196,7 @@ extension TestServer {
 
     /// A server with everything this test needs to see quickly: short HTTP deadlines, and no rate limits (the tests
     /// of those turn them on). With `databaseURL`, on that PostgreSQL database (see
-    /// ``start(dataDirectory:databaseURL:port:clock:logLevel:configure:)``).
+    /// ``start(dataDirectory:databaseURL:port:clock:logLevel:logger:configure:)``).
     public static func startForEdgeTests(
         databaseURL: String? = nil, clock: any Clock<Duration> = ContinuousClock(),
         configure: (inout ServerConfiguration) -> Void = { _ in }

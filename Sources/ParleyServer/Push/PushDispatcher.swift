@@ -38,6 +38,7 @@ final class PushDispatcher: Service {
     private let stopping = NIOLockedValueBox(false)
 
     static let outboxBatch = 200
+    private let metrics: ServerMetrics
 
     /// - Parameters:
     ///   - owner: This node's name on the leases it takes.
@@ -46,8 +47,9 @@ final class PushDispatcher: Service {
     init(
         store: any ParleyStore, sender: any PushSender, presence: PresenceTracker, retry: PushRetryPolicy,
         pollInterval: Duration, requestTimeout: Duration, concurrency: Int, owner: String, ownsEveryLease: Bool,
-        time: ServerClock, logger: Logger
+        time: ServerClock, metrics: ServerMetrics = .discarding, logger: Logger
     ) {
+        self.metrics = metrics
         self.store = store
         self.sender = sender
         self.presence = presence
@@ -144,7 +146,8 @@ final class PushDispatcher: Service {
         let now = time.epochMilliseconds()
         // A message deleted before its pushes were made makes none.
         guard let message = entry.message, !message.isDeleted, now - entry.createdAt <= Self.milliseconds(retry.expiry),
-            let participants = try await store.activeParticipants(appId: entry.appId, conversationId: entry.conversationId)
+            let participants = try await store.activeParticipants(
+                appId: entry.appId, conversationId: entry.conversationId)
         else { return [] }
         let mentioned = Set(message.mentions ?? [])
         var jobs: [PushJob] = []
@@ -165,7 +168,8 @@ final class PushDispatcher: Service {
                 names[senderKey] = try await store.user(appId: entry.appId, uid: message.sender)?.name ?? message.sender
             }
             if conversation == nil {
-                conversation = try await store.conversation(appId: entry.appId, id: entry.conversationId, viewer: uid)?.0
+                conversation = try await store.conversation(appId: entry.appId, id: entry.conversationId, viewer: uid)?
+                    .0
                     .conversation
             }
             let badge = try await store.unread(appId: entry.appId, uid: uid, conversationIds: []).total
@@ -213,8 +217,10 @@ final class PushDispatcher: Service {
         do {
             switch outcome {
             case .delivered:
+                metrics.push("delivered")
                 try await store.completePushJob(id: job.id)
             case .invalidToken(let reason, let since):
+                metrics.push("invalid_token")
                 let removed = try await store.removeInvalidToken(
                     appId: job.appId, uid: job.uid, deviceId: job.deviceId, token: job.token, invalidSince: since
                 )
@@ -227,23 +233,28 @@ final class PushDispatcher: Service {
                 let attempts = job.attempts + 1
                 let now = time.epochMilliseconds()
                 if attempts >= retry.maximumAttempts || now - job.createdAt > Self.milliseconds(retry.expiry) {
+                    metrics.push("given_up")
                     try await store.completePushJob(id: job.id)
                     logger.warning(
                         "Push: given up after \(attempts) attempt(s): \(reason)", metadata: metadata
                     )
                 } else {
+                    metrics.push("retry")
                     let wait = after ?? retry.delay(afterAttempts: attempts)
-                    try await store.retryPushJob(id: job.id, attempts: attempts, notBefore: now + Self.milliseconds(wait))
+                    try await store.retryPushJob(
+                        id: job.id, attempts: attempts, notBefore: now + Self.milliseconds(wait))
                     logger.notice(
                         "Push: attempt \(attempts) failed (\(reason)); next in \(wait)", metadata: metadata
                     )
                 }
             case .rejected(let reason):
+                metrics.push("rejected")
                 try await store.completePushJob(id: job.id)
                 logger.warning("Push: APNs refused the notification (\(reason)); dropped", metadata: metadata)
             }
         } catch {
             // The lease ends by itself; the job is tried again then.
+            metrics.databaseErrors.increment()
             logger.warning("Push: could not record a result", metadata: ["error": "\(error)"])
         }
     }

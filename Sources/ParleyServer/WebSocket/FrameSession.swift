@@ -12,6 +12,7 @@ struct FrameSession {
     let limits: MessageLimits
     let malformedFrameLimit: Int
     let sends: SendRateLimiter?
+    let metrics: ServerMetrics
     private var malformedFrames = 0
     private var typingBudget: TokenBucket
 
@@ -23,6 +24,7 @@ struct FrameSession {
         self.limits = gateway.configuration.messageLimits
         self.malformedFrameLimit = gateway.configuration.malformedFrameLimit
         self.sends = gateway.sends
+        self.metrics = gateway.metrics
         self.typingBudget = TokenBucket(
             perSecond: gateway.configuration.typingFramesPerSecond, now: gateway.time.timeline.now()
         )
@@ -41,6 +43,7 @@ struct FrameSession {
             return
         } catch {
             malformedFrames += 1
+            metrics.malformedFrames.increment()
             reply(error: DomainError(.malformedFrame, "The frame is not a valid protocol v1 frame."))
             if malformedFrames >= malformedFrameLimit {
                 // The answers to the malformed frames go out before the close.

@@ -30,7 +30,9 @@ final class Hub: Sendable {
         let key = UserKey(appId: connection.principal.appId, uid: connection.principal.uid)
         shard(key).withLockedValue { $0[key, default: []].append(connection) }
         if connection.subscribesToAllPresence {
-            presenceSubscriptions.withLockedValue { $0[key.appId, default: [:]][ObjectIdentifier(connection)] = connection }
+            presenceSubscriptions.withLockedValue {
+                $0[key.appId, default: [:]][ObjectIdentifier(connection)] = connection
+            }
         }
     }
 
@@ -104,6 +106,22 @@ final class Hub: Sendable {
             }
         }
         return (connections, users)
+    }
+
+    /// Bytes of events waiting in every live connection's queue, and how many users have a live connection (a walk of
+    /// every shard: for `/metrics`, not a hot path).
+    var queuedBytesAndUsers: (bytes: Int, users: Int) {
+        var bytes = 0
+        var users = 0
+        for shard in shards {
+            shard.withLockedValue { map in
+                for list in map.values where !list.isEmpty {
+                    users += 1
+                    for connection in list { bytes += connection.outbound.queuedBytes }
+                }
+            }
+        }
+        return (bytes, users)
     }
 
     /// Number of live connections.

@@ -43,6 +43,8 @@ final class WebSocketConnectionHandler: ChannelDuplexHandler {
     /// the loops for over 100 ms). Those timers hold the handler weakly; one that fires late finds it gone, or its
     /// state machine past the point where the timer mattered, and does nothing.
     private var closeTimer: Scheduled<Void>?
+    /// The close code sent or received first, for the metrics.
+    private var closeCode: UInt16?
     /// The connection still holds the admission gate's slot it took when it was accepted (until it is live, or its
     /// client is slow to send `connect`).
     private var holdsAcceptSlot = true
@@ -114,6 +116,7 @@ final class WebSocketConnectionHandler: ChannelDuplexHandler {
         let frame = unwrapInboundIn(data)
         switch frame.opcode {
         case .text, .binary:
+            gateway.metrics.framesIn.increment()
             if frame.opcode == .text, !frame.unmaskedData.withUnsafeReadableBytes({ UTF8Validation.isValid($0) }) {
                 serverClose(code: WebSocketCloseCode.invalidPayload, reason: .invalidUTF8, awaitAnswer: false)
                 return
@@ -331,6 +334,7 @@ final class WebSocketConnectionHandler: ChannelDuplexHandler {
             return loop.makeFailedFuture(ChannelError.ioOnClosedChannel)
         }
         for frame in frames.dropLast() { raw.write(frame) }
+        gateway.metrics.framesOut.increment(by: frames.count)
         return raw.writeAndFlush(last, on: loop)
     }
 
@@ -389,7 +393,11 @@ final class WebSocketConnectionHandler: ChannelDuplexHandler {
     func drain() {
         guard let context, let connection else { return }
         var wrote = false
-        defer { if wrote { raw.flush() } }
+        var count = 0
+        defer {
+            if wrote { raw.flush() }
+            if count > 0 { gateway.metrics.framesOut.increment(by: count) }
+        }
         while true {
             switch connection.outbound.take(blocked: !context.channel.isWritable) {
             case .idle:
@@ -407,6 +415,7 @@ final class WebSocketConnectionHandler: ChannelDuplexHandler {
                     }
                     raw.write(frame)
                     wrote = true
+                    count += 1
                 }
             }
         }
@@ -418,11 +427,16 @@ final class WebSocketConnectionHandler: ChannelDuplexHandler {
     /// reason; then waits for the client's close frame (at most the gateway's close timeout) unless `awaitAnswer` is
     /// false. The first close wins.
     func serverClose(code: UInt16, reason: ErrorCode, error: DomainError? = nil, awaitAnswer: Bool = true) {
-        perform(machine.closeRequested(code: code, reason: reason, errorFrame: error != nil), error: error, awaitAnswer: awaitAnswer)
+        perform(
+            machine.closeRequested(code: code, reason: reason, errorFrame: error != nil), error: error,
+            awaitAnswer: awaitAnswer)
     }
 
-    private func perform(_ action: WebSocketConnectionStateMachine.CloseAction, error: DomainError? = nil, awaitAnswer: Bool = true) {
+    private func perform(
+        _ action: WebSocketConnectionStateMachine.CloseAction, error: DomainError? = nil, awaitAnswer: Bool = true
+    ) {
         guard case .sendClose(let code, let reason, _) = action, let context else { return }
+        if closeCode == nil { closeCode = code }
         connection?.outbound.finish()
         if let error {
             raw.write(FrameEncoding.frame(.error(ErrorFrame(code: error.code, message: error.message))))
@@ -430,7 +444,9 @@ final class WebSocketConnectionHandler: ChannelDuplexHandler {
         let written = raw.writeAndFlush(FrameEncoding.close(code: code, reason: reason.rawValue), on: context.eventLoop)
         let channel = context.channel
         if awaitAnswer {
-            closeTimer = context.eventLoop.assumeIsolated().scheduleTask(in: gateway.configuration.closeTimeout.timeAmount) {
+            closeTimer = context.eventLoop.assumeIsolated().scheduleTask(
+                in: gateway.configuration.closeTimeout.timeAmount
+            ) {
                 [self] in
                 if machine.closeTimedOut() { channel.close(promise: nil) }
             }
@@ -463,6 +479,7 @@ final class WebSocketConnectionHandler: ChannelDuplexHandler {
             }
             code = received
         }
+        if closeCode == nil { closeCode = frame.unmaskedData.readableBytes == 0 ? 1005 : code }
         switch machine.closeFrameReceived() {
         case .answerAndClose:
             connection?.outbound.finish()
@@ -487,6 +504,8 @@ final class WebSocketConnectionHandler: ChannelDuplexHandler {
     /// The channel is gone: unregister, stop the timers. Runs once (inactive, or removed from the pipeline).
     private func closed() {
         guard machine.state != .closed else { return }
+        // 1005: a close frame without a code; 1006: the socket went without a close frame.
+        gateway.metrics.closed(code: closeCode ?? 1006)
         if case .unregister = machine.channelClosed(), let connection {
             connection.outbound.finish()
             gateway.unregister(connection)

@@ -24,6 +24,7 @@ struct WebSocketGateway: Sendable {
     var sends: SendRateLimiter? = nil
     let time: ServerClock
     let configuration: ServerConfiguration
+    var metrics: ServerMetrics = .discarding
     let logger: Logger
 
     /// What authentication found for a `connect`: the principal, its user, and the stream positions read before the
@@ -124,7 +125,9 @@ struct WebSocketGateway: Sendable {
         guard !sockets.isShuttingDown else { throw DomainError(.serverShuttingDown, "The server is shutting down.") }
     }
 
-    private static func opening(_ principal: UserPrincipal, _ user: User?, _ baseline: StreamPositions) throws -> Opening {
+    private static func opening(_ principal: UserPrincipal, _ user: User?, _ baseline: StreamPositions) throws
+        -> Opening
+    {
         guard let user else { throw DomainError(.authTokenInvalid, "The token's user no longer exists.") }
         return Opening(principal: principal, user: user, baseline: baseline)
     }

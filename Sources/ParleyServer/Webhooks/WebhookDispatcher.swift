@@ -37,11 +37,14 @@ final class WebhookDispatcher: Service {
     let log = WebhookAttemptLog()
 
     static let outboxBatch = 500
+    private let metrics: ServerMetrics
 
     init(
         store: any ParleyStore, configuration: WebhookConfiguration, owner: String, ownsEveryLease: Bool,
-        time: ServerClock, random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) }, logger: Logger
+        time: ServerClock, random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) },
+        metrics: ServerMetrics = .discarding, logger: Logger
     ) {
+        self.metrics = metrics
         self.store = store
         self.sender = WebhookSender(configuration: configuration, time: time)
         self.configuration = configuration
@@ -156,6 +159,7 @@ final class WebhookDispatcher: Service {
         )
         switch outcome {
         case .delivered(let status):
+            metrics.webhook("delivered")
             (attempt.delivered, attempt.status) = (true, status)
         case .failed(let status, let reason):
             (attempt.status, attempt.error) = (status, reason)
@@ -180,6 +184,7 @@ final class WebhookDispatcher: Service {
                         disableAfter: configuration.disableAfterFailures
                     )
                 )
+                metrics.webhook(retryAt == nil ? "given_up" : "failed")
                 if retryAt == nil {
                     logger.warning(
                         "Webhooks: delivery given up after \(attempts) attempt(s): \(reason)", metadata: metadata)
@@ -195,6 +200,7 @@ final class WebhookDispatcher: Service {
             }
         } catch {
             // The lease ends by itself; the delivery is tried again then.
+            metrics.databaseErrors.increment()
             logger.warning("Webhooks: could not record a result", metadata: ["error": "\(error)"])
         }
     }

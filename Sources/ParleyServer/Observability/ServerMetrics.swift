@@ -1,0 +1,147 @@
+import CoreMetrics
+import Foundation
+import NIOConcurrencyHelpers
+import Prometheus
+
+/// The server's metrics (docs/PROTOCOL.md, "Metrics"), made through swift-metrics with one factory: by default a
+/// ``PrometheusMetricsFactory`` over a registry of this server's own, so that several servers in one process (tests)
+/// keep apart, and `GET /metrics` prints it. Hot paths pay one atomic add per event or per batch.
+///
+/// Values that are a state rather than a count (open connections, connections in setup, bytes queued) are read when
+/// `/metrics` is scraped (``ServerMetrics/refreshGauges``), not kept up to date on every change.
+final class ServerMetrics: Sendable {
+    /// The registry `/metrics` prints; nil for ``discarding``.
+    let registry: PrometheusCollectorRegistry?
+    private let factory: any MetricsFactory
+
+    let framesIn: CoreMetrics.Counter
+    let framesOut: CoreMetrics.Counter
+    let malformedFrames: CoreMetrics.Counter
+    let messagesStored: CoreMetrics.Counter
+    let commandsCommitted: CoreMetrics.Counter
+    let commandBatchSize: CoreMetrics.Recorder
+    let commitDuration: CoreMetrics.Timer
+    let commitFailures: CoreMetrics.Counter
+    let presenceChanges: CoreMetrics.Counter
+    let typingEvents: CoreMetrics.Counter
+    let databaseErrors: CoreMetrics.Counter
+    let openConnections: CoreMetrics.Gauge
+    let connectionsInSetup: CoreMetrics.Gauge
+    let connectedUsers: CoreMetrics.Gauge
+    let queuedBytes: CoreMetrics.Gauge
+
+    private struct Keyed: Sendable {
+        var closes: [UInt16: CoreMetrics.Counter] = [:]
+        var push: [String: CoreMetrics.Counter] = [:]
+        var webhooks: [String: CoreMetrics.Counter] = [:]
+        var http: [HTTPKey: (CoreMetrics.Counter, CoreMetrics.Timer)] = [:]
+    }
+
+    struct HTTPKey: Hashable, Sendable {
+        var route: String
+        var method: String
+        var status: Int
+    }
+
+    private let keyed = NIOLockedValueBox(Keyed())
+
+    /// Metrics into a new Prometheus registry.
+    static func prometheus() -> ServerMetrics {
+        let registry = PrometheusCollectorRegistry()
+        var factory = PrometheusMetricsFactory(registry: registry)
+        factory.valueHistogramBuckets["parley_writer_batch_commands"] = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512]
+        let fast: [Duration] = [
+            .microseconds(100), .microseconds(250), .microseconds(500), .milliseconds(1), .milliseconds(2),
+            .milliseconds(5), .milliseconds(10), .milliseconds(25), .milliseconds(50), .milliseconds(100),
+            .milliseconds(250), .milliseconds(500), .seconds(1), .seconds(5),
+        ]
+        factory.durationHistogramBuckets["parley_writer_commit_seconds"] = fast
+        factory.durationHistogramBuckets["parley_http_request_duration_seconds"] = fast
+        return ServerMetrics(factory: factory, registry: registry)
+    }
+
+    /// Metrics that go nowhere (components built without a server, in tests).
+    static let discarding = ServerMetrics(factory: NOOPMetricsHandler.instance, registry: nil)
+
+    init(factory: any MetricsFactory, registry: PrometheusCollectorRegistry?) {
+        self.factory = factory
+        self.registry = registry
+        framesIn = CoreMetrics.Counter(label: "parley_websocket_frames_received_total", factory: factory)
+        framesOut = CoreMetrics.Counter(label: "parley_websocket_frames_sent_total", factory: factory)
+        malformedFrames = CoreMetrics.Counter(label: "parley_websocket_malformed_frames_total", factory: factory)
+        messagesStored = CoreMetrics.Counter(label: "parley_messages_stored_total", factory: factory)
+        commandsCommitted = CoreMetrics.Counter(label: "parley_writer_commands_total", factory: factory)
+        commandBatchSize = CoreMetrics.Recorder(label: "parley_writer_batch_commands", factory: factory)
+        commitDuration = CoreMetrics.Timer(label: "parley_writer_commit_seconds", factory: factory)
+        commitFailures = CoreMetrics.Counter(label: "parley_writer_failed_batches_total", factory: factory)
+        presenceChanges = CoreMetrics.Counter(label: "parley_presence_changes_total", factory: factory)
+        typingEvents = CoreMetrics.Counter(label: "parley_typing_events_total", factory: factory)
+        databaseErrors = CoreMetrics.Counter(label: "parley_database_errors_total", factory: factory)
+        openConnections = CoreMetrics.Gauge(label: "parley_websocket_connections", factory: factory)
+        connectionsInSetup = CoreMetrics.Gauge(label: "parley_connections_in_setup", factory: factory)
+        connectedUsers = CoreMetrics.Gauge(label: "parley_connected_users", factory: factory)
+        queuedBytes = CoreMetrics.Gauge(label: "parley_websocket_queued_bytes", factory: factory)
+    }
+
+    /// A WebSocket ended with this close code (sent or received; 1006 when the socket went without one).
+    func closed(code: UInt16) {
+        keyed.withLockedValue { keyed in
+            if let counter = keyed.closes[code] { return counter }
+            let counter = CoreMetrics.Counter(
+                label: "parley_websocket_closes_total", dimensions: [("code", "\(code)")], factory: factory
+            )
+            keyed.closes[code] = counter
+            return counter
+        }.increment()
+    }
+
+    /// A push notification's outcome: delivered, invalid_token, retry, given_up, rejected.
+    func push(_ outcome: String) {
+        counter(\.push, outcome, label: "parley_push_notifications_total").increment()
+    }
+
+    /// A webhook attempt's outcome: delivered, failed, given_up.
+    func webhook(_ outcome: String) {
+        counter(\.webhooks, outcome, label: "parley_webhook_attempts_total").increment()
+    }
+
+    private func counter(
+        _ path: WritableKeyPath<Keyed, [String: CoreMetrics.Counter]>, _ outcome: String, label: String
+    )
+        -> CoreMetrics.Counter
+    {
+        keyed.withLockedValue { keyed in
+            if let counter = keyed[keyPath: path][outcome] { return counter }
+            let counter = CoreMetrics.Counter(label: label, dimensions: [("outcome", outcome)], factory: factory)
+            keyed[keyPath: path][outcome] = counter
+            return counter
+        }
+    }
+
+    /// An HTTP request was answered (route: the router's pattern, not the path, so ids do not multiply the series).
+    func httpRequest(route: String, method: String, status: Int, nanoseconds: Int64) {
+        let key = HTTPKey(route: route, method: method, status: status)
+        let (counter, timer) = keyed.withLockedValue { keyed in
+            if let pair = keyed.http[key] { return pair }
+            let dimensions = [("route", route), ("method", method), ("status", "\(status)")]
+            let pair = (
+                CoreMetrics.Counter(label: "parley_http_requests_total", dimensions: dimensions, factory: factory),
+                CoreMetrics.Timer(
+                    label: "parley_http_request_duration_seconds", dimensions: dimensions, factory: factory
+                )
+            )
+            keyed.http[key] = pair
+            return pair
+        }
+        counter.increment()
+        timer.recordNanoseconds(nanoseconds)
+    }
+
+    /// The Prometheus text of every metric, once `refresh` has set the gauges.
+    func exposition(refresh: () -> Void) -> [UInt8] {
+        refresh()
+        var buffer: [UInt8] = []
+        registry?.emit(into: &buffer)
+        return buffer
+    }
+}
