@@ -5,14 +5,17 @@ import ParleyStore
 extension APIHandler {
     // MARK: One message
 
+    /// For a participant, or the app's server (REST API key: any conversation of the app, `reacted` false).
     func getMessage(_ input: Operations.GetMessage.Input) async throws -> Operations.GetMessage.Output {
-        let principal = try await currentUser()
+        let caller = try await authenticator.caller(credentials)
         try InputRules.identifier(input.path.messageId, "messageId")
-        _ = try await requireParticipant(principal, conversationId: input.path.conversationId)
+        _ = try await visibleConversation(caller, conversationId: input.path.conversationId)
+        let viewer: String
+        if case .user(let principal) = caller { viewer = principal.uid } else { viewer = "" }
         guard
             let message = try await store.message(
-                appId: principal.appId, conversationId: input.path.conversationId, messageId: input.path.messageId,
-                viewer: principal.uid
+                appId: caller.appId, conversationId: input.path.conversationId, messageId: input.path.messageId,
+                viewer: viewer
             )
         else { throw MessageLifecycle.notFound(input.path.messageId) }
         return .ok(.init(body: .json(message)))

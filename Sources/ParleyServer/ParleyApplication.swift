@@ -194,10 +194,11 @@ public func buildApplication(
     let router = Router(context: ParleyRequestContext.self)
     // Outermost: the CORS headers go on every answer, refusals included.
     router.add(middleware: CORSMiddleware(origins: allowedOrigins))
+    // The client's address and credentials (never throws), for everything inside, the request log included.
+    router.add(middleware: CredentialsMiddleware(trustedProxies: configuration.edge.trustedProxies))
     // Outside the error middleware: it counts and logs refusals with the status they are answered with.
     router.add(middleware: ObservabilityMiddleware(metrics: metrics, level: configuration.requestLogLevel))
     router.add(middleware: ErrorMiddleware(logger: logger))
-    router.add(middleware: CredentialsMiddleware())
     try loadConsole(configuration.console, logger: logger)?.register(on: router)
     if let token = configuration.metrics.token { metricsEndpoint.register(on: router, token: token) }
     try api.registerHandlers(

@@ -127,6 +127,11 @@ public struct EdgeLimits: Sendable {
     public var connectionAttemptsPerAddress: RateLimit? = RateLimit(perSecond: 100, burst: 500)
     /// Logins (`POST /v1/login`) per client address; past it 429 `ERR_RATE_LIMITED`.
     public var loginsPerAddress: RateLimit? = RateLimit(perSecond: 5, burst: 20)
+    /// Addresses of reverse proxies in front of the server (exact IP addresses, as the socket reports them). A request
+    /// from one of them is taken to come from the client that `X-Forwarded-For` names (its last address that is not a
+    /// trusted proxy): the login limit and the request log use that address. Connections from a trusted proxy are not
+    /// counted against ``connectionAttemptsPerAddress`` (they all share the proxy's address).
+    public var trustedProxies: Set<String> = []
     /// Messages one user may send (over every connection and REST, on this node); past it `ERR_RATE_LIMITED`.
     public var messagesPerUser: RateLimit? = RateLimit(perSecond: 20, burst: 100)
 

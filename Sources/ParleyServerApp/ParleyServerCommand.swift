@@ -6,14 +6,30 @@ import ParleyStore
 import ParleyStorePostgres
 import ParleyStoreSQLite
 
+/// `parley-server [options]` runs the server (so `parley-server --help` lists every option of the server);
+/// `parley-server serve [options]` is the same; `apps` and `backup` are tools.
 @main
 struct ParleyServerCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "parley-server",
         abstract: "The Parley chat server: REST and WebSocket on embedded SQLite or on PostgreSQL.",
-        subcommands: [Serve.self, Apps.self],
-        defaultSubcommand: Serve.self
+        discussion: ServeOptions.discussion,
+        subcommands: [Serve.self, Apps.self, Backup.self]
     )
+
+    @OptionGroup var options: ServeOptions
+
+    func run() async throws { try await options.run() }
+}
+
+struct Serve: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Run the server (what `parley-server` alone does).", discussion: ServeOptions.discussion
+    )
+
+    @OptionGroup var options: ServeOptions
+
+    func run() async throws { try await options.run() }
 }
 
 /// Options shared by every subcommand that opens the database. Every option of `parley-server` may also come from the
@@ -80,15 +96,13 @@ struct DataLocation {
     }
 }
 
-struct Serve: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
-        abstract: "Run the server (the default).",
-        discussion: """
-            Every option can also be set in the environment (PARLEY_ and the option's name in capitals, dashes as \
-            underscores: PARLEY_PORT, PARLEY_MAX_REQUEST_BODY_BYTES) or in the config file (--config), keyed by its \
-            long name. The command line wins over the environment, the environment over the file.
-            """
-    )
+/// Every option of the server.
+struct ServeOptions: ParsableArguments {
+    static let discussion = """
+        Every option can also be set in the environment (PARLEY_ and the option's name in capitals, dashes as \
+        underscores: PARLEY_PORT, PARLEY_MAX_REQUEST_BODY_BYTES) or in the config file (--config), keyed by its long \
+        name. The command line wins over the environment, the environment over the file.
+        """
 
     @Option(help: "Address to bind (default 127.0.0.1).")
     var hostname: String?
@@ -284,6 +298,26 @@ struct APNsOptions: ParsableArguments {
     }
 }
 
+/// `parley-server backup FILE`: a consistent copy of the SQLite database, taken while the server runs.
+struct Backup: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Copy the SQLite database into a new file while the server runs (README, Backup and restore)."
+    )
+    @OptionGroup var data: DataOptions
+    @Argument(help: "The new file (it must not exist).") var destination: String
+
+    func run() async throws {
+        let location = try await data.resolve(data.sources())
+        guard location.databaseURL == nil else {
+            throw ValidationError("The data is in PostgreSQL: back it up with pg_dump (README, Backup and restore).")
+        }
+        let bytes = try SQLiteBackup.copy(
+            databaseAt: location.dataDirectory + "/parley.sqlite", to: destination
+        )
+        print("Backed up \(location.dataDirectory)/parley.sqlite to \(destination) (\(bytes) bytes).")
+    }
+}
+
 struct Apps: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Manage the apps of a data directory or database (run while the server is stopped or running).",
@@ -391,6 +425,12 @@ struct EdgeOptions: ParsableArguments {
     @Option(help: "Messages a user may send at once before the per-second limit applies (default 100).")
     var messageBurstPerUser: Int?
 
+    @Option(
+        help:
+            "IP address of a reverse proxy in front of the server (repeatable; comma-separated in the environment): its requests' client is the one X-Forwarded-For names."
+    )
+    var trustedProxy: [String] = []
+
     func apply(to limits: inout EdgeLimits, _ settings: SettingSources) async throws {
         let defaults = Self.defaults
         let maxBody = try await settings.int(
@@ -408,6 +448,8 @@ struct EdgeOptions: ParsableArguments {
             throw ValidationError("--idle-timeout-seconds and --request-timeout-seconds must be positive.")
         }
         limits.maxRequestBodyBytes = maxBody
+        let proxies = try await settings.strings(trustedProxy.isEmpty ? nil : trustedProxy, "trusted-proxy")
+        limits.trustedProxies = Set(proxies)
         limits.idleTimeout = .milliseconds(Int64(idle * 1000))
         limits.requestHeadTimeout = .milliseconds(Int64(request * 1000))
         limits.requestBodyTimeout = .milliseconds(Int64(request * 3000))

@@ -116,6 +116,13 @@ struct SettingSources: Sendable {
         return try await fetch(name) { try await reader.fetchInt(forKey: $0) }.map(Double.init) ?? value
     }
 
+    /// A list: repeated flags, a comma-separated variable, or an array in the file.
+    func strings(_ flag: [String]?, _ name: String) async throws -> [String] {
+        known(name)
+        if let flag { return flag }
+        return try await fetch(name) { try await reader.fetchStringArray(forKey: $0) } ?? []
+    }
+
     func bool(_ flag: Bool?, _ name: String, default value: Bool) async throws -> Bool {
         known(name)
         if let flag { return flag }

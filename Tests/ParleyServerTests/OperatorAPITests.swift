@@ -47,6 +47,10 @@ import Testing
             "GET", "/v1/conversations/\(group.id)/messages", apiKey: key
         ).decode()
         #expect(history.messages.map(\.parts) == [[.text("hello")]])
+        let one: Message = try await server.request(
+            "GET", "/v1/conversations/\(group.id)/messages/\(history.messages[0].id)", apiKey: key
+        ).decode()
+        #expect(one == history.messages[0])
         // A user still sees only their own.
         let carols: ConversationList = try await server.request("GET", "/v1/conversations", token: carol).decode()
         #expect(carols.conversations.isEmpty)
@@ -76,7 +80,7 @@ import Testing
         // Another app's key sees none of this app's conversations or users.
         for path in [
             "/v1/conversations/\(group.id)", "/v1/conversations/\(group.id)/messages",
-            "/v1/conversations/\(group.id)/participants",
+            "/v1/conversations/\(group.id)/participants", "/v1/conversations/\(group.id)/messages/m_1",
         ] {
             let answer = try await server.request("GET", path, apiKey: other.restAPIKey)
             #expect(answer.status == 404 && answer.errorCode == .conversationNotFound, "\(path)")

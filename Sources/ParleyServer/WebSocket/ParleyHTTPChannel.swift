@@ -82,7 +82,9 @@ struct ParleyHTTPChannel: ServerChildChannel, HTTPChannelHandler {
 
     /// How long until a connection from this channel's address would be accepted, when it is refused now.
     private func refusedAttempt(_ channel: any Channel) -> Duration? {
-        guard let connectionAttempts, let address = channel.remoteAddress?.ipAddress else { return nil }
+        guard let connectionAttempts, let address = channel.remoteAddress?.ipAddress,
+            !gateway.configuration.edge.trustedProxies.contains(address)
+        else { return nil }
         return connectionAttempts.take(address)
     }
 

@@ -56,6 +56,36 @@ import Testing
         try await server.stop()
     }
 
+    /// Behind a trusted proxy the login limit applies to the client `X-Forwarded-For` names; from anywhere else the
+    /// header is ignored (a client cannot pick its own address).
+    @Test func behindATrustedProxyTheForwardedClientIsLimited() async throws {
+        let clock = ManualClock()
+        let trusting = try await TestServer.startForEdgeTests(clock: clock) {
+            $0.edge.loginsPerAddress = RateLimit(perSecond: 1, burst: 2)
+            $0.edge.trustedProxies = ["127.0.0.1"]
+        }
+        func login(_ server: TestServer, _ uid: String, from client: String) async throws -> Int {
+            try await server.request(
+                "POST", "/v1/login", headers: ["X-Forwarded-For": client],
+                body: LoginRequest(appId: server.app.appId, uid: uid, authKey: server.app.authKey)
+            ).status
+        }
+        // A client's forged first hop comes before what the proxy appends: the last untrusted address counts.
+        #expect(try await login(trusting, "a", from: "198.51.100.1, 203.0.113.7") == 200)
+        #expect(try await login(trusting, "b", from: "203.0.113.7") == 200)
+        #expect(try await login(trusting, "c", from: "192.0.2.99, 203.0.113.7") == 429)
+        #expect(try await login(trusting, "d", from: "203.0.113.8") == 200)
+        try await trusting.stop()
+
+        let direct = try await TestServer.startForEdgeTests(clock: clock) {
+            $0.edge.loginsPerAddress = RateLimit(perSecond: 1, burst: 2)
+        }
+        #expect(try await login(direct, "a", from: "203.0.113.1") == 200)
+        #expect(try await login(direct, "b", from: "203.0.113.2") == 200)
+        #expect(try await login(direct, "c", from: "203.0.113.3") == 429)
+        try await direct.stop()
+    }
+
     @Test func messagesPastAUsersLimitAreRefusedOverTheSocketAndREST() async throws {
         let clock = ManualClock()
         let server = try await TestServer.startForEdgeTests(clock: clock) {

@@ -15,6 +15,15 @@ export function formatDateTime(ms) {
     })}`;
 }
 
+/** "Nov 26, 13:12" (with the year when it is not this one). */
+export function formatShort(ms) {
+    if (ms === null || ms === undefined) return '—';
+    const date = new Date(ms);
+    const options = { month: 'short', day: 'numeric', hour: '2-digit', minute: '2-digit' };
+    if (date.getFullYear() !== new Date().getFullYear()) options.year = 'numeric';
+    return date.toLocaleString([], options);
+}
+
 export function formatDate(ms) {
     if (ms === null || ms === undefined) return '—';
     return new Date(ms).toLocaleDateString([], { year: 'numeric', month: 'short', day: 'numeric' });

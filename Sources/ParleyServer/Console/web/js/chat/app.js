@@ -30,6 +30,7 @@ const outgoingTyping = { conversationId: null, on: false, lastSentAt: 0, idleTim
 const listNodes = new NodeCache(); // conversation buttons, kept while their content is the same
 const messageNodes = new NodeCache(); // message bubbles of the open conversation
 let renderedConversationId = null;
+let listLoaded = false; // the conversation list came; else it is asked again at the next caughtUp
 
 // MARK: Session
 
@@ -127,6 +128,10 @@ function stopChat() {
     conversations.clear();
     presence.clear();
     names.clear();
+    listNodes.nodes.clear();
+    messageNodes.nodes.clear();
+    renderedConversationId = null;
+    listLoaded = false;
     openId = null;
 }
 
@@ -317,6 +322,7 @@ async function loadConversations() {
         ]);
         for (const conversation of list.conversations) record(conversation.id, conversation);
         applyUnread(unread.conversations);
+        listLoaded = true;
         await Promise.all(Array.from(conversations.values(), (entry) => entry.detailsLoaded));
     } catch (error) {
         if (error instanceof ApiError && error.status === 401) return; // the socket's 4001 signs out
@@ -435,6 +441,12 @@ async function loadOlder() {
 function onCaughtUp() {
     // Typing indicators may have ended while the socket was away.
     for (const entry of conversations.values()) entry.typing.clear();
+    if (!listLoaded) {
+        loadConversations().then(() => {
+            if (openId && !conversations.get(openId)?.loaded) routeFromHash();
+        });
+        return;
+    }
     api('GET', '/v1/me/unread', { token: session.token })
         .then((unread) => applyUnread(unread.conversations))
         .catch(() => {});
@@ -919,6 +931,10 @@ byId('composer-input').addEventListener('blur', () => setTimeout(() => {
 byId('load-older').addEventListener('click', loadOlder);
 window.addEventListener('hashchange', () => {
     if (session) routeFromHash();
+});
+window.addEventListener('pageshow', (event) => {
+    // Restored from the back/forward cache: its socket was closed on the way out and its view is old; start afresh.
+    if (event.persisted && session) location.reload();
 });
 document.addEventListener('visibilitychange', () => {
     if (document.visibilityState === 'visible') markReadIfVisible();

@@ -155,6 +155,7 @@ export class ChatClient {
         this.status = 'disconnected';
         this.statusDetail = '';
         this.ws = null;
+        this.connectionId = null;
         this.generation = 0;
         this.phase = 'idle'; // idle | connecting | connected | backingOff | failed
         this.attempt = 0;
@@ -174,8 +175,18 @@ export class ChatClient {
         this.timer = null;
         this.stopped = true;
         this.onOnline = () => this.retryNow();
+        // The network went away: a socket that looked fine may be dead; ask the server now rather than at the next
+        // heartbeat (no answer within the pong timeout is a lost connection).
+        this.onOffline = () => {
+            if (this.phase === 'connected' && !this.pendingPing) this.ping(Date.now());
+        };
         this.onVisible = () => {
             if (document.visibilityState === 'visible') this.retryNow();
+        };
+        // Leaving the page may keep it frozen in the back/forward cache with its socket open: the server would count
+        // a connection nobody reads and show the user online. Close it; a page restored from the cache reloads.
+        this.onPageHide = (event) => {
+            if (event.persisted) this.closeSocket(1000, 'page hidden');
         };
     }
 
@@ -207,6 +218,8 @@ export class ChatClient {
         if (!this.stopped) return;
         this.stopped = false;
         window.addEventListener('online', this.onOnline);
+        window.addEventListener('offline', this.onOffline);
+        window.addEventListener('pagehide', this.onPageHide);
         document.addEventListener('visibilitychange', this.onVisible);
         this.timer = setInterval(() => this.tick(), TIMING.tickMs);
         this.open();
@@ -216,6 +229,8 @@ export class ChatClient {
         this.stopped = true;
         clearInterval(this.timer);
         window.removeEventListener('online', this.onOnline);
+        window.removeEventListener('offline', this.onOffline);
+        window.removeEventListener('pagehide', this.onPageHide);
         document.removeEventListener('visibilitychange', this.onVisible);
         this.closeSocket(1000, 'logout');
         this.phase = 'idle';
@@ -385,6 +400,7 @@ export class ChatClient {
     receive(frame, generation) {
         switch (frame.type) {
             case 'hello':
+                this.connectionId = frame.connectionId;
                 this.phase = 'connected';
                 this.connectedSince = Date.now();
                 this.handshakeRetried = false;

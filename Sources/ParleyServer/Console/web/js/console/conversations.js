@@ -3,7 +3,7 @@
 
 import { ApiError, seg } from '../api.js';
 import { h, replace } from '../dom.js';
-import { formatDate, formatDateTime, messageText } from '../format.js';
+import { formatDate, formatDateTime, formatShort, messageText } from '../format.js';
 import { avatar, card, CursorPager, errorBox, loading, pageHead, table } from './ui.js';
 
 export const PAGE_SIZE = 50;
@@ -135,10 +135,10 @@ export async function renderConversation(context, page, conversationId) {
                 h('dt', {}, 'Created by'),
                 h('dd', { class: 'mono' }, conversation.createdBy),
                 h('dt', {}, 'Created'),
-                h('dd', {}, formatDateTime(conversation.createdAt)),
+                h('dd', {}, formatShort(conversation.createdAt)),
                 h('dt', {}, 'Last activity'),
-                h('dd', {}, formatDateTime(conversation.updatedAt)),
-                h('dt', {}, 'Events (last seq)'),
+                h('dd', {}, formatShort(conversation.updatedAt)),
+                h('dt', {}, 'Last seq'),
                 h('dd', {}, String(conversation.lastSeq)),
             ),
         ),
@@ -150,6 +150,9 @@ export async function renderConversation(context, page, conversationId) {
         try {
             const { participants } = await context.call('GET', `${base}/participants`);
             if (!context.alive) return;
+            if (!conversation.name && conversation.type === 'direct') {
+                title.textContent = participants.map((participant) => participant.uid).join(' & ');
+            }
             replace(
                 participantsBody,
                 table(
@@ -245,10 +248,13 @@ export async function renderConversation(context, page, conversationId) {
     // Messages
     const messages = new MessageLog(context, base, say);
 
+    const head = pageHead(conversationTitle(conversation), `${conversation.participantCount} participants · ${conversation.type}`);
+    const title = head.querySelector('h1');
+    title.id = 'conversation-title';
     replace(
         page,
         h('a', { class: 'crumb', href: '#/conversations' }, '← All conversations'),
-        pageHead(conversationTitle(conversation), `${conversation.participantCount} participants · ${conversation.type}`),
+        head,
         actionMessage,
         h('div', { class: 'grid-detail' }, details, card({ title: 'Participants', subtitle: 'Each one\'s role, and how far they read and received (sequence numbers).', body: participantsBody })),
         h('div', { class: 'stack' }, isGroup ? card({ title: 'Bans', subtitle: 'Bans in force.', body: bansBody }) : null, messages.card),
