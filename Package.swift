@@ -101,6 +101,8 @@ let package = Package(
                 // Metrics: swift-metrics, printed by swift-prometheus on GET /metrics.
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
+                // Attachments: files streamed from and to disk.
+                .product(name: "_NIOFileSystem", package: "swift-nio"),
             ],
             // The web console's HTML, CSS and JavaScript, served under /console/ (docs/CONSOLE.md).
             resources: [.copy("Console/web")]
