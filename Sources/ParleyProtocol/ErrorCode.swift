@@ -134,4 +134,15 @@ extension ErrorCode {
     public static let notImplemented: ErrorCode = "ERR_NOT_IMPLEMENTED"
     /// The request's HTTP version is not 1.0 or 1.1 (HTTP 505).
     public static let httpVersionNotSupported: ErrorCode = "ERR_HTTP_VERSION_NOT_SUPPORTED"
+    /// An upload larger than the server takes (HTTP 413); refused before its body is read.
+    public static let fileTooLarge: ErrorCode = "ERR_FILE_TOO_LARGE"
+    /// An upload without `Content-Length` (HTTP 411): uploads say their size up front.
+    public static let lengthRequired: ErrorCode = "ERR_LENGTH_REQUIRED"
+    /// An upload whose bytes are not what it says: an image type whose bytes are not that image, a body shorter or
+    /// longer than its `Content-Length` (HTTP 400).
+    public static let fileInvalid: ErrorCode = "ERR_FILE_INVALID"
+    /// No attachment with this id in this conversation (HTTP 404).
+    public static let attachmentNotFound: ErrorCode = "ERR_ATTACHMENT_NOT_FOUND"
+    /// A download link that is malformed, forged, or past its expiry (HTTP 403): ask for a new one.
+    public static let linkInvalid: ErrorCode = "ERR_LINK_INVALID"
 }

@@ -20,7 +20,10 @@ extension ErrorCode {
         case .messageDeleted: return .gone
         case .messageTooLarge: return .contentTooLarge
         case .rateLimited: return .tooManyRequests
-        case .requestTooLarge: return .contentTooLarge
+        case .requestTooLarge, .fileTooLarge: return .contentTooLarge
+        case .lengthRequired: return .lengthRequired
+        case .attachmentNotFound: return .notFound
+        case .linkInvalid: return .forbidden
         case .requestTimeout: return .requestTimeout
         case .uriTooLong: return .uriTooLong
         case .headersTooLarge: return .requestHeaderFieldsTooLarge

@@ -33,6 +33,8 @@ public struct ParleyApplication: Service {
     let cluster: ClusterNode?
     let push: PushDispatcher?
     let webhooks: WebhookDispatcher
+    /// Removes uploads no message took.
+    let uploadSweeper: UploadSweeper
     /// The metrics listener, when `/metrics` has a port of its own.
     let metricsListener: MetricsListener?
     let logger: Logger
@@ -44,7 +46,7 @@ public struct ParleyApplication: Service {
         if let push { services.append(push) }
         services.append(webhooks)
         if let cluster { services.append(cluster) }
-        services += [typing, presence, unread]
+        services += [typing, presence, unread, uploadSweeper]
         if let metricsListener { services.append(metricsListener) }
         services += [
             http,
@@ -200,6 +202,11 @@ public func buildApplication(
     router.add(middleware: ObservabilityMiddleware(metrics: metrics, level: configuration.requestLogLevel))
     router.add(middleware: ErrorMiddleware(logger: logger))
     try loadConsole(configuration.console, logger: logger)?.register(on: router)
+    let (blobs, spool) = try await makeBlobStore(configuration)
+    FileRoutes(
+        store: store, authenticator: authenticator, blobs: blobs, settings: configuration.files, spool: spool,
+        sends: limits.sends, time: time, logger: logger
+    ).register(on: router)
     if let token = configuration.metrics.token { metricsEndpoint.register(on: router, token: token) }
     try api.registerHandlers(
         on: router, configuration: parleyOpenAPIConfiguration, middlewares: [EmptyBodyMiddleware()]
@@ -238,6 +245,10 @@ public func buildApplication(
                 logger: logger)
         },
         push: push, webhooks: webhooks,
+        uploadSweeper: UploadSweeper(
+            store: store, blobs: blobs, retention: configuration.files.unusedUploadRetention,
+            interval: configuration.files.sweepInterval, time: time, logger: logger
+        ),
         metricsListener: configuration.metrics.listener.map {
             MetricsListener(
                 endpoint: metricsEndpoint, hostname: $0.hostname, port: $0.port, logger: logger,
@@ -246,6 +257,22 @@ public func buildApplication(
         },
         logger: logger
     )
+}
+
+/// The attachments' blob store and the folder uploads are spooled to (emptied: what is there is from a run that
+/// stopped mid-upload).
+func makeBlobStore(_ configuration: ServerConfiguration) async throws -> (any BlobStore, String) {
+    let spool = configuration.dataDirectory + "/spool"
+    try? FileManager.default.removeItem(atPath: spool)
+    try FileManager.default.createDirectory(atPath: spool, withIntermediateDirectories: true)
+    switch configuration.files.storage {
+    case .disk(let folder):
+        return (try DiskBlobStore(root: folder ?? configuration.dataDirectory + "/files"), spool)
+    case .s3(let s3):
+        let store = S3BlobStore(configuration: s3)
+        try await store.ensureBucket()
+        return (store, spool)
+    }
 }
 
 /// The web console's files, or nil when it is off (or, shipped, missing: with a warning).

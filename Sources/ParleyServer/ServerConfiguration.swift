@@ -66,6 +66,34 @@ public struct ServerConfiguration: Sendable {
     public var metrics = MetricsExposure()
     /// The level of the one-line log of each HTTP request (method, path, status, duration, request id).
     public var requestLogLevel: Logger.Level = .debug
+    /// Attachments: where their bytes live, how large they may be, how long an unused upload and a download link last.
+    public var files = FileSettings()
+
+    public init() {}
+}
+
+/// Attachments (docs/PROTOCOL.md, "Attachments").
+public struct FileSettings: Sendable {
+    /// Where the bytes live.
+    public enum Storage: Sendable {
+        /// A folder (nil: `files` in the data directory): one node.
+        case disk(String?)
+        /// S3-compatible object storage: every node of a deployment reads and writes one bucket.
+        case s3(S3BlobStore.Configuration)
+    }
+
+    public var storage: Storage = .disk(nil)
+    /// Largest upload. A larger `Content-Length` is refused with 413 `ERR_FILE_TOO_LARGE` before the body is read.
+    public var maxFileBytes: Int64 = 100 * 1024 * 1024
+    /// An upload that no message carries this long after it was made is removed.
+    public var unusedUploadRetention: Duration = .seconds(24 * 3600)
+    /// How often the server looks for such uploads.
+    public var sweepInterval: Duration = .seconds(600)
+    /// How long a download link stays valid.
+    public var linkLifetime: Duration = .seconds(3600)
+    /// The slowest an upload's body may arrive, on average, in bytes per second: past `requestBodyTimeout` plus its
+    /// length at this rate, 408. Bounds how long a slow (or malicious) client holds a connection.
+    public var minimumUploadRate: Int = 64 * 1024
 
     public init() {}
 }

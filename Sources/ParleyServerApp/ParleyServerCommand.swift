@@ -143,6 +143,8 @@ struct ServeOptions: ParsableArguments {
     @Flag(inversion: .prefixedNo, help: "Serve the web console at /console/ (default on).")
     var console: Bool?
 
+    @OptionGroup(title: "Attachments (docs/PROTOCOL.md, Attachments)") var files: FileOptions
+
     @OptionGroup(title: "Push notifications (APNs); off unless --apns-key-file is given") var apns: APNsOptions
 
     @OptionGroup(title: "Webhooks (docs/PROTOCOL.md, Webhooks)") var webhooks: WebhookOptions
@@ -170,6 +172,7 @@ struct ServeOptions: ParsableArguments {
         configuration.apns = try await apns.configuration(settings)
         try configuration.apns?.validate()
         try await webhooks.apply(to: &configuration.webhooks, settings)
+        try await files.apply(to: &configuration.files, settings)
         let consoleOn = try await settings.bool(console, "console", default: true)
         let consoleFolder = try await settings.string(consoleDir, "console-dir")
         configuration.console = consoleOn ? consoleFolder.map { .directory($0) } ?? .bundled : .off
@@ -248,6 +251,70 @@ struct WebhookOptions: ParsableArguments {
         configuration.maxConcurrentRequests = concurrency
         configuration.retry.maximumAttempts = attempts
         configuration.disableAfterFailures = disableAfter
+    }
+}
+
+/// Where attachments live and how large they may be.
+struct FileOptions: ParsableArguments {
+    @Option(help: "Folder of the attachments' bytes (default files in the data directory); unused with --s3-endpoint.")
+    var filesDir: String?
+
+    @Option(help: "Largest upload in bytes; larger ones get 413 before they are read (default 104857600).")
+    var maxFileBytes: Int?
+
+    @Option(help: "Seconds after which an upload that no message carries is removed (default 86400).")
+    var unusedUploadRetentionSeconds: Int?
+
+    @Option(help: "Seconds a download link stays valid (default 3600).")
+    var fileLinkSeconds: Int?
+
+    @Option(help: "Keep attachments in this S3-compatible storage (http(s)://host:port) instead of on disk.")
+    var s3Endpoint: String?
+
+    @Option(help: "The bucket (created if missing) (default parley).")
+    var s3Bucket: String?
+
+    @Option(help: "The storage's region (default us-east-1).")
+    var s3Region: String?
+
+    @Option(help: "The access key id.")
+    var s3AccessKeyId: String?
+
+    @Option(help: "The secret access key.")
+    var s3SecretAccessKey: String?
+
+    func apply(to files: inout FileSettings, _ settings: SettingSources) async throws {
+        let folder = try await settings.string(filesDir, "files-dir")
+        files.maxFileBytes = Int64(try await settings.int(maxFileBytes, "max-file-bytes", default: 100 * 1024 * 1024))
+        let retention = try await settings.int(
+            unusedUploadRetentionSeconds, "unused-upload-retention-seconds", default: 86400
+        )
+        let lifetime = try await settings.int(fileLinkSeconds, "file-link-seconds", default: 3600)
+        guard files.maxFileBytes >= 1, retention >= 60, lifetime >= 10 else {
+            throw ValidationError(
+                "--max-file-bytes must be positive, --unused-upload-retention-seconds at least 60, --file-link-seconds at least 10."
+            )
+        }
+        files.unusedUploadRetention = .seconds(retention)
+        files.linkLifetime = .seconds(lifetime)
+        let endpoint = try await settings.string(s3Endpoint, "s3-endpoint")
+        let bucket = try await settings.string(s3Bucket, "s3-bucket", default: "parley")
+        let region = try await settings.string(s3Region, "s3-region", default: "us-east-1")
+        let keyId = try await settings.string(s3AccessKeyId, "s3-access-key-id")
+        let secret = try await settings.string(s3SecretAccessKey, "s3-secret-access-key", secret: true)
+        guard let endpoint else {
+            files.storage = .disk(folder)
+            return
+        }
+        guard let url = URL(string: endpoint), url.scheme == "http" || url.scheme == "https", url.host != nil else {
+            throw ValidationError("--s3-endpoint must be an http(s)://host[:port] URL.")
+        }
+        guard let keyId, let secret else {
+            throw ValidationError("--s3-endpoint needs --s3-access-key-id and --s3-secret-access-key.")
+        }
+        files.storage = .s3(
+            .init(endpoint: url, bucket: bucket, region: region, accessKeyId: keyId, secretAccessKey: secret)
+        )
     }
 }
 

@@ -140,6 +140,18 @@ public protocol ParleyStore: Sendable {
     func updateReport(appId: String, id: String, state: ReportState, resolution: String?, now: Int64) async throws
         -> Report?
 
+    // MARK: Attachments
+    /// Records an upload (its bytes are already in the blob store).
+    func insertAttachment(_ record: AttachmentRecord) async throws
+    /// One upload of an app; nil when there is none with this id.
+    func attachment(appId: String, id: String) async throws -> AttachmentRecord?
+    /// Uploads of every app that no message carries and that were made before `createdBefore`, oldest first: what the
+    /// sweeper removes.
+    func unattachedAttachments(createdBefore: Int64, limit: Int) async throws -> [AttachmentRecord]
+    /// Forgets an upload; false when there was none (with `unattachedOnly`, none that no message carries: a message
+    /// that took it meanwhile keeps it). Its bytes are the blob store's to remove, after this.
+    func deleteAttachment(appId: String, id: String, unattachedOnly: Bool) async throws -> Bool
+
     // MARK: Webhooks
     /// Registers an endpoint. Throws `ERR_WEBHOOK_LIMIT` past ``Webhooks/maxEndpoints`` for the app.
     func insertWebhookEndpoint(_ record: WebhookEndpointRecord) async throws

@@ -418,6 +418,34 @@ extension PostgresStore {
                 "ALTER TABLE apps ADD COLUMN allowed_origins TEXT NOT NULL DEFAULT ''"
             ]
         ),
+        PostgresMigration(
+            version: 11, name: "attachments",
+            statements: [
+                // Uploads: their bytes are in the blob store under `<app_id>/<id>`; `message_id` once a message
+                // carries one.
+                """
+                CREATE TABLE attachments (
+                    id TEXT PRIMARY KEY,
+                    app_id TEXT NOT NULL,
+                    conversation_id TEXT NOT NULL,
+                    uploader TEXT NOT NULL,
+                    name TEXT NOT NULL,
+                    content_type TEXT NOT NULL,
+                    size BIGINT NOT NULL,
+                    sha256 TEXT NOT NULL,
+                    width INTEGER,
+                    height INTEGER,
+                    created_at BIGINT NOT NULL,
+                    message_id TEXT
+                )
+                """,
+                "CREATE INDEX attachments_unattached ON attachments(created_at) WHERE message_id IS NULL",
+                """
+                CREATE INDEX attachments_of_messages ON attachments(app_id, conversation_id, message_id)
+                WHERE message_id IS NOT NULL
+                """,
+            ]
+        ),
     ]
 
     /// The key of the advisory lock that serializes migrations of one database ("parley.schema").

@@ -346,6 +346,30 @@ extension SQLiteStore {
             // The web origins (CORS) whose pages may call the REST API, one per line.
             try db.execute(sql: "ALTER TABLE apps ADD COLUMN allowed_origins TEXT NOT NULL DEFAULT ''")
         }
+        migrator.registerMigration("v12: attachments") { db in
+            // Uploads: their bytes are in the blob store under `<app_id>/<id>`; `message_id` once a message carries one.
+            try db.execute(
+                sql: """
+                    CREATE TABLE attachments (
+                        id TEXT PRIMARY KEY,
+                        app_id TEXT NOT NULL,
+                        conversation_id TEXT NOT NULL,
+                        uploader TEXT NOT NULL,
+                        name TEXT NOT NULL,
+                        content_type TEXT NOT NULL,
+                        size INTEGER NOT NULL,
+                        sha256 TEXT NOT NULL,
+                        width INTEGER,
+                        height INTEGER,
+                        created_at INTEGER NOT NULL,
+                        message_id TEXT
+                    );
+                    CREATE INDEX attachments_unattached ON attachments(created_at) WHERE message_id IS NULL;
+                    CREATE INDEX attachments_of_messages ON attachments(app_id, conversation_id, message_id)
+                        WHERE message_id IS NOT NULL;
+                    """
+            )
+        }
         return migrator
     }
 }

@@ -28,7 +28,11 @@ final class HTTPRequestGuard: ChannelDuplexHandler, RemovableChannelHandler {
     static let methods: [HTTPMethod] = [.GET, .HEAD, .POST, .PUT, .DELETE, .PATCH, .OPTIONS]
 
     private let limits: EdgeLimits
+    private let files: FileSettings
     private let head: HTTPRequestHeadGuard
+    /// The body limit of the request being read: ``EdgeLimits/maxRequestBodyBytes``, or for an upload its
+    /// `Content-Length` (at most ``FileSettings/maxFileBytes``).
+    private var bodyLimit = 0
     /// Requests whose head has been read (the first is the one NIO's upgrader looks at).
     private var requests = 0
     /// A request's head has been read and its end has not.
@@ -47,8 +51,9 @@ final class HTTPRequestGuard: ChannelDuplexHandler, RemovableChannelHandler {
     /// `keep-alive`).
     private var closeAfterResponse = false
 
-    init(limits: EdgeLimits, head: HTTPRequestHeadGuard) {
+    init(limits: EdgeLimits, files: FileSettings = FileSettings(), head: HTTPRequestHeadGuard) {
         self.limits = limits
+        self.files = files
         self.head = head
     }
 
@@ -82,8 +87,13 @@ final class HTTPRequestGuard: ChannelDuplexHandler, RemovableChannelHandler {
             closeAfterResponse = closeAfterResponse || !request.isKeepAlive
             readingBody = true
             bodyBytes = 0
+            let upload = FileRoutes.isUpload(method: request.method.rawValue, target: request.uri)
+            let length = request.headers["content-length"].first.flatMap { Int($0) } ?? 0
+            bodyLimit = upload ? length : limits.maxRequestBodyBytes
             if Self.hasBody(request) {
-                let deadline = context.eventLoop.now + limits.requestBodyTimeout.timeAmount
+                // An upload may take longer: its length at the slowest rate the server accepts, on top.
+                let allowance = upload ? TimeAmount.seconds(Int64(length / max(files.minimumUploadRate, 1))) : .zero
+                let deadline = context.eventLoop.now + limits.requestBodyTimeout.timeAmount + allowance
                 bodyDeadline = deadline
                 head.arm(deadline)
             }
@@ -91,7 +101,7 @@ final class HTTPRequestGuard: ChannelDuplexHandler, RemovableChannelHandler {
             return
         case .body(let chunk):
             bodyBytes += chunk.readableBytes
-            guard bodyBytes <= limits.maxRequestBodyBytes else {
+            guard bodyBytes <= bodyLimit else {
                 refuse(context: context, .contentTooLarge, code: .requestTooLarge, Self.tooLarge(limits))
                 return
             }
@@ -128,6 +138,16 @@ final class HTTPRequestGuard: ChannelDuplexHandler, RemovableChannelHandler {
         }
         if let refusal = Self.refusal(ofTransferEncoding: request) { return refusal }
         let lengths = request.headers["content-length"]
+        if FileRoutes.isUpload(method: request.method.rawValue, target: request.uri) {
+            // An upload says its size up front: refused before a byte of it is read when it is too large.
+            guard request.headers["transfer-encoding"].isEmpty, let length = lengths.first.flatMap({ Int64($0) }) else {
+                return (.lengthRequired, .lengthRequired, "An upload has a Content-Length (not chunked).")
+            }
+            guard length <= files.maxFileBytes else {
+                return (.contentTooLarge, .fileTooLarge, "A file may have at most \(files.maxFileBytes) bytes.")
+            }
+            return nil
+        }
         if let length = lengths.first.flatMap({ Int($0) }), length > limits.maxRequestBodyBytes {
             return (.contentTooLarge, .requestTooLarge, Self.tooLarge(limits))
         }

@@ -95,7 +95,9 @@ struct ParleyHTTPChannel: ServerChildChannel, HTTPChannelHandler {
         let gateway = self.gateway
         let admission = gateway.admission
         let headGuard = HTTPRequestHeadGuard(limits: gateway.configuration.edge, admitted: { admission.admitted($0) })
-        let requestGuard = HTTPRequestGuard(limits: gateway.configuration.edge, head: headGuard)
+        let requestGuard = HTTPRequestGuard(
+            limits: gateway.configuration.edge, files: gateway.configuration.files, head: headGuard
+        )
         headGuard.attach(requestGuard)
         let guards = NIOLoopBound((headGuard, requestGuard), eventLoop: channel.eventLoop)
         let upgrader = NIOTypedWebSocketServerUpgrader<UpgradeResult>(
