@@ -73,8 +73,7 @@ import Testing
     /// Put, size, full and partial reads, replace, delete, on 5 MiB and 1 byte and 0 bytes.
     static func contract(_ store: some BlobStore) async throws {
         let directory = try TemporaryDirectory(prefix: "parley-spool").path
-        var bytes = [UInt8](repeating: 0, count: 5 * 1024 * 1024 + 17)
-        for index in bytes.indices { bytes[index] = UInt8(truncatingIfNeeded: index &* 31 &+ index >> 9) }
+        let bytes = FileTransferTests.randomBytes(5 * 1024 * 1024 + 17)
         let file = directory + "/upload"
         try Data(bytes).write(to: URL(fileURLWithPath: file))
         let key = try BlobKey("app_1/att_big")

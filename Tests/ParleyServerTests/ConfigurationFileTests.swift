@@ -65,6 +65,8 @@ struct ConfigurationFileTests {
         #expect(lines.count >= 3)
         #expect(lines.allSatisfy { (try? JSONSerialization.jsonObject(with: Data($0.utf8))) != nil })
         #expect(!fromFile.log.contains(token))
+        // The file's two formats read alike; the order of the sources is checked once (each check starts a process).
+        guard format == "yaml" else { return }
 
         let fromEnvironment = try await ServerProcess.start(
             label: "env", app: app, arguments: ["--config", file],
