@@ -191,6 +191,7 @@ public func buildApplication(
         let (bytes, users) = hub.queuedBytesAndUsers
         metrics.queuedBytes.record(bytes)
         metrics.connectedUsers.record(users)
+        metrics.record(store.activity)
     }
 
     let router = Router(context: ParleyRequestContext.self)

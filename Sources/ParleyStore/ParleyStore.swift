@@ -8,6 +8,8 @@ import ParleyProtocol
 public protocol ParleyStore: Sendable {
     /// Fails when the database cannot answer (used by `/health`).
     func checkHealth() async throws
+    /// The store's use of its database now, for `/metrics`.
+    var activity: StoreActivity { get }
     /// Releases the database.
     func close() async throws
 
@@ -202,4 +204,21 @@ public protocol ParleyStore: Sendable {
         -> [MembershipChange]
     /// Where the user's streams stand now.
     func streamPositions(appId: String, uid: String) async throws -> StreamPositions
+}
+
+/// How a store uses its database (`/metrics`: `parley_database_*`).
+public struct StoreActivity: Sendable, Hashable {
+    /// Operations under way now: each holds a connection of the pool or waits for one (PostgreSQL; 0 for SQLite,
+    /// whose writer is one thread and whose reads do not wait on each other).
+    public var inFlight: Int
+    /// Most connections the store opens: PostgreSQL's pool size; SQLite's readers and its writer.
+    public var capacity: Int
+    /// Operations the database failed since the start (not refusals of the rules).
+    public var failures: Int
+
+    public init(inFlight: Int = 0, capacity: Int = 0, failures: Int = 0) {
+        self.inFlight = inFlight
+        self.capacity = capacity
+        self.failures = failures
+    }
 }

@@ -35,10 +35,15 @@ public final class PostgresStore: ParleyStore {
     public let nodeId = "node_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "").prefix(16)
     /// Runs `client.run()`: the pool works only while it runs; cancelling it closes the pool.
     private let running: Task<Void, Never>
+    /// The pool's size.
+    let maximumConnections: Int
+    /// Operations under way, and failed since the start (``activity``).
+    private let counters = NIOLockedValueBox((inFlight: 0, failures: 0))
 
-    private init(url: PostgresDatabaseURL, client: PostgresClient, logger: Logger) {
+    private init(url: PostgresDatabaseURL, client: PostgresClient, maximumConnections: Int, logger: Logger) {
         self.url = url
         self.client = client
+        self.maximumConnections = maximumConnections
         self.logger = logger
         // Detached: the pool must not inherit its creator's task-locals. Under swift-service-lifecycle those include
         // the graceful-shutdown context, and `run()` would then stop at the start of a shutdown, before the command
@@ -106,7 +111,7 @@ public final class PostgresStore: ParleyStore {
         let client = PostgresClient(
             configuration: try url.clientConfiguration(maximumConnections: maximumConnections), backgroundLogger: logger
         )
-        let store = PostgresStore(url: url, client: client, logger: logger)
+        let store = PostgresStore(url: url, client: client, maximumConnections: maximumConnections, logger: logger)
         do {
             try await withDeadline(start + timeout, url: url) { try await store.checkHealth() }
         } catch {
@@ -139,18 +144,39 @@ public final class PostgresStore: ParleyStore {
 
     /// Runs `body` on one leased connection.
     func withSession<T: Sendable>(_ body: (PostgresSession) async throws -> T) async throws -> T {
-        try await client.withConnection { connection in
-            try await body(PostgresSession(connection: connection, logger: logger))
+        try await tracked {
+            try await client.withConnection { connection in
+                try await body(PostgresSession(connection: connection, logger: logger))
+            }
         }
     }
 
     /// Every row of a query run on any connection of the pool.
     func rows(_ query: PostgresQuery) async throws -> [PostgresRow] {
-        try await client.query(query, logger: logger).collect()
+        try await tracked { try await client.query(query, logger: logger).collect() }
     }
 
     func execute(_ query: PostgresQuery) async throws {
-        _ = try await client.query(query, logger: logger).collect()
+        _ = try await tracked { try await client.query(query, logger: logger).collect() }
+    }
+
+    public var activity: StoreActivity {
+        let (inFlight, failures) = counters.withLockedValue { ($0.inFlight, $0.failures) }
+        return StoreActivity(inFlight: inFlight, capacity: maximumConnections, failures: failures)
+    }
+
+    /// Counts an operation while it runs, and its failure if the database (not a rule) failed it.
+    private func tracked<T>(_ work: () async throws -> T) async throws -> T {
+        counters.withLockedValue { $0.inFlight += 1 }
+        defer { counters.withLockedValue { $0.inFlight -= 1 } }
+        do {
+            return try await work()
+        } catch let refusal as DomainError {
+            throw refusal
+        } catch {
+            counters.withLockedValue { $0.failures += 1 }
+            throw error
+        }
     }
 
     // MARK: Apps
@@ -318,8 +344,10 @@ public final class PostgresStore: ParleyStore {
     }
 
     public func token(hash: [UInt8]) async throws -> TokenRecord? {
-        try await rows("SELECT \(unescaped: Self.tokenColumns) FROM auth_tokens WHERE hash = \(ByteBuffer(bytes: hash))")
-            .first.map(Self.tokenRecord)
+        try await rows(
+            "SELECT \(unescaped: Self.tokenColumns) FROM auth_tokens WHERE hash = \(ByteBuffer(bytes: hash))"
+        )
+        .first.map(Self.tokenRecord)
     }
 
     public func tokens(appId: String, uid: String, now: Int64) async throws -> [TokenRecord] {
@@ -442,10 +470,12 @@ public final class PostgresStore: ParleyStore {
             let count = max(0, Int(messageCount - readMessageCount - deletedUnread))
             total += count
             if wanted?.contains(id) ?? true {
-                conversations.append(ConversationUnread(conversationId: id, unread: count, readSeq: readSeq, lastSeq: lastSeq))
+                conversations.append(
+                    ConversationUnread(conversationId: id, unread: count, readSeq: readSeq, lastSeq: lastSeq))
             }
         }
-        return UnreadSummary(total: total, conversations: conversations.sorted { $0.conversationId < $1.conversationId })
+        return UnreadSummary(
+            total: total, conversations: conversations.sorted { $0.conversationId < $1.conversationId })
     }
 
     public func contacts(appId: String, uid: String) async throws -> [String] {
@@ -591,7 +621,9 @@ func withDeadline<T: Sendable>(
     let timer = Task {
         try? await Task.sleep(until: deadline, clock: .continuous)
         race.finish(
-            .failure(PostgresStoreError(.unreachable, "No answer from PostgreSQL at \(url.endpoint) before the start-up timeout."))
+            .failure(
+                PostgresStoreError(
+                    .unreachable, "No answer from PostgreSQL at \(url.endpoint) before the start-up timeout."))
         )
     }
     defer {

@@ -78,6 +78,10 @@ public final class SQLiteStore: ParleyStore {
         pool.writeWithoutTransaction { db in checkpointer.install(on: db) }
     }
 
+    public var activity: StoreActivity {
+        StoreActivity(capacity: pool.configuration.maximumReaderCount + 1)
+    }
+
     public func checkHealth() async throws {
         _ = try await pool.read { db in try Int.fetchOne(db, sql: "SELECT 1") }
     }

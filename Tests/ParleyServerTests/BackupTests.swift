@@ -26,7 +26,13 @@ import Testing
             for index in 0..<100 { try await send("during \(index)") }
         }
         let destination = try TemporaryDirectory(prefix: "parley-backup").path + "/copy.sqlite"
-        let bytes = try SQLiteBackup.copy(databaseAt: server.dataDirectory + "/parley.sqlite", to: destination)
+        // On a thread of its own, as the command runs it: not on one of the two threads every test's tasks share.
+        let source = server.dataDirectory + "/parley.sqlite"
+        let bytes = try await withCheckedThrowingContinuation { continuation in
+            DispatchQueue.global().async {
+                continuation.resume(with: Result { try SQLiteBackup.copy(databaseAt: source, to: destination) })
+            }
+        }
         #expect(bytes > 0)
         try await writing.value
         // A second backup into the same file is refused rather than overwriting it.

@@ -2,9 +2,11 @@ import Foundation
 import Logging
 import NIOConcurrencyHelpers
 import ParleyProtocol
-import ParleyServer
+import ParleyStore
 import ParleyTesting
 import Testing
+
+@testable import ParleyServer
 
 #if canImport(FoundationNetworking)
     import FoundationNetworking
@@ -105,6 +107,20 @@ import Testing
         #expect(closed[#"parley_websocket_closes_total{code="1000"}"#] == 1)
         #expect(closed["parley_websocket_connections"] == 0)
         try await server.stop()
+    }
+
+    /// The store's figures become gauges at each scrape, and its failures are added to the database errors once.
+    @Test func theDatabaseFiguresAreReadAtEachScrape() {
+        let metrics = ServerMetrics.prometheus()
+        func scrape() -> Scrape { Scrape(String(decoding: metrics.exposition {}, as: UTF8.self)) }
+        metrics.record(StoreActivity(inFlight: 2, capacity: 10, failures: 3))
+        var now = scrape()
+        #expect(now["parley_database_operations_in_flight"] == 2 && now["parley_database_connections_max"] == 10)
+        #expect(now["parley_database_errors_total"] == 3)
+        metrics.record(StoreActivity(inFlight: 0, capacity: 10, failures: 3))
+        metrics.record(StoreActivity(inFlight: 1, capacity: 10, failures: 5))
+        now = scrape()
+        #expect(now["parley_database_operations_in_flight"] == 1 && now["parley_database_errors_total"] == 5)
     }
 
     @Test func theMetricsListenerNeedsNoTokenAndTheMainPortThenHasNoMetrics() async throws {

@@ -2,10 +2,11 @@ import Foundation
 import Logging
 import ParleyProtocol
 import ParleyStore
-@testable import ParleyStorePostgres
 import ParleyTesting
 import PostgresNIO
 import Testing
+
+@testable import ParleyStorePostgres
 
 /// What only PostgreSQL has to prove: migrations under concurrency, start-up failures, and several writers (several
 /// server nodes) on one database. The behaviour shared with SQLite is in StoreConformanceTests.
@@ -28,7 +29,8 @@ struct PostgresStoreTests {
 
     /// A store on `database`, closed when the test ends.
     func store(on database: PostgresTestDatabase, connections: Int = 8) async throws -> PostgresStore {
-        let store = try await PostgresStore.connect(url: database.url, logger: .quiet, timeout: .seconds(60), maximumConnections: connections)
+        let store = try await PostgresStore.connect(
+            url: database.url, logger: .quiet, timeout: .seconds(60), maximumConnections: connections)
         await StoreCleanup.register(store)
         return store
     }
@@ -37,14 +39,17 @@ struct PostgresStoreTests {
     func prepare(_ store: PostgresStore, users: [String] = ["alice", "bob", "carol", "dave"], group: String? = "c_g")
         async throws
     {
-        try await store.insertApp(AppRecord(id: Self.appId, name: "A", authKeyHash: [1], restAPIKeyHash: [2], createdAt: 1))
+        try await store.insertApp(
+            AppRecord(id: Self.appId, name: "A", authKeyHash: [1], restAPIKeyHash: [2], createdAt: 1))
         for uid in users {
             try await store.insertUser(appId: Self.appId, User(uid: uid, name: uid, createdAt: 1, updatedAt: 1))
         }
         if let group {
             _ = try await store.apply([
                 .createConversation(
-                    .init(appId: Self.appId, newId: group, type: .group, creator: users[0], participants: Array(users.dropFirst()), name: "G", now: 1)
+                    .init(
+                        appId: Self.appId, newId: group, type: .group, creator: users[0],
+                        participants: Array(users.dropFirst()), name: "G", now: 1)
                 )
             ])[0].get()
         }
@@ -53,7 +58,8 @@ struct PostgresStoreTests {
     func send(_ conversationId: String, from sender: String, clientId: String? = nil) -> Command {
         .sendMessage(
             .init(
-                appId: Self.appId, conversationId: conversationId, sender: sender, messageId: "m_\(UUID().uuidString.prefix(12))",
+                appId: Self.appId, conversationId: conversationId, sender: sender,
+                messageId: "m_\(UUID().uuidString.prefix(12))",
                 clientMessageId: clientId, parts: [.text("hi")], metadata: nil, alert: nil, now: 20
             )
         )
@@ -75,10 +81,40 @@ struct PostgresStoreTests {
 
     // MARK: Migrations
 
+    /// `/metrics` reads the pool's size, the operations under way and the failures; a refusal of the rules is not a
+    /// failure of the database.
+    @Test func theStoreCountsWhatTheDatabaseFails() async throws {
+        let store = try await store(on: try await freshDatabase(), connections: 5)
+        try await prepare(store)
+        #expect(store.activity == StoreActivity(inFlight: 0, capacity: 5, failures: 0))
+        await #expect(throws: (any Error).self) { try await store.execute("SELECT * FROM no_such_table") }
+        #expect(store.activity.failures == 1)
+        for index in 0..<Webhooks.maxEndpoints {
+            try await store.insertWebhookEndpoint(Self.endpoint("wh_\(index)"))
+        }
+        await #expect(throws: DomainError.self) { try await store.insertWebhookEndpoint(Self.endpoint("wh_x")) }
+        #expect(store.activity == StoreActivity(inFlight: 0, capacity: 5, failures: 1))
+    }
+
+    static func endpoint(_ id: String) -> WebhookEndpointRecord {
+        WebhookEndpointRecord(
+            appId: appId,
+            endpoint: WebhookEndpoint(
+                id: id, url: "https://example.com/hook", events: ["messages"], description: nil, enabled: true,
+                disabledReason: nil, disabledAt: nil, consecutiveFailures: 0, lastSuccessAt: nil, lastFailureAt: nil,
+                createdAt: 1, updatedAt: 1
+            ),
+            secret: "whsec_x", eventNames: [.messageSent]
+        )
+    }
+
     @Test func migratingTwiceChangesNothing() async throws {
         let database = try await freshDatabase()
         let (first, second) = try await withConnection(database.url) { connection in
-            (try await PostgresStore.migrate(connection, logger: .quiet), try await PostgresStore.migrate(connection, logger: .quiet))
+            (
+                try await PostgresStore.migrate(connection, logger: .quiet),
+                try await PostgresStore.migrate(connection, logger: .quiet)
+            )
         }
         #expect(first == PostgresStore.migrations.map(\.version))
         #expect(second == [])
@@ -100,7 +136,8 @@ struct PostgresStoreTests {
             // A generous start-up timeout: six nodes queue on the migration lock of a shared, loaded machine.
             for _ in 0..<6 {
                 group.addTask {
-                    try await PostgresStore.connect(url: database.url, logger: .quiet, timeout: .seconds(60), maximumConnections: 2)
+                    try await PostgresStore.connect(
+                        url: database.url, logger: .quiet, timeout: .seconds(60), maximumConnections: 2)
                 }
             }
             return try await group.reduce(into: []) { $0.append($1) }
@@ -108,7 +145,8 @@ struct PostgresStoreTests {
         for store in stores { await StoreCleanup.register(store) }
         #expect(stores.count == 6)
         let count = try await withConnection(database.url) { connection in
-            try await connection.query("SELECT count(*) FROM schema_migrations", logger: .quiet).collect()[0].decode(Int64.self)
+            try await connection.query("SELECT count(*) FROM schema_migrations", logger: .quiet).collect()[0].decode(
+                Int64.self)
         }
         #expect(count == Int64(PostgresStore.migrations.count))
         try await prepare(stores[0])
@@ -120,7 +158,8 @@ struct PostgresStoreTests {
     /// Connects to `url`, expecting a failure with `code` within `limit`: a bound that tells a failure from a hang,
     /// with room for a machine busy with the whole suite (a CI run beside other builds took 12.6 s for a refusal).
     func expectStartupFailure(
-        _ url: String, _ code: PostgresStoreError.Code, timeout: Duration = .seconds(10), within limit: Duration = .seconds(20),
+        _ url: String, _ code: PostgresStoreError.Code, timeout: Duration = .seconds(10),
+        within limit: Duration = .seconds(20),
         sourceLocation: SourceLocation = #_sourceLocation
     ) async throws -> PostgresStoreError? {
         let start = ContinuousClock.now
@@ -147,12 +186,15 @@ struct PostgresStoreTests {
             }
         }
         try await administer("CREATE ROLE \(role) LOGIN PASSWORD 'right-password'")
-        let wrong = "postgres://\(role):wrong-password@\(admin.host):\(admin.port)/\(admin.database ?? "postgres")?sslmode=disable"
+        let wrong =
+            "postgres://\(role):wrong-password@\(admin.host):\(admin.port)/\(admin.database ?? "postgres")?sslmode=disable"
         // A server that trusts every TCP login (pg_hba.conf "trust") cannot show this; scripts/with-postgres asks
         // for passwords.
         if let store = try? await PostgresStore.connect(url: wrong, logger: .quiet, timeout: .seconds(10)) {
             try await store.close()
-            print("note: the server at \(admin.endpoint) accepts any password (trust); the wrong-password case is not shown")
+            print(
+                "note: the server at \(admin.endpoint) accepts any password (trust); the wrong-password case is not shown"
+            )
         } else {
             let error = try await expectStartupFailure(wrong, .authenticationFailed)
             #expect(error?.sqlState == "28P01")
@@ -190,7 +232,8 @@ struct PostgresStoreTests {
         #expect(silent?.description.contains("timeout") == true, "\(String(describing: silent))")
         proxy.stall(false)
         proxy.refuse(true)  // accepts, then resets at once
-        let closing = try await expectStartupFailure("postgres://parley:secret@127.0.0.1:\(proxy.port)/parley", .unreachable)
+        let closing = try await expectStartupFailure(
+            "postgres://parley:secret@127.0.0.1:\(proxy.port)/parley", .unreachable)
         // Whether the client sees the reset or only the end of the stream depends on whether its first bytes were on
         // their way when the reset arrived: either way the start fails at once, saying the server closed on it.
         let description = closing?.description ?? ""
@@ -221,7 +264,9 @@ struct PostgresStoreTests {
                         while sent < perNode {
                             let size = min(perNode - sent, 1 + (sent + index) % 7)
                             let batch = (0..<size).map { _ in send("c_g", from: index == 0 ? "alice" : "bob") }
-                            for result in try await node.apply(batch) { seqs += try result.get().events.compactMap(\.event.seq) }
+                            for result in try await node.apply(batch) {
+                                seqs += try result.get().events.compactMap(\.event.seq)
+                            }
                             sent += size
                         }
                         return seqs
@@ -268,7 +313,10 @@ struct PostgresStoreTests {
         for node in ["a", "b"] {
             for index in 0..<groupsPerNode {
                 _ = try await nodeA.apply([
-                    .createConversation(.init(appId: Self.appId, newId: "g_\(node)_\(index)", type: .group, creator: "alice", participants: [], name: "G", now: 1))
+                    .createConversation(
+                        .init(
+                            appId: Self.appId, newId: "g_\(node)_\(index)", type: .group, creator: "alice",
+                            participants: [], name: "G", now: 1))
                 ])[0].get()
             }
         }
@@ -277,7 +325,10 @@ struct PostgresStoreTests {
                 group.addTask {
                     for index in 0..<groupsPerNode {
                         _ = try await store.apply([
-                            .addParticipants(.init(appId: Self.appId, conversationId: "g_\(node)_\(index)", actor: "alice", entries: [.init(uid: "dave")], now: 2))
+                            .addParticipants(
+                                .init(
+                                    appId: Self.appId, conversationId: "g_\(node)_\(index)", actor: "alice",
+                                    entries: [.init(uid: "dave")], now: 2))
                         ])[0].get()
                     }
                 }
@@ -328,7 +379,11 @@ struct PostgresStoreTests {
                 for (name, node) in [("a", nodeA), ("b", nodeB)] {
                     group.addTask {
                         try await node.apply([
-                            .createConversation(.init(appId: Self.appId, newId: "d_\(name)_\(other)", type: .direct, creator: name == "a" ? "alice" : other, participants: [name == "a" ? other : "alice"], now: 1))
+                            .createConversation(
+                                .init(
+                                    appId: Self.appId, newId: "d_\(name)_\(other)", type: .direct,
+                                    creator: name == "a" ? "alice" : other,
+                                    participants: [name == "a" ? other : "alice"], now: 1))
                         ])[0].get()
                     }
                 }
@@ -343,7 +398,9 @@ struct PostgresStoreTests {
             let changes = try await nodeA.membershipChanges(appId: Self.appId, uid: other, afterUserSeq: 0, limit: 10)
             #expect(changes.count == 1)
         }
-        #expect(try await nodeA.conversations(appId: Self.appId, uid: "alice", query: ConversationQuery(limit: 100)).count == others.count)
+        #expect(
+            try await nodeA.conversations(appId: Self.appId, uid: "alice", query: ConversationQuery(limit: 100)).count
+                == others.count)
     }
 
     @Test func batchesLockingConversationsInOppositeOrdersBothCommit() async throws {
@@ -352,7 +409,10 @@ struct PostgresStoreTests {
         let nodeB = try await store(on: database)
         try await prepare(nodeA, group: "c_1")
         _ = try await nodeA.apply([
-            .createConversation(.init(appId: Self.appId, newId: "c_2", type: .group, creator: "alice", participants: ["bob"], name: "G2", now: 1))
+            .createConversation(
+                .init(
+                    appId: Self.appId, newId: "c_2", type: .group, creator: "alice", participants: ["bob"], name: "G2",
+                    now: 1))
         ])[0].get()
         let rounds = 40
         try await withThrowingTaskGroup(of: Void.self) { group in
@@ -360,9 +420,10 @@ struct PostgresStoreTests {
                 group.addTask {
                     for _ in 0..<rounds {
                         // A membership change in each batch takes user locks too.
-                        let batch = order.map { send($0, from: "alice") } + [
-                            .join(.init(appId: Self.appId, conversationId: order[0], actor: "alice", now: 3))
-                        ]
+                        let batch =
+                            order.map { send($0, from: "alice") } + [
+                                .join(.init(appId: Self.appId, conversationId: order[0], actor: "alice", now: 3))
+                            ]
                         for result in try await node.apply(batch) { _ = try result.get() }
                     }
                 }
@@ -412,11 +473,14 @@ struct PostgresStoreTests {
         }
         let elapsed = ContinuousClock.now - start
         let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
-        print("PostgresStore: \(batches * batchSize) sends in batches of \(batchSize): \(Int(Double(batches * batchSize) / seconds)) messages/s")
-        #expect(try await store.conversation(appId: Self.appId, id: "c_g", viewer: "alice")?.0.conversation.lastSeq == Int64(5 + batches * batchSize))
+        print(
+            "PostgresStore: \(batches * batchSize) sends in batches of \(batchSize): \(Int(Double(batches * batchSize) / seconds)) messages/s"
+        )
+        #expect(
+            try await store.conversation(appId: Self.appId, id: "c_g", viewer: "alice")?.0.conversation.lastSeq
+                == Int64(5 + batches * batchSize))
     }
 }
-
 
 /// A flag that one task raises and another reads.
 actor Flag {

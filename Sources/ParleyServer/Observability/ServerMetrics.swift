@@ -1,6 +1,7 @@
 import CoreMetrics
 import Foundation
 import NIOConcurrencyHelpers
+import ParleyStore
 import Prometheus
 
 /// The server's metrics (docs/PROTOCOL.md, "Metrics"), made through swift-metrics with one factory: by default a
@@ -29,6 +30,10 @@ final class ServerMetrics: Sendable {
     let connectionsInSetup: CoreMetrics.Gauge
     let connectedUsers: CoreMetrics.Gauge
     let queuedBytes: CoreMetrics.Gauge
+    let databaseInFlight: CoreMetrics.Gauge
+    let databaseCapacity: CoreMetrics.Gauge
+    /// The store's failures already added to ``databaseErrors``.
+    private let storeFailuresCounted = NIOLockedValueBox(0)
 
     private struct Keyed: Sendable {
         var closes: [UInt16: CoreMetrics.Counter] = [:]
@@ -81,6 +86,8 @@ final class ServerMetrics: Sendable {
         connectionsInSetup = CoreMetrics.Gauge(label: "parley_connections_in_setup", factory: factory)
         connectedUsers = CoreMetrics.Gauge(label: "parley_connected_users", factory: factory)
         queuedBytes = CoreMetrics.Gauge(label: "parley_websocket_queued_bytes", factory: factory)
+        databaseInFlight = CoreMetrics.Gauge(label: "parley_database_operations_in_flight", factory: factory)
+        databaseCapacity = CoreMetrics.Gauge(label: "parley_database_connections_max", factory: factory)
     }
 
     /// A WebSocket ended with this close code (sent or received; 1006 when the socket went without one).
@@ -135,6 +142,17 @@ final class ServerMetrics: Sendable {
         }
         counter.increment()
         timer.recordNanoseconds(nanoseconds)
+    }
+
+    /// Sets the database gauges from the store's figures, and adds its new failures to ``databaseErrors``.
+    func record(_ activity: StoreActivity) {
+        databaseInFlight.record(activity.inFlight)
+        databaseCapacity.record(activity.capacity)
+        let new = storeFailuresCounted.withLockedValue { counted -> Int in
+            defer { counted = max(counted, activity.failures) }
+            return max(0, activity.failures - counted)
+        }
+        if new > 0 { databaseErrors.increment(by: new) }
     }
 
     /// The Prometheus text of every metric, once `refresh` has set the gauges.
