@@ -10,13 +10,14 @@ extension PostgresStore {
         """
 
     public func insertAttachment(_ record: AttachmentRecord) async throws {
-        let width = record.width.map(Int32.init)
-        let height = record.height.map(Int32.init)
+        let file = record.attachment
+        let width = file.width.map(Int32.init)
+        let height = file.height.map(Int32.init)
         try await execute(
             """
             INSERT INTO attachments (\(unescaped: Self.attachmentColumns))
-            VALUES (\(record.id), \(record.appId), \(record.conversationId), \(record.uploader), \(record.name),
-                \(record.contentType), \(record.size), \(record.sha256), \(width), \(height), \(record.createdAt),
+            VALUES (\(file.id), \(record.appId), \(file.conversationId), \(file.uploader), \(file.name),
+                \(file.contentType), \(file.size), \(file.sha256), \(width), \(height), \(file.createdAt),
                 \(record.messageId))
             """
         )
@@ -50,12 +51,14 @@ extension PostgresStore {
     static func attachment(_ row: PostgresRow) throws -> AttachmentRecord {
         let columns = row.makeRandomAccess()
         return AttachmentRecord(
-            id: try columns[0].decode(String.self), appId: try columns[1].decode(String.self),
-            conversationId: try columns[2].decode(String.self), uploader: try columns[3].decode(String.self),
-            name: try columns[4].decode(String.self), contentType: try columns[5].decode(String.self),
-            size: try columns[6].decode(Int64.self), sha256: try columns[7].decode(String.self),
-            width: try columns[8].decode(Int32?.self).map(Int.init),
-            height: try columns[9].decode(Int32?.self).map(Int.init), createdAt: try columns[10].decode(Int64.self),
+            appId: try columns[1].decode(String.self),
+            attachment: Attachment(
+                id: try columns[0].decode(String.self), conversationId: try columns[2].decode(String.self),
+                uploader: try columns[3].decode(String.self), name: try columns[4].decode(String.self),
+                contentType: try columns[5].decode(String.self), size: try columns[6].decode(Int64.self),
+                sha256: try columns[7].decode(String.self), width: try columns[8].decode(Int32?.self).map(Int.init),
+                height: try columns[9].decode(Int32?.self).map(Int.init), createdAt: try columns[10].decode(Int64.self)
+            ),
             messageId: try columns[11].decode(String?.self)
         )
     }

@@ -10,12 +10,13 @@ extension SQLiteStore {
         """
 
     public func insertAttachment(_ record: AttachmentRecord) async throws {
+        let file = record.attachment
         try await pool.write { db in
             try db.execute(
                 sql: "INSERT INTO attachments (\(Self.attachmentColumns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 arguments: [
-                    record.id, record.appId, record.conversationId, record.uploader, record.name, record.contentType,
-                    record.size, record.sha256, record.width, record.height, record.createdAt, record.messageId,
+                    file.id, record.appId, file.conversationId, file.uploader, file.name, file.contentType, file.size,
+                    file.sha256, file.width, file.height, file.createdAt, record.messageId,
                 ]
             )
         }
@@ -55,9 +56,13 @@ extension SQLiteStore {
 
     static func attachment(_ row: Row) -> AttachmentRecord {
         AttachmentRecord(
-            id: row["id"], appId: row["app_id"], conversationId: row["conversation_id"], uploader: row["uploader"],
-            name: row["name"], contentType: row["content_type"], size: row["size"], sha256: row["sha256"],
-            width: row["width"], height: row["height"], createdAt: row["created_at"], messageId: row["message_id"]
+            appId: row["app_id"],
+            attachment: Attachment(
+                id: row["id"], conversationId: row["conversation_id"], uploader: row["uploader"], name: row["name"],
+                contentType: row["content_type"], size: row["size"], sha256: row["sha256"], width: row["width"],
+                height: row["height"], createdAt: row["created_at"]
+            ),
+            messageId: row["message_id"]
         )
     }
 }

@@ -22,8 +22,11 @@ import Testing
         )
         func upload(_ id: String, message: String? = nil, at createdAt: Int64) async throws {
             let record = AttachmentRecord(
-                id: id, appId: "app", conversationId: "c_1", uploader: "alice", name: "\(id).txt",
-                contentType: "text/plain", size: 2, sha256: String(repeating: "0", count: 64), createdAt: createdAt,
+                appId: "app",
+                attachment: Attachment(
+                    id: id, conversationId: "c_1", uploader: "alice", name: "\(id).txt", contentType: "text/plain",
+                    size: 2, sha256: String(repeating: "0", count: 64), createdAt: createdAt
+                ),
                 messageId: message
             )
             try await store.insertAttachment(record)

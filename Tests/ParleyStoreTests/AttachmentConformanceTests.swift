@@ -10,26 +10,26 @@ extension StoreConformanceTests {
     {
         let store = try await prepared(backend)
         let photo = AttachmentRecord(
-            id: "f_photo", appId: Self.appId, conversationId: "c_1", uploader: "alice", name: "café.png",
-            contentType: "image/png", size: 5_000_000_000, sha256: String(repeating: "ab", count: 32), width: 4032,
-            height: 3024, createdAt: 100
+            appId: Self.appId,
+            attachment: Attachment(
+                id: "f_photo", conversationId: "c_1", uploader: "alice", name: "café.png", contentType: "image/png",
+                size: 5_000_000_000, sha256: String(repeating: "ab", count: 32), width: 4032, height: 3024,
+                createdAt: 100
+            )
         )
         var report = photo
-        report.id = "f_report"
-        report.name = "report.pdf"
-        report.contentType = "application/pdf"
-        report.size = 0
-        report.width = nil
-        report.height = nil
-        report.createdAt = 200
+        report.attachment = Attachment(
+            id: "f_report", conversationId: "c_1", uploader: "alice", name: "report.pdf",
+            contentType: "application/pdf", size: 0, sha256: String(repeating: "cd", count: 32), createdAt: 200
+        )
         var carried = photo
-        carried.id = "f_carried"
-        carried.createdAt = 50
+        carried.attachment.id = "f_carried"
+        carried.attachment.createdAt = 50
         carried.messageId = "m_1"
         var theirs = photo
-        theirs.id = "f_theirs"
+        theirs.attachment.id = "f_theirs"
         theirs.appId = Self.otherApp
-        theirs.createdAt = 150
+        theirs.attachment.createdAt = 150
         for record in [photo, report, carried, theirs] { try await store.insertAttachment(record) }
 
         #expect(try await store.attachment(appId: Self.appId, id: "f_photo") == photo)

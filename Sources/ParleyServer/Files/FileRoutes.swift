@@ -96,9 +96,12 @@ struct FileRoutes: Sendable {
             throw error
         }
         let record = AttachmentRecord(
-            id: id, appId: principal.appId, conversationId: conversationId, uploader: principal.uid, name: name,
-            contentType: contentType, size: length, sha256: SigV4.hex(received.sha256), width: received.width,
-            height: received.height, createdAt: time.epochMilliseconds()
+            appId: principal.appId,
+            attachment: Attachment(
+                id: id, conversationId: conversationId, uploader: principal.uid, name: name, contentType: contentType,
+                size: length, sha256: SigV4.hex(received.sha256), width: received.width, height: received.height,
+                createdAt: time.epochMilliseconds()
+            )
         )
         let key = try BlobKey(record.blobKey)
         try await blobs.put(key: key, file: spooled, size: length, sha256: received.sha256, contentType: contentType)
@@ -108,7 +111,7 @@ struct FileRoutes: Sendable {
             try? await blobs.delete(key)
             throw error
         }
-        return try Self.json(.created, Self.attachment(record))
+        return try Self.json(.created, record.attachment)
     }
 
     struct Received {
@@ -200,14 +203,14 @@ struct FileRoutes: Sendable {
             try await participant(principal, conversationId: conversationId)
         }
         guard let record = try await store.attachment(appId: caller.appId, id: attachmentId),
-            record.conversationId == conversationId
+            record.attachment.conversationId == conversationId
         else { throw DomainError(.attachmentNotFound, "No attachment \(attachmentId) in \(conversationId).") }
         let expires = (time.epochMilliseconds() + PushDispatcher.milliseconds(settings.linkLifetime)) / 1000
         let signature = try await signature(appId: record.appId, attachmentId: record.id, expires: expires)
         let url =
             "/v1/files/\(record.appId)/\(record.id)?expires=\(expires)&signature=\(SigV4.hex(signature))"
         return try Self.json(
-            .ok, AttachmentLink(attachment: Self.attachment(record), url: url, expiresAt: expires * 1000)
+            .ok, AttachmentLink(attachment: record.attachment, url: url, expiresAt: expires * 1000)
         )
     }
 
@@ -235,14 +238,15 @@ struct FileRoutes: Sendable {
         guard let record = try await store.attachment(appId: appId, id: attachmentId) else {
             throw DomainError(.attachmentNotFound, "The attachment was removed.")
         }
-        let size = record.size
-        let etag = "\"\(record.sha256)\""
+        let file = record.attachment
+        let size = file.size
+        let etag = "\"\(file.sha256)\""
         var headers: HTTPFields = [
-            .contentType: record.contentType, .eTag: etag, .acceptRanges: "bytes",
+            .contentType: file.contentType, .eTag: etag, .acceptRanges: "bytes",
             .cacheControl: "private, max-age=\(max(0, expires - time.epochMilliseconds() / 1000))",
             HTTPField.Name("X-Content-Type-Options")!: "nosniff",
             HTTPField.Name("Content-Security-Policy")!: "default-src 'none'; sandbox",
-            HTTPField.Name("Content-Disposition")!: Self.disposition(record),
+            HTTPField.Name("Content-Disposition")!: Self.disposition(file),
         ]
         if let known = request.headers[.ifNoneMatch],
             known.split(separator: ",").contains(where: {
@@ -320,11 +324,11 @@ struct FileRoutes: Sendable {
     }
 
     /// Images inline; everything else as a download; the name in RFC 6266 form (ASCII fallback and UTF-8).
-    static func disposition(_ record: AttachmentRecord) -> String {
-        let kind = inlineTypes.contains(record.contentType) ? "inline" : "attachment"
+    static func disposition(_ file: Attachment) -> String {
+        let kind = inlineTypes.contains(file.contentType) ? "inline" : "attachment"
         let ascii = String(
-            record.name.unicodeScalars.map { $0.isASCII && $0 != "\"" && $0 != "%" ? Character($0) : "_" })
-        return "\(kind); filename=\"\(ascii)\"; filename*=UTF-8''\(SigV4.encode(record.name))"
+            file.name.unicodeScalars.map { $0.isASCII && $0 != "\"" && $0 != "%" ? Character($0) : "_" })
+        return "\(kind); filename=\"\(ascii)\"; filename*=UTF-8''\(SigV4.encode(file.name))"
     }
 
     static func bytes(hex: String) -> [UInt8]? {
@@ -340,14 +344,6 @@ struct FileRoutes: Sendable {
             }
         }
         return high == nil ? bytes : nil
-    }
-
-    static func attachment(_ record: AttachmentRecord) -> Attachment {
-        Attachment(
-            id: record.id, conversationId: record.conversationId, uploader: record.uploader, name: record.name,
-            contentType: record.contentType, size: record.size, sha256: record.sha256, width: record.width,
-            height: record.height, createdAt: record.createdAt
-        )
     }
 
     static func json(_ status: HTTPResponse.Status, _ value: some Encodable) throws -> Response {
