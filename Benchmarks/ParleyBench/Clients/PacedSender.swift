@@ -17,6 +17,14 @@ enum PacedSender {
         count: Int, interval nanoseconds: Double, sender: (Int) -> BenchSocket?,
         send: @escaping @Sendable (_ number: Int, _ socket: BenchSocket) -> Void
     ) async -> UInt64 {
+        await run(count: count, offset: { Double($0) * nanoseconds }, sender: sender, send: send)
+    }
+
+    /// The same with message n due `offset(n)` nanoseconds after the start (non-decreasing in n).
+    static func run(
+        count: Int, offset: @escaping @Sendable (Int) -> Double, sender: (Int) -> BenchSocket?,
+        send: @escaping @Sendable (_ number: Int, _ socket: BenchSocket) -> Void
+    ) async -> UInt64 {
         var byLoop: [ObjectIdentifier: (loop: any EventLoop, messages: [(Int, BenchSocket)])] = [:]
         for number in 0..<count {
             guard let socket = sender(number) else { continue }
@@ -25,7 +33,7 @@ enum PacedSender {
         }
         // A common start a little ahead, so that every loop has its first task armed before it.
         let start = Monotonic.nanoseconds() + 2_000_000
-        let due: @Sendable (Int) -> UInt64 = { start + UInt64(Double($0) * nanoseconds) }
+        let due: @Sendable (Int) -> UInt64 = { start + UInt64(offset($0)) }
         await withTaskGroup(of: Void.self) { group in
             for (loop, messages) in byLoop.values {
                 let messages = messages

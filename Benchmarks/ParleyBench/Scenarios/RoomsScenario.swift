@@ -30,6 +30,20 @@ struct RoomsScenario: AsyncParsableCommand {
     @Option(help: "Seconds to wait for the last deliveries after the last send.")
     var drainTimeout: Double = 30
 
+    enum Phases: String, ExpressibleByArgument, Codable, Sendable {
+        /// One message every 1/rate seconds, from a random member each time.
+        case even
+        /// Every member sends every (members / rate) seconds from a random phase of its own: the sends of all members
+        /// come in clumps and gaps, as real users' do (issue 26's harness).
+        case random
+    }
+
+    @Option(
+        help:
+            "How sends are spread in time: even (one every 1/rate s, a random member each), or random (each member periodically, from a random phase of its own)."
+    )
+    var phases: Phases = .even
+
     @OptionGroup var server: ServerOptions
     @OptionGroup var client: ClientOptions
 
@@ -40,6 +54,7 @@ struct RoomsScenario: AsyncParsableCommand {
         var duration: Double
         var warmup: Double
         var padding: Int
+        var phases: Phases
     }
 
     struct Figures: Codable, Sendable {
@@ -73,11 +88,12 @@ struct RoomsScenario: AsyncParsableCommand {
                 }
             )
 
-            // The whole schedule is drawn before the start: who sends message n.
-            let count = Int(rate * duration)
-            let warmupCount = Int(rate * warmup)
-            var generator = SystemRandomNumberGenerator()
-            let senders = (0..<count).map { _ in Int32(Int.random(in: 0..<people, using: &generator)) }
+            // The whole schedule is drawn before the start: who sends message n, and when.
+            let (senders, offsets) = Self.schedule(
+                phases: phases, people: people, rate: rate, duration: duration
+            )
+            let count = senders.count
+            let warmupCount = offsets.firstIndex { $0 >= warmup * 1e9 } ?? count
             let marker = Marker(runID: run.runID)
             let ledger = DeliveryLedger(sockets: people)
             let acks = Counter()
@@ -122,7 +138,7 @@ struct RoomsScenario: AsyncParsableCommand {
             }
             let (groupSize, padding, runID) = (size, self.padding, run.runID)
             let start = await PacedSender.run(
-                count: count, interval: 1e9 / rate, sender: { connected.sockets[Int(senders[$0])] }
+                count: count, offset: { offsets[$0] }, sender: { connected.sockets[Int(senders[$0])] }
             ) { number, socket in
                 let conversation = conversations[Int(senders[number]) / groupSize]
                 let text = marker.text(number: number, sentAt: Monotonic.nanoseconds(), padding: padding)
@@ -153,17 +169,42 @@ struct RoomsScenario: AsyncParsableCommand {
             )
             try run.report(
                 line:
-                    "rooms=\(rooms)x\(size) messages=\(count) rate=\(Int(figures.sentPerSecond))/s delivered=\(delivered)/\(expected) "
+                    "rooms=\(rooms)x\(size) phases=\(phases.rawValue) messages=\(count) rate=\(Int(figures.sentPerSecond))/s delivered=\(delivered)/\(expected) "
                     + "lost=\(figures.lost) dup=\(figures.duplicated) acked=\(figures.acked) "
                     + latency.line([("p50", \.p50), ("p90", \.p90), ("p99", \.p99), ("max", \.max)])
                     + (cpu.map { " server_cpu/msg=\(Format.fixed($0, 0))us" } ?? "")
                     + (benchCPU.map { " bench_cpu/msg=\(Format.fixed($0, 0))us" } ?? ""),
                 parameters: Parameters(
-                    rooms: rooms, size: size, rate: rate, duration: duration, warmup: warmup, padding: padding
+                    rooms: rooms, size: size, rate: rate, duration: duration, warmup: warmup, padding: padding,
+                    phases: phases
                 ),
                 figures: figures
             )
             for socket in connected.sockets { socket?.close(abort: true) }
+        }
+    }
+
+    /// Who sends each message and when (nanoseconds after the start), in time order.
+    static func schedule(phases: Phases, people: Int, rate: Double, duration: Double) -> ([Int32], [Double]) {
+        var generator = SystemRandomNumberGenerator()
+        switch phases {
+        case .even:
+            let count = Int(rate * duration)
+            let senders = (0..<count).map { _ in Int32(Int.random(in: 0..<people, using: &generator)) }
+            return (senders, (0..<count).map { Double($0) * 1e9 / rate })
+        case .random:
+            let period = Double(people) / rate * 1e9
+            var sends: [(Double, Int32)] = []
+            sends.reserveCapacity(Int(rate * duration) + people)
+            for member in 0..<people {
+                var at = Double.random(in: 0..<period, using: &generator)
+                while at < duration * 1e9 {
+                    sends.append((at, Int32(member)))
+                    at += period
+                }
+            }
+            sends.sort { $0.0 < $1.0 }
+            return (sends.map(\.1), sends.map(\.0))
         }
     }
 }
