@@ -206,7 +206,7 @@ public func buildApplication(
     let (blobs, spool) = try await makeBlobStore(configuration)
     FileRoutes(
         store: store, authenticator: authenticator, blobs: blobs, settings: configuration.files, spool: spool,
-        sends: limits.sends, time: time, logger: logger
+        sends: limits.sends, transferGrace: configuration.edge.requestBodyTimeout, time: time, logger: logger
     ).register(on: router)
     if let token = configuration.metrics.token { metricsEndpoint.register(on: router, token: token) }
     try api.registerHandlers(

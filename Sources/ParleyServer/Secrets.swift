@@ -1,10 +1,11 @@
 import Crypto
 import Foundation
 import NIOConcurrencyHelpers
+import ParleyProtocol
+
 #if canImport(Glibc)
     import Glibc
 #endif
-import ParleyProtocol
 
 /// Random identifiers and secrets, and the hashes under which secrets are stored.
 enum Secrets {
@@ -26,13 +27,18 @@ enum Secrets {
 
     /// `prefix` followed by `byteCount` random bytes in hex.
     static func randomHex(prefix: String = "", byteCount: Int) -> String {
+        prefix + hex(randomBytes(byteCount))
+    }
+
+    /// Bytes as lowercase hex (digests, signatures, ids).
+    static func hex<Bytes: Sequence<UInt8>>(_ bytes: Bytes) -> String {
         var characters = [UInt8]()
-        characters.reserveCapacity(byteCount * 2)
-        for byte in randomBytes(byteCount) {
+        characters.reserveCapacity(bytes.underestimatedCount * 2)
+        for byte in bytes {
             characters.append(hexDigits[Int(byte >> 4)])
             characters.append(hexDigits[Int(byte & 0x0f)])
         }
-        return prefix + String(decoding: characters, as: UTF8.self)
+        return String(decoding: characters, as: UTF8.self)
     }
 
     /// `count` bytes from the kernel's CSPRNG, taken from a buffer refilled 4 KiB at a time: an id costs no system

@@ -91,9 +91,10 @@ public struct FileSettings: Sendable {
     public var sweepInterval: Duration = .seconds(600)
     /// How long a download link stays valid.
     public var linkLifetime: Duration = .seconds(3600)
-    /// The slowest an upload's body may arrive, on average, in bytes per second: past `requestBodyTimeout` plus its
-    /// length at this rate, 408. Bounds how long a slow (or malicious) client holds a connection.
-    public var minimumUploadRate: Int = 64 * 1024
+    /// The slowest a file may travel, on average, in bytes per second: an upload's body past
+    /// ``EdgeLimits/requestBodyTimeout`` plus its length at this rate is refused with 408; a download not taken by then
+    /// (a client that stops reading) is cut off. Bounds how long a slow (or malicious) client holds a connection.
+    public var minimumTransferRate: Int = 64 * 1024
 
     public init() {}
 }

@@ -33,7 +33,7 @@ import Testing
         let put = local.sign(
             method: "PUT", url: URL(string: "http://127.0.0.1:9000/parley-bucket/app_1/att-2")!,
             headers: [("host", "127.0.0.1:9000"), ("content-type", "image/png"), ("content-length", "5")],
-            payloadHash: SigV4.hex(SHA256.hash(data: Array("hello".utf8))),
+            payloadHash: Secrets.hex(SHA256.hash(data: Array("hello".utf8))),
             date: Date(timeIntervalSince1970: 1_795_698_000)
         )
         #expect(

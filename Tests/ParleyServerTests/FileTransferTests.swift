@@ -1,10 +1,13 @@
 import Crypto
 import Foundation
+import Logging
+import NIOConcurrencyHelpers
 import ParleyProtocol
-import ParleyServer
 import ParleyStore
 import ParleyTesting
 import Testing
+
+@testable import ParleyServer
 
 #if canImport(Glibc)
     import Glibc
@@ -26,11 +29,11 @@ import Testing
     static let storages: [Storage] = s3URL == nil ? [.disk] : [.disk, .s3]
 
     static func server(
-        _ storage: Storage, clock: any Clock<Duration> = ContinuousClock(),
+        _ storage: Storage, clock: any Clock<Duration> = ContinuousClock(), logger: Logger? = nil,
         configure: @escaping (inout ServerConfiguration) -> Void = { _ in }
     ) async throws -> TestServer? {
         if storage == .s3, s3URL == nil { return nil }
-        return try await TestServer.start(clock: clock) { configuration in
+        return try await TestServer.start(clock: clock, logger: logger) { configuration in
             configuration.edge.messagesPerUser = nil
             if storage == .s3, let url = Self.s3URL {
                 configuration.files.storage = .s3(
@@ -244,6 +247,11 @@ import Testing
             link.url.replacingOccurrences(of: signature, with: flipped),
             link.url.replacingOccurrences(of: server.app.appId, with: other.appId),
             link.url.replacingOccurrences(of: "expires=", with: "expires=1"),
+            // A number whose milliseconds overflow Int64 (the server once multiplied it before checking).
+            link.url.replacingOccurrences(
+                of: #"expires=\d+"#, with: "expires=9223372036854775807", options: .regularExpression
+            ),
+            link.url.replacingOccurrences(of: #"expires=\d+"#, with: "expires=-5", options: .regularExpression),
             String(link.url.split(separator: "?")[0]),
             link.url.replacingOccurrences(of: attachment.id, with: "f_../../etc"),
         ] {
@@ -305,6 +313,42 @@ import Testing
         let stored = try FileManager.default.subpathsOfDirectory(atPath: server.dataDirectory + "/files")
             .filter { $0.contains("/f_") }
         #expect(stored.count == 1)
+        try await server.stop()
+    }
+
+    /// A client that asks for a file and never reads it is cut off once the transfer's time is up (the grace plus the
+    /// size at the slowest rate accepted), instead of holding the connection and the blob for ever.
+    @Test func aDownloadItsClientStopsTakingIsCutOff() async throws {
+        let lines = NIOLockedValueBox("")
+        var logger = Logger(label: "parley") { label in
+            JSONLogHandler.writing(label: label) { bytes in
+                lines.withLockedValue { $0 += String(decoding: bytes, as: UTF8.self) }
+            }
+        }
+        logger.logLevel = .warning
+        let server = try #require(
+            try await Self.server(.disk, logger: logger) {
+                $0.edge.requestBodyTimeout = .seconds(1)
+                $0.files.minimumTransferRate = 16 * 1024 * 1024
+            })
+        let alice = try await server.login("alice")
+        let conversation = try await server.createConversation(token: alice, with: [])
+        // More than the kernel's buffers on both sides hold.
+        let bytes = Self.randomBytes(40 * 1024 * 1024)
+        let uploaded = try await Self.upload(server, conversation: conversation.id, token: alice, bytes: bytes)
+        let attachment = try WireCoding.decode(Attachment.self, from: uploaded.body)
+        let link = try await Self.link(server, conversation: conversation.id, id: attachment.id, token: alice)
+        let reader = try await RawSocket.connected(port: server.port, receiveBuffer: 4096)
+        try await reader.send("GET \(link.url) HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        // 1 s + 40 MiB at 16 MiB/s: the server gives up about 3.5 s after the head went out (polled, at most 20 s).
+        let deadline = ContinuousClock.now + .seconds(20)
+        while !lines.withLockedValue({ $0.contains("a download failed") }), ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        #expect(lines.withLockedValue { $0.contains("a download failed") })
+        let (received, ending) = try await reader.readToEnd()
+        #expect(received.count < bytes.count && ending != .stillOpen)
+        reader.close()
         try await server.stop()
     }
 }

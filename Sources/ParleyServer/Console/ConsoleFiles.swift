@@ -47,7 +47,7 @@ struct ConsoleFiles: Sendable {
             let name = String(fullPath.dropFirst(prefix.count))
             files[name] = File(
                 body: ByteBuffer(bytes: bytes), contentType: Self.contentType(of: name),
-                etag: "\"" + SHA256.hash(data: bytes).prefix(16).map { String(format: "%02x", $0) }.joined() + "\""
+                etag: "\"" + Secrets.hex(SHA256.hash(data: bytes).prefix(16)) + "\""
             )
         }
         guard files["index.html"] != nil else { throw ConsoleFilesError.noIndex(directory.path) }

@@ -92,7 +92,7 @@ final class HTTPRequestGuard: ChannelDuplexHandler, RemovableChannelHandler {
             bodyLimit = upload ? length : limits.maxRequestBodyBytes
             if Self.hasBody(request) {
                 // An upload may take longer: its length at the slowest rate the server accepts, on top.
-                let allowance = upload ? TimeAmount.seconds(Int64(length / max(files.minimumUploadRate, 1))) : .zero
+                let allowance = upload ? TimeAmount.seconds(Int64(length / max(files.minimumTransferRate, 1))) : .zero
                 let deadline = context.eventLoop.now + limits.requestBodyTimeout.timeAmount + allowance
                 bodyDeadline = deadline
                 head.arm(deadline)

@@ -26,6 +26,8 @@ struct FileRoutes: Sendable {
     /// Where uploads are written while they arrive.
     let spool: String
     let sends: SendRateLimiter?
+    /// How long a transfer may take before its size counts (``EdgeLimits/requestBodyTimeout``).
+    let transferGrace: Duration
     let time: ServerClock
     let logger: Logger
 
@@ -43,7 +45,7 @@ struct FileRoutes: Sendable {
             && !segments[3].isEmpty && segments[4] == "attachments"
     }
 
-    func register<Context: RequestContext>(on router: Router<Context>) {
+    func register(on router: Router<ParleyRequestContext>) {
         router.post("/v1/conversations/:conversationId/attachments") { request, context in
             try await upload(request, conversationId: try context.parameters.require("conversationId"))
         }
@@ -56,13 +58,13 @@ struct FileRoutes: Sendable {
         router.get("/v1/files/:appId/:attachmentId") { request, context in
             try await download(
                 request, appId: try context.parameters.require("appId"),
-                attachmentId: try context.parameters.require("attachmentId")
+                attachmentId: try context.parameters.require("attachmentId"), channel: context.channel
             )
         }
         router.head("/v1/files/:appId/:attachmentId") { request, context in
             try await download(
                 request, appId: try context.parameters.require("appId"),
-                attachmentId: try context.parameters.require("attachmentId")
+                attachmentId: try context.parameters.require("attachmentId"), channel: context.channel
             )
         }
     }
@@ -99,7 +101,7 @@ struct FileRoutes: Sendable {
             appId: principal.appId,
             attachment: Attachment(
                 id: id, conversationId: conversationId, uploader: principal.uid, name: name, contentType: contentType,
-                size: length, sha256: SigV4.hex(received.sha256), width: received.width, height: received.height,
+                size: length, sha256: Secrets.hex(received.sha256), width: received.width, height: received.height,
                 createdAt: time.epochMilliseconds()
             )
         )
@@ -208,7 +210,7 @@ struct FileRoutes: Sendable {
         let expires = (time.epochMilliseconds() + PushDispatcher.milliseconds(settings.linkLifetime)) / 1000
         let signature = try await signature(appId: record.appId, attachmentId: record.id, expires: expires)
         let url =
-            "/v1/files/\(record.appId)/\(record.id)?expires=\(expires)&signature=\(SigV4.hex(signature))"
+            "/v1/files/\(record.appId)/\(record.id)?expires=\(expires)&signature=\(Secrets.hex(signature))"
         return try Self.json(
             .ok, AttachmentLink(attachment: record.attachment, url: url, expiresAt: expires * 1000)
         )
@@ -227,12 +229,15 @@ struct FileRoutes: Sendable {
 
     // MARK: Download
 
-    func download(_ request: Request, appId: String, attachmentId: String) async throws -> Response {
+    func download(_ request: Request, appId: String, attachmentId: String, channel: any Channel) async throws
+        -> Response
+    {
         guard let expiresText = request.uri.queryParameters.get("expires"), let expires = Int64(expiresText),
             let signatureText = request.uri.queryParameters.get("signature"), signatureText.utf8.count == 64,
             let given = Self.bytes(hex: signatureText), (try? BlobKey(appId + "/" + attachmentId)) != nil
         else { throw Self.invalidLink }
-        guard expires * 1000 > time.epochMilliseconds() else { throw Self.invalidLink }
+        // Compared in seconds: `expires` is the client's number, and multiplying it could overflow.
+        guard expires > time.epochMilliseconds() / 1000 else { throw Self.invalidLink }
         let expected = try await signature(appId: appId, attachmentId: attachmentId, expires: expires)
         guard constantTimeEquals(given, expected) else { throw Self.invalidLink }
         guard let record = try await store.attachment(appId: appId, id: attachmentId) else {
@@ -277,9 +282,15 @@ struct FileRoutes: Sendable {
         let blobs = self.blobs
         let logger = self.logger
         let bytes = range
+        // A client that stops reading would hold the connection (and the blob open) for ever: the body must be taken
+        // within the grace plus its length at the slowest rate accepted, or the connection is closed.
+        let deadline =
+            transferGrace + .seconds(Int64(bytes.count / max(settings.minimumTransferRate, 1)))
         return Response(
             status: status, headers: headers,
             body: ResponseBody(contentLength: bytes.count) { writer in
+                let cutOff = channel.eventLoop.scheduleTask(in: deadline.timeAmount) { channel.close(promise: nil) }
+                defer { cutOff.cancel() }
                 do {
                     try await blobs.read(key, range: bytes) { chunk in try await writer.write(chunk) }
                 } catch {

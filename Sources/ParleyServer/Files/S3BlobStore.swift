@@ -80,7 +80,7 @@ public final class S3BlobStore: BlobStore {
         try await FileSystem.shared.withFileHandle(forReadingAt: FilePath(file)) { handle in
             var put = request(
                 .PUT, url(key), headers: [("content-type", contentType), ("content-length", "\(size)")],
-                payloadHash: SigV4.hex(sha256)
+                payloadHash: Secrets.hex(sha256)
             )
             put.headers.remove(name: "content-length")
             put.body = .stream(handle.readChunks(in: 0..<size, chunkLength: Self.chunk), length: .known(size))

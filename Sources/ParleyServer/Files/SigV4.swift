@@ -10,7 +10,7 @@ struct SigV4: Sendable {
     let region: String
     var service = "s3"
 
-    static let emptyPayloadHash = hex(SHA256.hash(data: [UInt8]()))
+    static let emptyPayloadHash = Secrets.hex(SHA256.hash(data: [UInt8]()))
 
     /// The headers to add to a request (`x-amz-date`, `x-amz-content-sha256`, `Authorization`), given the request's own
     /// headers that are signed with them (`host`, and any `range` or `content-type`).
@@ -33,9 +33,10 @@ struct SigV4: Sendable {
         ].joined(separator: "\n")
         let scope = "\(day)/\(region)/\(service)/aws4_request"
         let stringToSign = [
-            "AWS4-HMAC-SHA256", amzDate, scope, Self.hex(SHA256.hash(data: Array(canonicalRequest.utf8))),
+            "AWS4-HMAC-SHA256", amzDate, scope, Secrets.hex(SHA256.hash(data: Array(canonicalRequest.utf8))),
         ].joined(separator: "\n")
-        let signature = Self.hex(HMAC<SHA256>.authenticationCode(for: Array(stringToSign.utf8), using: signingKey(day)))
+        let signature = Secrets.hex(
+            HMAC<SHA256>.authenticationCode(for: Array(stringToSign.utf8), using: signingKey(day)))
         return [
             ("x-amz-content-sha256", payloadHash),
             ("x-amz-date", amzDate),
@@ -93,7 +94,4 @@ struct SigV4: Sendable {
         value.split(whereSeparator: { $0 == " " || $0 == "\t" }).joined(separator: " ")
     }
 
-    static func hex<D: Sequence>(_ digest: D) -> String where D.Element == UInt8 {
-        digest.map { String(format: "%02x", $0) }.joined()
-    }
 }

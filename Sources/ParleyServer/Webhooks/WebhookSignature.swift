@@ -20,7 +20,7 @@ public enum WebhookSignature {
         var signed = Array("\(timestamp).".utf8)
         signed += body
         let mac = HMAC<SHA256>.authenticationCode(for: signed, using: SymmetricKey(data: Array(secret.utf8)))
-        return mac.map { String(format: "%02x", $0) }.joined()
+        return Secrets.hex(mac)
     }
 
     /// Whether `header` signs `body` with `secret` at a time within ``tolerance`` of `now` (Unix seconds): what a
