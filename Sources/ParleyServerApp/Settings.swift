@@ -104,16 +104,35 @@ struct SettingSources: Sendable {
 
     func int(_ flag: Int?, _ name: String, default value: Int) async throws -> Int {
         known(name)
-        if let flag { return flag }
-        return try await fetch(name) { try await reader.fetchInt(forKey: $0) } ?? value
+        var result = value
+        if let flag {
+            result = flag
+        } else if let read = try await fetch(name, { try await reader.fetchInt(forKey: $0) }) {
+            result = read
+        }
+        // A number of seconds becomes nanoseconds somewhere: past this it would overflow.
+        guard !name.hasSuffix("-seconds") || (0...1_000_000_000).contains(result) else {
+            throw ValidationError("--\(name) must be between 0 and 1000000000.")
+        }
+        return result
     }
 
     func double(_ flag: Double?, _ name: String, default value: Double) async throws -> Double {
         known(name)
-        if let flag { return flag }
-        // An integer in a file (`30`) is a number of seconds too.
-        if let double = try? await reader.fetchDouble(forKey: ConfigKey([name])) { return double }
-        return try await fetch(name) { try await reader.fetchInt(forKey: $0) }.map(Double.init) ?? value
+        let result: Double
+        if let flag {
+            result = flag
+        } else if let double = try? await reader.fetchDouble(forKey: ConfigKey([name])) {
+            result = double
+        } else {
+            // An integer in a file (`30`) is a number of seconds too.
+            result = try await fetch(name) { try await reader.fetchInt(forKey: $0) }.map(Double.init) ?? value
+        }
+        // Seconds and rates: a number past this would overflow when it becomes milliseconds.
+        guard result.isFinite, abs(result) <= 1e9 else {
+            throw ValidationError("--\(name) must be a number of at most 1000000000.")
+        }
+        return result
     }
 
     /// A list: repeated flags, a comma-separated variable, or an array in the file.

@@ -100,6 +100,12 @@ struct ConfigurationFileTests {
             ),
             ("- port\n- 8080\n", [:], "must hold one object of options"),
             ("data-dir: \(directory.path)/data\nlog-format: xml\n", [:], "Unknown --log-format xml"),
+            // Numbers that would overflow once they are milliseconds or nanoseconds.
+            ("data-dir: \(directory.path)/data\nheartbeat-seconds: 99999999999\n", [:], "--heartbeat-seconds must be"),
+            (
+                "data-dir: \(directory.path)/data\n", ["PARLEY_IDLE_TIMEOUT_SECONDS": "1e300"],
+                "--idle-timeout-seconds must be"
+            ),
         ]
         for (index, entry) in cases.enumerated() {
             let file = directory.path + "/bad\(index).yaml"

@@ -333,10 +333,21 @@ import Testing
             })
         let alice = try await server.login("alice")
         let conversation = try await server.createConversation(token: alice, with: [])
-        // More than the kernel's buffers on both sides hold.
+        // More than the kernel's buffers on both sides hold. Put in place directly: an upload this size would itself
+        // be held to the short allowance on a loaded machine.
         let bytes = Self.randomBytes(40 * 1024 * 1024)
-        let uploaded = try await Self.upload(server, conversation: conversation.id, token: alice, bytes: bytes)
-        let attachment = try WireCoding.decode(Attachment.self, from: uploaded.body)
+        let attachment = Attachment(
+            id: "f_big", conversationId: conversation.id, uploader: "alice", name: "big.bin",
+            contentType: "application/octet-stream", size: Int64(bytes.count),
+            sha256: Secrets.hex(SHA256.hash(data: bytes)), createdAt: 1
+        )
+        let spool = server.dataDirectory + "/spool/big"
+        try Data(bytes).write(to: URL(fileURLWithPath: spool))
+        try await DiskBlobStore(root: server.dataDirectory + "/files").put(
+            key: try BlobKey("\(server.app.appId)/f_big"), file: spool, size: Int64(bytes.count), sha256: [],
+            contentType: attachment.contentType
+        )
+        try await server.store.insertAttachment(AttachmentRecord(appId: server.app.appId, attachment: attachment))
         let link = try await Self.link(server, conversation: conversation.id, id: attachment.id, token: alice)
         let reader = try await RawSocket.connected(port: server.port, receiveBuffer: 4096)
         try await reader.send("GET \(link.url) HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
