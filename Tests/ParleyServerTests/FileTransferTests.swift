@@ -335,7 +335,10 @@ import Testing
         let conversation = try await server.createConversation(token: alice, with: [])
         // More than the kernel's buffers on both sides hold. Put in place directly: an upload this size would itself
         // be held to the short allowance on a loaded machine.
-        let bytes = Array([[UInt8]](repeating: Self.randomBytes(1024 * 1024), count: 40).joined())
+        let block = Self.randomBytes(1024 * 1024)
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(40 * block.count)
+        for _ in 0..<40 { bytes += block }
         let attachment = Attachment(
             id: "f_big", conversationId: conversation.id, uploader: "alice", name: "big.bin",
             contentType: "application/octet-stream", size: Int64(bytes.count),
