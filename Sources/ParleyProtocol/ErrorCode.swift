@@ -143,6 +143,8 @@ extension ErrorCode {
     public static let fileInvalid: ErrorCode = "ERR_FILE_INVALID"
     /// No attachment with this id in this conversation (HTTP 404).
     public static let attachmentNotFound: ErrorCode = "ERR_ATTACHMENT_NOT_FOUND"
+    /// The upload is already carried by a message (HTTP 409): upload the file again to send it again.
+    public static let attachmentInUse: ErrorCode = "ERR_ATTACHMENT_IN_USE"
     /// A download link that is malformed, forged, or past its expiry (HTTP 403): ask for a new one.
     public static let linkInvalid: ErrorCode = "ERR_LINK_INVALID"
 }

@@ -1,4 +1,4 @@
-/// One part of a message: text, or custom structured data.
+/// One part of a message: text, custom structured data, or an uploaded file.
 public struct MessagePart: Codable, Sendable, Hashable {
     /// What the part holds.
     public enum Kind: String, Codable, Sendable, Hashable {
@@ -6,6 +6,8 @@ public struct MessagePart: Codable, Sendable, Hashable {
         case text
         /// `data` holds custom JSON; `name` says what it is (for example `location`).
         case data
+        /// `file` names an upload of the sender (``FileInfo``); the server fills in what it knows of the file.
+        case file
     }
 
     public var type: Kind
@@ -13,12 +15,20 @@ public struct MessagePart: Codable, Sendable, Hashable {
     public var data: JSONValue?
     /// An app-defined label for the part.
     public var name: String?
+    /// The file of a `file` part.
+    public var file: FileInfo?
 
-    public init(type: Kind, text: String? = nil, data: JSONValue? = nil, name: String? = nil) {
+    public init(type: Kind, text: String? = nil, data: JSONValue? = nil, name: String? = nil, file: FileInfo? = nil) {
         self.type = type
         self.text = text
         self.data = data
         self.name = name
+        self.file = file
+    }
+
+    /// A file part for an upload (``Attachment``), with an optional small preview (``FileInfo/preview``).
+    public static func file(_ attachment: Attachment, preview: String? = nil) -> MessagePart {
+        MessagePart(type: .file, file: FileInfo(attachment, preview: preview))
     }
 
     /// A text part.
@@ -100,6 +110,9 @@ public struct Message: Codable, Sendable, Hashable {
     public var text: String {
         parts.compactMap { $0.type == .text ? $0.text : nil }.joined(separator: "\n")
     }
+
+    /// The files of the `file` parts, in order.
+    public var files: [FileInfo] { parts.compactMap { $0.type == .file ? $0.file : nil } }
 
     /// Whether the message was deleted (its content is gone).
     public var isDeleted: Bool { deletedAt != nil }

@@ -15,13 +15,14 @@ public struct MessageLimits: Sendable, Hashable {
 
     /// The error code that rejects this content, or nil when it is acceptable.
     ///
-    /// - `ERR_MESSAGE_EMPTY`: no parts, or only text parts without visible text and no data parts.
+    /// - `ERR_MESSAGE_EMPTY`: no parts, or only text parts without visible text and no data or file parts.
     /// - `ERR_MESSAGE_TOO_LARGE`: more than `maxParts` parts or more than `maxBytes` bytes.
     public func violation(parts: [MessagePart], metadata: JSONValue?, alert: String?) -> ErrorCode? {
         let hasContent = parts.contains { part in
             switch part.type {
             case .text: return part.text.map { !$0.allSatisfy(\.isWhitespace) } ?? false
             case .data: return part.data != nil
+            case .file: return part.file != nil
             }
         }
         guard hasContent else { return .messageEmpty }
@@ -35,6 +36,11 @@ public struct MessageLimits: Sendable, Hashable {
         total += metadata.map(Self.size) ?? 0
         for part in parts {
             total += (part.text?.utf8.count ?? 0) + (part.name?.utf8.count ?? 0) + (part.data.map(Self.size) ?? 0)
+            if let file = part.file {
+                // The id, the preview, and what the server fills in at most (keys, checksum, size, the longest name
+                // and type), so that a part a sender names by id alone is within the limit once filled.
+                total += 160 + 255 + 127 + file.id.utf8.count + (file.preview?.utf8.count ?? 0)
+            }
         }
         return total
     }

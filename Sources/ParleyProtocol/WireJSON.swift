@@ -278,6 +278,31 @@ public enum WireJSON {
                     raw(#","name":"#)
                     string(name)
                 }
+                if let file = part.file {
+                    raw(#","file":{"id":"#)
+                    string(file.id)
+                    raw(#","name":"#)
+                    string(file.name)
+                    raw(#","contentType":"#)
+                    string(file.contentType)
+                    raw(#","size":"#)
+                    integer(file.size)
+                    raw(#","sha256":"#)
+                    string(file.sha256)
+                    if let width = file.width {
+                        raw(#","width":"#)
+                        integer(Int64(width))
+                    }
+                    if let height = file.height {
+                        raw(#","height":"#)
+                        integer(Int64(height))
+                    }
+                    if let preview = file.preview {
+                        raw(#","preview":"#)
+                        string(preview)
+                    }
+                    byte(UInt8(ascii: "}"))
+                }
                 byte(UInt8(ascii: "}"))
             }
             byte(UInt8(ascii: "]"))

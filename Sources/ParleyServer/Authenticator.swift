@@ -17,6 +17,12 @@ enum Caller: Sendable {
     /// The app's own server, with the REST API key.
     case server(appId: String)
 
+    /// Whether the caller is the user `uid`; nil for the app's server.
+    func isUser(_ uid: String) -> Bool? {
+        guard case .user(let principal) = self else { return nil }
+        return principal.uid == uid
+    }
+
     var appId: String {
         switch self {
         case .user(let principal): return principal.appId

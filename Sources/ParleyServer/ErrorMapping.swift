@@ -16,7 +16,7 @@ extension ErrorCode {
         case .invalidAppID, .uidNotFound, .tokenNotFound, .deviceNotFound, .conversationNotFound, .messageNotFound,
             .reportNotFound, .webhookNotFound, .banNotFound, .notFound:
             return .notFound
-        case .uidAlreadyExists, .reactionLimit, .blockLimit, .webhookLimit: return .conflict
+        case .uidAlreadyExists, .reactionLimit, .blockLimit, .webhookLimit, .attachmentInUse: return .conflict
         case .messageDeleted: return .gone
         case .messageTooLarge: return .contentTooLarge
         case .rateLimited: return .tooManyRequests

@@ -110,6 +110,29 @@ public enum MessageLifecycle {
         return edited
     }
 
+    /// The uploads an edit names, keeps, adds and drops.
+    public struct FileChange: Sendable {
+        /// The uploads the new parts name, in order.
+        public var named: [String]
+        /// Those the message carries already.
+        public var kept: Set<String>
+        /// Named and not carried yet: the message takes them.
+        public var added: [String]
+        /// Carried and not named any more: they are removed.
+        public var dropped: [String]
+
+        public init(from old: [MessagePart], to new: [MessagePart]) {
+            let before = Attachments.ids(in: old)
+            let after = Attachments.ids(in: new)
+            let carried = Set(before)
+            let now = Set(after)
+            named = after
+            kept = carried
+            added = after.filter { !carried.contains($0) }
+            dropped = before.filter { !now.contains($0) }
+        }
+    }
+
     /// An edited message, with what it keeps of its earlier version (metadata, alert), is within `limits`.
     public static func requireWithinLimits(_ message: Message, _ limits: MessageLimits) throws {
         guard let violation = limits.violation(parts: message.parts, metadata: message.metadata, alert: message.alert)

@@ -25,7 +25,10 @@ extension PostgresStore {
 
     public func attachment(appId: String, id: String) async throws -> AttachmentRecord? {
         try await rows(
-            "SELECT \(unescaped: Self.attachmentColumns) FROM attachments WHERE app_id = \(appId) AND id = \(id)"
+            """
+            SELECT \(unescaped: Self.attachmentColumns) FROM attachments
+            WHERE app_id = \(appId) AND id = \(id) AND removed_at IS NULL
+            """
         ).first.map(Self.attachment)
     }
 
@@ -33,7 +36,8 @@ extension PostgresStore {
         try await rows(
             """
             SELECT \(unescaped: Self.attachmentColumns) FROM attachments
-            WHERE message_id IS NULL AND created_at < \(createdBefore) ORDER BY created_at, id LIMIT \(Int64(limit))
+            WHERE message_id IS NULL AND (created_at < \(createdBefore) OR removed_at IS NOT NULL)
+            ORDER BY created_at, id LIMIT \(Int64(limit))
             """
         ).map(Self.attachment)
     }
@@ -60,6 +64,50 @@ extension PostgresStore {
                 height: try columns[9].decode(Int32?.self).map(Int.init), createdAt: try columns[10].decode(Int64.self)
             ),
             messageId: try columns[11].decode(String?.self)
+        )
+    }
+}
+
+/// Uploads in the writer's transactions (``Attachments``).
+extension BatchTransaction {
+    /// The uploads with these ids that are not removed, by id, locked until the transaction ends: a message that
+    /// takes one on another node waits, then finds it taken.
+    func lockAttachments(appId: String?, ids: some Collection<String>) async throws -> [String: AttachmentRecord] {
+        guard !ids.isEmpty else { return [:] }
+        var records: [String: AttachmentRecord] = [:]
+        for row in try await rows(
+            """
+            SELECT \(unescaped: PostgresStore.attachmentColumns) FROM attachments
+            WHERE id = ANY(\(Array(ids))) AND removed_at IS NULL AND (\(appId)::text IS NULL OR app_id = \(appId))
+            ORDER BY id FOR UPDATE
+            """
+        ) {
+            let record = try PostgresStore.attachment(row)
+            records[record.id] = record
+        }
+        return records
+    }
+
+    /// Each message takes its uploads (checked by ``Attachments/resolve(_:records:appId:conversationId:actor:keeping:taken:)``).
+    func attachFiles(_ taken: [(ids: [String], messageId: String)]) async throws {
+        let pairs = taken.flatMap { entry in entry.ids.map { ($0, entry.messageId) } }
+        guard !pairs.isEmpty else { return }
+        try await execute(
+            """
+            UPDATE attachments a SET message_id = u.message_id
+            FROM unnest(\(pairs.map(\.0)), \(pairs.map(\.1))) AS u(id, message_id)
+            WHERE a.id = u.id AND a.removed_at IS NULL
+            """
+        )
+    }
+
+    /// These uploads leave their message and are removed: no link serves them; the sweeper deletes their bytes.
+    func removeFiles(appId: String, ids: [String], now: Int64) async throws {
+        guard !ids.isEmpty else { return }
+        try await execute(
+            """
+            UPDATE attachments SET message_id = NULL, removed_at = \(now) WHERE app_id = \(appId) AND id = ANY(\(ids))
+            """
         )
     }
 }

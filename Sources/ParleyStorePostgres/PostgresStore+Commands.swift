@@ -622,6 +622,11 @@ struct BatchTransaction {
             }
         }
 
+        // The uploads the sends name, locked (Attachments).
+        let uploads = try await lockAttachments(appId: nil, ids: Set(sends.flatMap { Attachments.ids(in: $0.parts) }))
+        var taken: [(ids: [String], messageId: String)] = []
+        var takenIds = Set<String>()
+
         // Earlier messages with the same client message ids.
         struct ClientKey: Hashable {
             var conversationPK: Int64
@@ -695,6 +700,8 @@ struct BatchTransaction {
                 continue
             }
             var parent: Message?
+            var parts = send.parts
+            let files = Attachments.ids(in: parts)
             do {
                 try ConversationRules.requireSend(role, roles: row.conversation.roles)
                 if let until = mutes[row.pk]?[send.sender], until.map({ $0 > send.now }) ?? true {
@@ -706,6 +713,12 @@ struct BatchTransaction {
                 if let replyTo = send.replyTo {
                     parent = parents[MessageKey(conversationPK: row.pk, messageId: replyTo)]
                     try MessageLifecycle.requireReplyTarget(parent, id: replyTo)
+                }
+                if !files.isEmpty {
+                    parts = try Attachments.resolve(
+                        parts, records: uploads, appId: row.appId, conversationId: row.conversation.id,
+                        actor: send.sender, taken: takenIds
+                    )
                 }
             } catch let refusal as DomainError {
                 // A repeat of a message stored before its parent was deleted (or the sender's role changed) is still
@@ -732,10 +745,14 @@ struct BatchTransaction {
             let roles = memberRoles[row.pk] ?? [:]
             let message = Message(
                 id: send.messageId, conversationId: row.conversation.id, seq: position.lastSeq, sender: send.sender,
-                clientMessageId: send.clientMessageId, parts: send.parts, metadata: send.metadata, alert: send.alert,
+                clientMessageId: send.clientMessageId, parts: parts, metadata: send.metadata, alert: send.alert,
                 sentAt: send.now, replyTo: send.replyTo,
                 mentions: MessageLifecycle.keptMentions(send.mentions, sender: send.sender) { roles[$0] != nil }
             )
+            if !files.isEmpty {
+                taken.append((files, message.id))
+                takenIds.formUnion(files)
+            }
             parents[MessageKey(conversationPK: row.pk, messageId: message.id)] = message
             let event = Event(
                 id: Event.durableID(conversationId: row.conversation.id, seq: message.seq), appId: row.appId,
@@ -799,6 +816,7 @@ struct BatchTransaction {
                 binds.append(readerRows.map(\.value.index))
             }
         )
+        try await attachFiles(taken)
         if !mentions.isEmpty {
             // Unread for each mentioned participant (who has not read that far: the sender of a later message in
             // these sends has).

@@ -22,9 +22,17 @@ extension BatchTransaction {
         let mentions = edit.mentions.map {
             MessageLifecycle.keptMentions($0, sender: message.sender, isParticipant: members.contains)
         }
+        let files = MessageLifecycle.FileChange(from: message.parts, to: edit.parts)
+        var parts = edit.parts
+        if !files.named.isEmpty {
+            parts = try Attachments.resolve(
+                parts, records: try await lockAttachments(appId: row.appId, ids: files.named), appId: row.appId,
+                conversationId: row.conversation.id, actor: edit.actor, keeping: files.kept
+            )
+        }
         guard
             let edited = MessageLifecycle.edited(
-                message, parts: edit.parts, metadata: edit.metadata, mentions: mentions, at: edit.now
+                message, parts: parts, metadata: edit.metadata, mentions: mentions, at: edit.now
             )
         else {
             return CommandResult(outcome: .message(message, duplicate: true), events: [], recipients: participants)
@@ -36,6 +44,8 @@ extension BatchTransaction {
             try await requireNoBlock(appId: row.appId, actor: edit.actor, direct: participants)
         }
         try await rewriteMessageEvents(row.pk, to: edited)
+        try await attachFiles([(files.added, message.id)])
+        try await removeFiles(appId: row.appId, ids: files.dropped, now: edit.now)
         if edited.mentions != message.mentions {
             try await execute("DELETE FROM mentions WHERE conversation_pk = \(row.pk) AND seq = \(message.seq)")
             try await insertMentions(appId: row.appId, conversationPK: row.pk, message: edited)
@@ -65,6 +75,7 @@ extension BatchTransaction {
         }
         let tombstone = MessageLifecycle.tombstone(of: message, by: action.actor, at: action.now)
         try await rewriteMessageEvents(row.pk, to: tombstone)
+        try await removeFiles(appId: row.appId, ids: Attachments.ids(in: message.parts), now: action.now)
         // What hung on the message goes with it: reactions, unread mentions, pushes not sent yet.
         try await execute("DELETE FROM reactions WHERE conversation_pk = \(row.pk) AND message_seq = \(message.seq)")
         try await execute("DELETE FROM mentions WHERE conversation_pk = \(row.pk) AND seq = \(message.seq)")

@@ -446,6 +446,14 @@ extension PostgresStore {
                 """,
             ]
         ),
+        PostgresMigration(
+            version: 12, name: "removed attachments",
+            statements: [
+                // When an edit dropped the upload or its message was deleted: no link serves it, the sweeper deletes
+                // it.
+                "ALTER TABLE attachments ADD COLUMN removed_at BIGINT"
+            ]
+        ),
     ]
 
     /// The key of the advisory lock that serializes migrations of one database ("parley.schema").

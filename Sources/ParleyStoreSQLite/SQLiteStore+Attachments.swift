@@ -25,7 +25,11 @@ extension SQLiteStore {
     public func attachment(appId: String, id: String) async throws -> AttachmentRecord? {
         try await pool.read { db in
             try Row.fetchOne(
-                db, sql: "SELECT \(Self.attachmentColumns) FROM attachments WHERE app_id = ? AND id = ?",
+                db,
+                sql: """
+                    SELECT \(Self.attachmentColumns) FROM attachments
+                    WHERE app_id = ? AND id = ? AND removed_at IS NULL
+                    """,
                 arguments: [appId, id]
             ).map(Self.attachment)
         }
@@ -37,10 +41,49 @@ extension SQLiteStore {
                 db,
                 sql: """
                     SELECT \(Self.attachmentColumns) FROM attachments
-                    WHERE message_id IS NULL AND created_at < ? ORDER BY created_at, id LIMIT ?
+                    WHERE message_id IS NULL AND (created_at < ? OR removed_at IS NOT NULL) ORDER BY created_at, id
+                    LIMIT ?
                     """,
                 arguments: [createdBefore, limit]
             ).map(Self.attachment)
+        }
+    }
+
+    // MARK: In the writer's transactions
+
+    /// The uploads with these ids that are not removed, by id.
+    static func fetchAttachments(_ db: Database, appId: String, ids: [String]) throws -> [String: AttachmentRecord] {
+        var records: [String: AttachmentRecord] = [:]
+        for id in ids {
+            if let row = try Row.fetchOne(
+                db.cachedStatement(
+                    sql: """
+                        SELECT \(attachmentColumns) FROM attachments WHERE app_id = ? AND id = ? AND removed_at IS NULL
+                        """
+                ),
+                arguments: [appId, id]
+            ) {
+                records[id] = attachment(row)
+            }
+        }
+        return records
+    }
+
+    /// `messageId` takes these uploads (checked by ``Attachments/resolve(_:records:appId:conversationId:actor:keeping:taken:)``).
+    static func attachFiles(_ db: Database, appId: String, ids: some Sequence<String>, messageId: String) throws {
+        for id in ids {
+            try db.cachedStatement(
+                sql: "UPDATE attachments SET message_id = ? WHERE app_id = ? AND id = ? AND removed_at IS NULL"
+            ).execute(arguments: [messageId, appId, id])
+        }
+    }
+
+    /// These uploads leave their message and are removed: no link serves them; the sweeper deletes their bytes.
+    static func removeFiles(_ db: Database, appId: String, ids: some Sequence<String>, now: Int64) throws {
+        for id in ids {
+            try db.cachedStatement(
+                sql: "UPDATE attachments SET message_id = NULL, removed_at = ? WHERE app_id = ? AND id = ?"
+            ).execute(arguments: [now, appId, id])
         }
     }
 

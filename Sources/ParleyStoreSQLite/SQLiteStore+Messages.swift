@@ -20,9 +20,17 @@ extension SQLiteStore {
         let mentions = edit.mentions.map {
             MessageLifecycle.keptMentions($0, sender: message.sender, isParticipant: members.contains)
         }
+        let files = MessageLifecycle.FileChange(from: message.parts, to: edit.parts)
+        var parts = edit.parts
+        if !files.named.isEmpty {
+            parts = try Attachments.resolve(
+                parts, records: try fetchAttachments(db, appId: row.appId, ids: files.named), appId: row.appId,
+                conversationId: row.conversation.id, actor: edit.actor, keeping: files.kept
+            )
+        }
         guard
             let edited = MessageLifecycle.edited(
-                message, parts: edit.parts, metadata: edit.metadata, mentions: mentions, at: edit.now
+                message, parts: parts, metadata: edit.metadata, mentions: mentions, at: edit.now
             )
         else {
             return CommandResult(outcome: .message(message, duplicate: true), events: [], recipients: participants)
@@ -34,6 +42,8 @@ extension SQLiteStore {
             try requireNoBlock(db, appId: row.appId, actor: edit.actor, direct: participants)
         }
         try rewriteMessageEvents(db, conversationPK: row.pk, to: edited)
+        try attachFiles(db, appId: row.appId, ids: files.added, messageId: message.id)
+        try removeFiles(db, appId: row.appId, ids: files.dropped, now: edit.now)
         if edited.mentions != message.mentions {
             try db.execute(
                 sql: "DELETE FROM mentions WHERE conversation_pk = ? AND seq = ?", arguments: [row.pk, message.seq]
@@ -64,6 +74,7 @@ extension SQLiteStore {
         }
         let tombstone = MessageLifecycle.tombstone(of: message, by: action.actor, at: action.now)
         try rewriteMessageEvents(db, conversationPK: row.pk, to: tombstone)
+        try removeFiles(db, appId: row.appId, ids: Attachments.ids(in: message.parts), now: action.now)
         // What hung on the message goes with it: reactions, unread mentions, pushes not sent yet.
         try db.execute(
             sql: """

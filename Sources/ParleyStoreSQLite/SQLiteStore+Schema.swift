@@ -370,6 +370,10 @@ extension SQLiteStore {
                     """
             )
         }
+        migrator.registerMigration("v13: removed attachments") { db in
+            // When an edit dropped the upload or its message was deleted: no link serves it, the sweeper deletes it.
+            try db.execute(sql: "ALTER TABLE attachments ADD COLUMN removed_at INTEGER")
+        }
         return migrator
     }
 }

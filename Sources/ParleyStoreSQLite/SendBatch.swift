@@ -100,6 +100,8 @@ struct SendBatch {
         }
         let seq = conversation.lastSeq + 1
         var threadSeq: Int64?
+        var parts = send.parts
+        let files = Attachments.ids(in: parts)
         do {
             try ConversationRules.requireSend(role, roles: conversation.roles)
             if let until = conversation.mutes[send.sender], until.map({ $0 > send.now }) ?? true {
@@ -115,6 +117,13 @@ struct SendBatch {
                 let parent = try SQLiteStore.fetchStoredMessage(db, conversationPK: conversation.pk, messageId: replyTo)
                 try MessageLifecycle.requireReplyTarget(parent?.message, id: replyTo)
                 threadSeq = parent?.message.seq
+            }
+            if !files.isEmpty {
+                // Read in the transaction: an upload taken by a send earlier in it is taken.
+                parts = try Attachments.resolve(
+                    parts, records: try SQLiteStore.fetchAttachments(db, appId: conversation.appId, ids: files),
+                    appId: conversation.appId, conversationId: conversation.id, actor: send.sender
+                )
             }
         } catch let refusal as DomainError {
             // A repeat of a message stored before its parent was deleted (or the sender's role changed) is still the
@@ -136,7 +145,7 @@ struct SendBatch {
         let members = conversation.members
         let message = Message(
             id: send.messageId, conversationId: conversation.id, seq: seq, sender: send.sender,
-            clientMessageId: send.clientMessageId, parts: send.parts, metadata: send.metadata, alert: send.alert,
+            clientMessageId: send.clientMessageId, parts: parts, metadata: send.metadata, alert: send.alert,
             sentAt: send.now, replyTo: send.replyTo,
             mentions: MessageLifecycle.keptMentions(send.mentions, sender: send.sender) { members[$0] != nil }
         )
@@ -179,6 +188,9 @@ struct SendBatch {
                     outcome: .message(original, duplicate: true), events: [], recipients: conversation.participants
                 )
             )
+        }
+        if !files.isEmpty {
+            try SQLiteStore.attachFiles(db, appId: conversation.appId, ids: files, messageId: message.id)
         }
         if message.mentions != nil {
             try SQLiteStore.insertMentions(

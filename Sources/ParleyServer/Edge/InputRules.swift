@@ -101,6 +101,22 @@ enum InputRules {
         for part in parts {
             try text(part.text, "A message's text")
             if let data = part.data { try text(data, "A message's data") }
+            switch (part.type, part.file) {
+            case (.file, let file?):
+                try identifier(file.id, "A file part's id")
+                try text(file.preview, "A file part's preview")
+                if let preview = file.preview, preview.utf8.count > FileInfo.maxPreviewBytes {
+                    throw DomainError(
+                        .fieldTooLarge, "A file part's preview may have at most \(FileInfo.maxPreviewBytes) bytes."
+                    )
+                }
+            case (.file, nil):
+                throw DomainError(.badRequest, "A file part names its upload: {\"type\":\"file\",\"file\":{\"id\":...}}.")
+            case (_, .some):
+                throw DomainError(.badRequest, "Only a file part has a file.")
+            case (_, nil):
+                break
+            }
         }
         if let metadata { try text(metadata, "metadata") }
         try text(alert, "alert")

@@ -204,8 +204,10 @@ struct FileRoutes: Sendable {
         if case .user(let principal) = caller {
             try await participant(principal, conversationId: conversationId)
         }
+        // Until a message carries it, an upload is its uploader's alone.
         guard let record = try await store.attachment(appId: caller.appId, id: attachmentId),
-            record.attachment.conversationId == conversationId
+            record.attachment.conversationId == conversationId,
+            record.messageId != nil || caller.isUser(record.attachment.uploader) != false
         else { throw DomainError(.attachmentNotFound, "No attachment \(attachmentId) in \(conversationId).") }
         let expires = (time.epochMilliseconds() + PushDispatcher.milliseconds(settings.linkLifetime)) / 1000
         let signature = try await signature(appId: record.appId, attachmentId: record.id, expires: expires)

@@ -69,11 +69,16 @@ enum PushComposer {
         return Array((try? encoder.encode(payload)) ?? Data())
     }
 
-    /// The message's explicit alert, else its text, else a generic line (a message of data parts only).
+    /// The message's explicit alert, else its text, else what its files are ("Photo", "2 photos", "File: a.pdf",
+    /// "3 files"), else a generic line (a message of data parts only).
     static func body(of message: Message) -> String {
         if let alert = message.alert, !alert.isEmpty { return alert }
         let text = message.text
-        return text.isEmpty ? "New message" : text
+        if !text.isEmpty { return text }
+        let files = message.files
+        guard let first = files.first else { return "New message" }
+        if files.allSatisfy(\.isImage) { return files.count == 1 ? "Photo" : "\(files.count) photos" }
+        return files.count == 1 ? "File: \(first.name)" : "\(files.count) files"
     }
 
     /// `text` cut to at most `maxBytes` UTF-8 bytes at a character boundary, "…" added when cut.
