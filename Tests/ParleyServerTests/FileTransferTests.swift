@@ -118,7 +118,12 @@ import Testing
         #expect(attachment.sha256 == SHA256.hash(data: bytes).map { String(format: "%02x", $0) }.joined())
         #expect(attachment.width == nil && attachment.conversationId == conversation.id)
 
-        // Bob asks for a link; the link alone (no credentials) downloads.
+        // Alice sends it; Bob asks for a link; the link alone (no credentials) downloads.
+        let sent = try await server.request(
+            "POST", "/v1/conversations/\(conversation.id)/messages", token: alice,
+            body: SendMessageRequest(parts: [.file(attachment)])
+        )
+        #expect(sent.status == 201)
         let link = try await Self.link(server, conversation: conversation.id, id: attachment.id, token: bob)
         #expect(link.attachment == attachment)
         let whole = try await Self.http(server, "GET", link.url)
