@@ -164,11 +164,33 @@ struct ClientFrameReader {
     private static func messagePart(_ node: Node, reader: ClientFrameReader) -> MessagePart? {
         guard case .object(let members) = node else { return nil }
         let fields = Fields(members: members)
-        guard fields.only(["type", "text", "data", "name"]), let typeName = fields.string("type"),
+        guard fields.only(["type", "text", "data", "name", "file"]), let typeName = fields.string("type"),
             let kind = MessagePart.Kind(rawValue: typeName), let text = fields.optionalString("text"),
             let data = fields.optionalJSON("data", reader), let name = fields.optionalString("name")
         else { return nil }
-        return MessagePart(type: kind, text: text, data: data, name: name)
+        var file: FileInfo?
+        switch fields.value("file") {
+        case nil, .null?: break
+        case .object(let members)?:
+            guard let info = fileInfo(Fields(members: members), reader: reader) else { return nil }
+            file = info
+        default: return nil
+        }
+        return MessagePart(type: kind, text: text, data: data, name: name, file: file)
+    }
+
+    /// A `file` part's file as ``FileInfo/init(from:)`` decodes it: the id, and defaults for what a sender leaves out.
+    private static func fileInfo(_ fields: Fields, reader: ClientFrameReader) -> FileInfo? {
+        guard fields.only(["id", "name", "contentType", "size", "sha256", "width", "height", "preview"]),
+            let id = fields.string("id"), let name = fields.optionalString("name"),
+            let contentType = fields.optionalString("contentType"), let size = fields.optionalInt64("size", reader),
+            let sha256 = fields.optionalString("sha256"), let width = fields.optionalInt64("width", reader),
+            let height = fields.optionalInt64("height", reader), let preview = fields.optionalString("preview")
+        else { return nil }
+        return FileInfo(
+            id: id, name: name ?? "", contentType: contentType ?? "application/octet-stream", size: size ?? 0,
+            sha256: sha256 ?? "", width: width.map { Int($0) }, height: height.map { Int($0) }, preview: preview
+        )
     }
 
     /// The members of one object, looked up by key. Lookups that find a value of the wrong kind return nil (the

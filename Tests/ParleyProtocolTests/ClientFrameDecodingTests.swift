@@ -83,6 +83,21 @@ import Testing
                 )
             ),
             .send(SendFrame(ref: "r5", conversationId: "c_1", parts: [.text("x")], mentions: [])),
+            .send(
+                SendFrame(
+                    ref: "r6", conversationId: "c_1", clientMessageId: "cm-2",
+                    parts: [
+                        .text("a photo"),
+                        .file(
+                            Attachment(
+                                id: "f_1", conversationId: "c_1", uploader: "a", name: "cat.png", contentType: "image/png",
+                                size: 1234, sha256: "ab", width: 3, height: 2, createdAt: 1
+                            ), preview: "LKO2?U%2Tw=w"
+                        ),
+                        MessagePart(type: .file, file: FileInfo(id: "f_2", name: "", contentType: "", size: 0, sha256: "")),
+                    ]
+                )
+            ),
             .receipt(ReceiptFrame(conversationId: "c_1", readSeq: 12)),
             .receipt(ReceiptFrame(ref: "r3", conversationId: "c_1", deliveredSeq: Int64.max, readSeq: 0)),
             .receipt(ReceiptFrame(conversationId: "c_1")),
@@ -270,6 +285,19 @@ import Testing
         #"{"type":"ping","id":"\ud83d"}"#, #"{"type":"ping","id":"\ude00"}"#, #"{"type":"ping","id":"\ud83d\u0041"}"#,
         "{\"type\":\"ping\",\"id\":\"tab\there\"}", "{\"type\":\"ping\",\"id\":\"nl\nhere\"}",
         "\u{FEFF}{\"type\":\"ping\"}",
+        // File parts: the id alone, every field, wrong kinds, unknown or repeated keys, numbers Int cannot hold.
+        #"{"type":"send","ref":"r","conversationId":"c","parts":[{"type":"file","file":{"id":"f_1"}}]}"#,
+        #"{"type":"send","ref":"r","conversationId":"c","parts":[{"type":"file","file":{"id":"f_1","name":"a","contentType":"t/x","size":5,"sha256":"ab","width":1,"height":2,"preview":"p"}}]}"#,
+        #"{"type":"send","ref":"r","conversationId":"c","parts":[{"type":"file","file":null}]}"#,
+        #"{"type":"send","ref":"r","conversationId":"c","parts":[{"type":"file","file":"f_1"}]}"#,
+        #"{"type":"send","ref":"r","conversationId":"c","parts":[{"type":"file","file":{}}]}"#,
+        #"{"type":"send","ref":"r","conversationId":"c","parts":[{"type":"file","file":{"id":1}}]}"#,
+        #"{"type":"send","ref":"r","conversationId":"c","parts":[{"type":"file","file":{"id":"f","x":1}}]}"#,
+        #"{"type":"send","ref":"r","conversationId":"c","parts":[{"type":"file","file":{"id":"f","id":"g"}}]}"#,
+        #"{"type":"send","ref":"r","conversationId":"c","parts":[{"type":"file","file":{"id":"f","size":1.5}}]}"#,
+        #"{"type":"send","ref":"r","conversationId":"c","parts":[{"type":"file","file":{"id":"f","width":1e3}}]}"#,
+        #"{"type":"send","ref":"r","conversationId":"c","parts":[{"type":"file","file":{"id":"f","height":99999999999999999999}}]}"#,
+        #"{"type":"send","ref":"r","conversationId":"c","parts":[{"type":"file","file":{"id":"f","preview":null}}]}"#,
     ]
 
     @Test(arguments: handWritten) func handWrittenInputHasFoundationsOutcome(_ text: String) {
