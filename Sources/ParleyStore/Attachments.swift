@@ -67,7 +67,8 @@ public enum Attachments {
             if !keeping.contains(file.id) {
                 guard record.messageId == nil, !taken.contains(file.id) else {
                     throw DomainError(
-                        .attachmentInUse, "Upload \(file.id) is in another message: upload the file again to send it again."
+                        .attachmentInUse,
+                        "Upload \(file.id) is in another message: upload the file again to send it again."
                     )
                 }
             }

@@ -314,7 +314,8 @@ struct BatchTransaction {
             WHERE pk = \(row.pk)
             """
         )
-        return try await publishConversation(conversation, .conversationUpdate, row: row, actor: update.actor, now: update.now)
+        return try await publishConversation(
+            conversation, .conversationUpdate, row: row, actor: update.actor, now: update.now)
     }
 
     func setDeleted(_ deleted: Bool, _ action: Command.ConversationAction) async throws -> CommandResult {
@@ -371,7 +372,8 @@ struct BatchTransaction {
     // MARK: Participants
 
     func join(_ action: Command.ConversationAction) async throws -> CommandResult {
-        let (row, role) = try await visibleConversation(appId: action.appId, id: action.conversationId, viewer: action.actor)
+        let (row, role) = try await visibleConversation(
+            appId: action.appId, id: action.conversationId, viewer: action.actor)
         if role != nil {
             let participant = try await fetchParticipant(row.pk, uid: action.actor)!
             return CommandResult(
@@ -695,7 +697,8 @@ struct BatchTransaction {
             }
             if let key, let original = sent[key] {
                 results.append(
-                    .success(CommandResult(outcome: .message(original, duplicate: true), events: [], recipients: recipients))
+                    .success(
+                        CommandResult(outcome: .message(original, duplicate: true), events: [], recipients: recipients))
                 )
                 continue
             }
@@ -736,8 +739,12 @@ struct BatchTransaction {
                 }
                 continue
             }
-            var position = positions[row.pk]
-                ?? (lastSeq: row.conversation.lastSeq, messageCount: messageCounts[row.pk] ?? 0, lastActivityAt: row.lastActivityAt)
+            var position =
+                positions[row.pk]
+                ?? (
+                    lastSeq: row.conversation.lastSeq, messageCount: messageCounts[row.pk] ?? 0,
+                    lastActivityAt: row.lastActivityAt
+                )
             position.lastSeq += 1
             position.messageCount += 1
             position.lastActivityAt = send.now
@@ -920,7 +927,9 @@ struct BatchTransaction {
 
     /// The conversation and the viewer's role, or `ERR_CONVERSATION_NOT_FOUND` when the viewer may not see it:
     /// deleted, of another app, or private and the viewer is not a participant.
-    func visibleConversation(appId: String, id: String, viewer: String) async throws -> (ConversationRow, ParticipantRole?) {
+    func visibleConversation(appId: String, id: String, viewer: String) async throws -> (
+        ConversationRow, ParticipantRole?
+    ) {
         guard let row = try await fetchConversation(appId: appId, id: id), row.deletedAt == nil else {
             throw DomainError.conversationNotFound(id)
         }

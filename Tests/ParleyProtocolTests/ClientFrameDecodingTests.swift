@@ -90,11 +90,13 @@ import Testing
                         .text("a photo"),
                         .file(
                             Attachment(
-                                id: "f_1", conversationId: "c_1", uploader: "a", name: "cat.png", contentType: "image/png",
+                                id: "f_1", conversationId: "c_1", uploader: "a", name: "cat.png",
+                                contentType: "image/png",
                                 size: 1234, sha256: "ab", width: 3, height: 2, createdAt: 1
                             ), preview: "LKO2?U%2Tw=w"
                         ),
-                        MessagePart(type: .file, file: FileInfo(id: "f_2", name: "", contentType: "", size: 0, sha256: "")),
+                        MessagePart(
+                            type: .file, file: FileInfo(id: "f_2", name: "", contentType: "", size: 0, sha256: "")),
                     ]
                 )
             ),

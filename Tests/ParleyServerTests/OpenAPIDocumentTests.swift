@@ -6,7 +6,7 @@ import Testing
 import Yams
 
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// The OpenAPI document is the source of truth. The routes are generated from it; these tests fail when the
@@ -28,7 +28,8 @@ import FoundationNetworking
     /// Every schema of the document, with a value of its Swift type: complete (every optional field set) and
     /// minimal. The complete one must use every property the schema declares; both must validate.
     static let samples: [(schema: String, complete: any Encodable & Sendable, minimal: any Encodable & Sendable)] = {
-        let user = User(uid: "alice", name: "Alice", avatarURL: "https://x/a.png", metadata: ["k": 1], createdAt: 1, updatedAt: 2)
+        let user = User(
+            uid: "alice", name: "Alice", avatarURL: "https://x/a.png", metadata: ["k": 1], createdAt: 1, updatedAt: 2)
         let bareUser = User(uid: "bob", name: "bob", createdAt: 1, updatedAt: 1)
         let participant = Participant(
             uid: "alice", role: .owner, joinedAt: 1, deliveredSeq: 2, readSeq: 1, muted: true, mutedUntil: 9
@@ -44,7 +45,8 @@ import FoundationNetworking
         let rolesChange = ConversationRolesChange(
             owner: permissionsChange, admin: permissionsChange, member: permissionsChange)
         let conversation = Conversation(
-            id: "c_1", type: .group, name: "G", description: "d", isPublic: true, metadata: ["k": "v"], createdBy: "alice",
+            id: "c_1", type: .group, name: "G", description: "d", isPublic: true, metadata: ["k": "v"],
+            createdBy: "alice",
             createdAt: 1, updatedAt: 2, lastSeq: 3, participantCount: 2, deletedAt: 4, participants: [participant]
         )
         let bareConversation = Conversation(
@@ -68,7 +70,8 @@ import FoundationNetworking
             deletedBy: "alice",
             replyCount: 2, lastReplyAt: 8, reactions: [reaction]
         )
-        let bareMessage = Message(id: "m_2", conversationId: "c_1", seq: 5, sender: "bob", parts: [.text("hi")], sentAt: 6)
+        let bareMessage = Message(
+            id: "m_2", conversationId: "c_1", seq: 5, sender: "bob", parts: [.text("hi")], sentAt: 6)
         let token = AuthTokenInfo(id: "tok_1", uid: "alice", createdAt: 1, expiresAt: 2)
         let webhook = WebhookEndpoint(
             id: "wh_1", url: "https://e.com/h", events: ["messages"], description: "d", enabled: false,
@@ -89,7 +92,8 @@ import FoundationNetworking
         let ban = ConversationBan(
             conversationId: "c_1", uid: "bob", bannedBy: "alice", reason: "spam", until: 9, createdAt: 1
         )
-        let device = Device(deviceId: "phone", platform: .apns, token: "ab12", environment: .production, createdAt: 1, updatedAt: 2)
+        let device = Device(
+            deviceId: "phone", platform: .apns, token: "ab12", environment: .production, createdAt: 1, updatedAt: 2)
         return [
             (
                 "ErrorResponse", ErrorResponse(code: .rateLimited, message: "later", retryAfterMs: 250),
@@ -97,14 +101,26 @@ import FoundationNetworking
             ),
             ("HealthStatus", HealthStatus(status: "ok"), HealthStatus(status: "ok")),
             ("AppInfo", AppInfo(id: "a", name: "n"), AppInfo(id: "a", name: "n")),
-            ("LoginRequest", LoginRequest(appId: "a", uid: "u", authKey: "k"), LoginRequest(appId: "a", uid: "u", authKey: "k")),
+            (
+                "LoginRequest", LoginRequest(appId: "a", uid: "u", authKey: "k"),
+                LoginRequest(appId: "a", uid: "u", authKey: "k")
+            ),
             ("LoginResponse", LoginResponse(user: user, authToken: "t"), LoginResponse(user: bareUser, authToken: "t")),
             ("User", user, bareUser),
-            ("CreateUserRequest", CreateUserRequest(uid: "u", name: "n", avatarURL: "x", metadata: 1), CreateUserRequest(uid: "u")),
-            ("UpdateUserRequest", UpdateUserRequest(name: "n", avatarURL: "x", metadata: ["x": 1]), UpdateUserRequest()),
+            (
+                "CreateUserRequest", CreateUserRequest(uid: "u", name: "n", avatarURL: "x", metadata: 1),
+                CreateUserRequest(uid: "u")
+            ),
+            (
+                "UpdateUserRequest", UpdateUserRequest(name: "n", avatarURL: "x", metadata: ["x": 1]),
+                UpdateUserRequest()
+            ),
             ("IssueAuthTokenRequest", IssueAuthTokenRequest(ttlSeconds: 60), IssueAuthTokenRequest()),
             ("AuthTokenInfo", token, AuthTokenInfo(id: "tok_2", uid: "bob", createdAt: 1)),
-            ("IssuedAuthToken", IssuedAuthToken(authToken: "pt_x", token: token), IssuedAuthToken(authToken: "pt_x", token: token)),
+            (
+                "IssuedAuthToken", IssuedAuthToken(authToken: "pt_x", token: token),
+                IssuedAuthToken(authToken: "pt_x", token: token)
+            ),
             ("AuthTokenList", AuthTokenList(tokens: [token]), AuthTokenList(tokens: [])),
             ("ConversationType", ConversationType.group, ConversationType.direct),
             ("Conversation", conversation, bareConversation),
@@ -116,7 +132,10 @@ import FoundationNetworking
                 ),
                 CreateConversationRequest(type: .direct, participants: ["b"])
             ),
-            ("ConversationList", ConversationList(conversations: [conversation], nextCursor: "c"), ConversationList(conversations: [])),
+            (
+                "ConversationList", ConversationList(conversations: [conversation], nextCursor: "c"),
+                ConversationList(conversations: [])
+            ),
             ("ParticipantRole", ParticipantRole.admin, ParticipantRole.member),
             ("Participant", participant, Participant(uid: "bob", role: .member, joinedAt: 1)),
             (
@@ -162,7 +181,9 @@ import FoundationNetworking
                     id: "c_1:4", appId: "a", name: .messageSent, conversationId: "c_1", seq: 4, timestamp: 5,
                     context: EventContext(createdBy: "alice"), payload: .messageSent(message)
                 ),
-                Event(id: "e", appId: "a", name: .presenceUpdate, timestamp: 5, context: EventContext(), payload: .presenceUpdated(Presence(uid: "a", online: true)))
+                Event(
+                    id: "e", appId: "a", name: .presenceUpdate, timestamp: 5, context: EventContext(),
+                    payload: .presenceUpdated(Presence(uid: "a", online: true)))
             ),
             ("EventPage", EventPage(events: [], nextCursor: "4"), EventPage(events: [])),
             ("JSONValue", JSONValue.object(["any": [1, "two", nil]]), JSONValue.null),
@@ -172,11 +193,20 @@ import FoundationNetworking
                     name: "n", description: "d", isPublic: true, metadata: ["a": 1], roles: rolesChange),
                 UpdateConversationRequest()
             ),
-            ("UpdateParticipantRequest", UpdateParticipantRequest(role: .admin), UpdateParticipantRequest(role: .member)),
-            ("ReceiptRequest", ReceiptRequest(deliveredSeq: 3, readSeq: 2), ReceiptRequest()),
-            ("ConversationUnread", ConversationUnread(conversationId: "c", unread: 2, readSeq: 1, lastSeq: 5), ConversationUnread(conversationId: "c", unread: 0, readSeq: 0, lastSeq: 0)),
             (
-                "UnreadSummary", UnreadSummary(total: 2, conversations: [ConversationUnread(conversationId: "c", unread: 2, readSeq: 1, lastSeq: 5)]),
+                "UpdateParticipantRequest", UpdateParticipantRequest(role: .admin),
+                UpdateParticipantRequest(role: .member)
+            ),
+            ("ReceiptRequest", ReceiptRequest(deliveredSeq: 3, readSeq: 2), ReceiptRequest()),
+            (
+                "ConversationUnread", ConversationUnread(conversationId: "c", unread: 2, readSeq: 1, lastSeq: 5),
+                ConversationUnread(conversationId: "c", unread: 0, readSeq: 0, lastSeq: 0)
+            ),
+            (
+                "UnreadSummary",
+                UnreadSummary(
+                    total: 2,
+                    conversations: [ConversationUnread(conversationId: "c", unread: 2, readSeq: 1, lastSeq: 5)]),
                 UnreadSummary(total: 0, conversations: [])
             ),
             ("Presence", Presence(uid: "a", online: false, lastSeenAt: 9), Presence(uid: "a", online: true)),
@@ -284,9 +314,12 @@ import FoundationNetworking
             let complete = try WireCoding.decode(JSONValue.self, from: WireCoding.encode(sample.complete))
             let minimal = try WireCoding.decode(JSONValue.self, from: WireCoding.encode(sample.minimal))
             let schema = validator.schema(named: sample.schema)
-            #expect(validator.validate(complete, against: schema, at: sample.schema) == [], "\(sample.schema) (complete)")
+            #expect(
+                validator.validate(complete, against: schema, at: sample.schema) == [], "\(sample.schema) (complete)")
             #expect(validator.validate(minimal, against: schema, at: sample.schema) == [], "\(sample.schema) (minimal)")
-            #expect(validator.unusedProperties(complete, of: schema, at: sample.schema) == [], "\(sample.schema) declares fields the type never sends")
+            #expect(
+                validator.unusedProperties(complete, of: schema, at: sample.schema) == [],
+                "\(sample.schema) declares fields the type never sends")
         }
     }
 
@@ -309,7 +342,8 @@ import FoundationNetworking
             for (method, operation) in operations {
                 let operation = try #require(operation as? [String: Any])
                 let declared = Set(try #require(operation["responses"] as? [String: Any]).keys)
-                let concrete = path.replacingOccurrences(of: #"\{[^}]+\}"#, with: "placeholder", options: .regularExpression)
+                let concrete = path.replacingOccurrences(
+                    of: #"\{[^}]+\}"#, with: "placeholder", options: .regularExpression)
                 var request = URLRequest(url: server.baseURL.appendingPathComponent(concrete))
                 request.httpMethod = method.uppercased()
                 if operation["requestBody"] != nil {
@@ -318,7 +352,9 @@ import FoundationNetworking
                 }
                 let (body, response) = try await URLSession.shared.data(for: request)
                 let status = try #require(response as? HTTPURLResponse).statusCode
-                #expect(declared.contains(String(status)), "\(method.uppercased()) \(path) answered \(status), not declared")
+                #expect(
+                    declared.contains(String(status)), "\(method.uppercased()) \(path) answered \(status), not declared"
+                )
                 if status >= 400, method != "head" {
                     let error = try WireCoding.decode(ErrorResponse.self, from: Array(body))
                     #expect(error.error.code != .notFound, "\(method.uppercased()) \(path) is not routed")
@@ -440,7 +476,9 @@ struct SchemaValidator {
             }
             for (key, member) in members {
                 guard let property = properties[key] as? [String: Any] else {
-                    if (schema["additionalProperties"] as? Bool) == false { errors.append("\(path): undeclared \(key)") }
+                    if (schema["additionalProperties"] as? Bool) == false {
+                        errors.append("\(path): undeclared \(key)")
+                    }
                     continue
                 }
                 errors += validate(member, against: property, at: "\(path).\(key)")
@@ -462,7 +500,9 @@ struct SchemaValidator {
                 return unusedProperties(member, of: properties[key] as? [String: Any] ?? [:], at: "\(path).\(key)")
             }
         case .array(let items) where schema["type"] as? String == "array":
-            return items.first.map { unusedProperties($0, of: schema["items"] as? [String: Any] ?? [:], at: "\(path)[0]") } ?? []
+            return items.first.map {
+                unusedProperties($0, of: schema["items"] as? [String: Any] ?? [:], at: "\(path)[0]")
+            } ?? []
         default:
             return []
         }

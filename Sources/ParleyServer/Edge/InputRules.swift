@@ -111,7 +111,8 @@ enum InputRules {
                     )
                 }
             case (.file, nil):
-                throw DomainError(.badRequest, "A file part names its upload: {\"type\":\"file\",\"file\":{\"id\":...}}.")
+                throw DomainError(
+                    .badRequest, "A file part names its upload: {\"type\":\"file\",\"file\":{\"id\":...}}.")
             case (_, .some):
                 throw DomainError(.badRequest, "Only a file part has a file.")
             case (_, nil):
