@@ -6,13 +6,23 @@ public struct AppOverview: Codable, Sendable, Hashable {
     public var createdAt: Int64
     /// Web origins whose pages may call the REST API (CORS), `https://chat.example.com` or `*`.
     public var allowedOrigins: [String]
+    /// The largest upload the app's users may make, in bytes: the app's own limit when it has one below the server's,
+    /// else the server's (`--max-file-bytes`).
+    public var maxFileBytes: Int64
+    /// Whether the app has a limit of its own (``UpdateAppSettingsRequest/maxFileBytes``).
+    public var hasOwnFileLimit: Bool
     public var stats: AppStats
 
-    public init(appId: String, name: String, createdAt: Int64, allowedOrigins: [String], stats: AppStats) {
+    public init(
+        appId: String, name: String, createdAt: Int64, allowedOrigins: [String], maxFileBytes: Int64,
+        hasOwnFileLimit: Bool = false, stats: AppStats
+    ) {
         self.appId = appId
         self.name = name
         self.createdAt = createdAt
         self.allowedOrigins = allowedOrigins
+        self.maxFileBytes = maxFileBytes
+        self.hasOwnFileLimit = hasOwnFileLimit
         self.stats = stats
     }
 }
@@ -42,11 +52,15 @@ public struct AppStats: Codable, Sendable, Hashable {
 public struct UpdateAppSettingsRequest: Codable, Sendable, Hashable {
     /// At most ``maxAllowedOrigins``, each `scheme://host[:port]` (http or https) or `*`; the list replaces the old.
     public var allowedOrigins: [String]?
+    /// The app's own upload limit in bytes, at most the server's (`--max-file-bytes`); 0 removes it (the server's
+    /// applies).
+    public var maxFileBytes: Int64?
 
     public static let maxAllowedOrigins = 20
 
-    public init(allowedOrigins: [String]? = nil) {
+    public init(allowedOrigins: [String]? = nil, maxFileBytes: Int64? = nil) {
         self.allowedOrigins = allowedOrigins
+        self.maxFileBytes = maxFileBytes
     }
 }
 

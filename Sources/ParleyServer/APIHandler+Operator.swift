@@ -31,6 +31,18 @@ extension APIHandler {
             allowedOrigins?.update(appId: appId, origins: origins)
             logger.info("Allowed origins changed", metadata: ["app": "\(appId)", "origins": "\(origins)"])
         }
+        if let limit = request.maxFileBytes {
+            let serverLimit = configuration.files.maxFileBytes
+            guard (0...serverLimit).contains(limit) else {
+                throw DomainError(
+                    .badRequest, "maxFileBytes must be 0 (the server's limit) to \(serverLimit) (the server's limit)."
+                )
+            }
+            guard try await store.updateAppFileLimit(appId: appId, maxFileBytes: limit == 0 ? nil : limit) else {
+                throw Self.invalidApp(appId)
+            }
+            logger.info("Upload limit changed", metadata: ["app": "\(appId)", "maxFileBytes": "\(limit)"])
+        }
         return .ok(.init(body: .json(try await settings(of: appId))))
     }
 
@@ -80,6 +92,8 @@ extension APIHandler {
         let live = liveCounts(appId)
         return AppOverview(
             appId: app.id, name: app.name, createdAt: app.createdAt, allowedOrigins: app.allowedOrigins,
+            maxFileBytes: FileSettings.limit(server: configuration.files.maxFileBytes, app: app.maxFileBytes),
+            hasOwnFileLimit: app.maxFileBytes != nil,
             stats: AppStats(
                 users: counts.users, conversations: counts.conversations, liveConnections: live.connections,
                 connectedUsers: live.users, onlineUsers: presence.onlineCount(appId: appId)

@@ -85,6 +85,9 @@ public struct FileSettings: Sendable {
     public var storage: Storage = .disk(nil)
     /// Largest upload. A larger `Content-Length` is refused with 413 `ERR_FILE_TOO_LARGE` before the body is read.
     public var maxFileBytes: Int64 = 100 * 1024 * 1024
+
+    /// The largest upload of an app: its own limit when below the server's.
+    static func limit(server: Int64, app: Int64?) -> Int64 { min(server, app ?? server) }
     /// An upload that no message carries this long after it was made is removed.
     public var unusedUploadRetention: Duration = .seconds(24 * 3600)
     /// How often the server looks for such uploads.

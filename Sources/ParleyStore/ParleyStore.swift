@@ -25,6 +25,9 @@ public protocol ParleyStore: Sendable {
     func updateAppKeys(appId: String, authKeyHash: [UInt8], restAPIKeyHash: [UInt8]) async throws -> Bool
     /// Replaces an app's allowed web origins (``AppRecord/allowedOrigins``). Returns false when there is no such app.
     func updateAppOrigins(appId: String, origins: [String]) async throws -> Bool
+    /// Sets or (nil) removes an app's own upload limit (``AppRecord/maxFileBytes``). Returns false when there is no
+    /// such app.
+    func updateAppFileLimit(appId: String, maxFileBytes: Int64?) async throws -> Bool
     /// The app's users in uid order, those after `after` (exclusive), at most `limit`.
     func users(appId: String, after: String?, limit: Int) async throws -> [User]
     /// Every conversation of the app that is not deleted, newest first (by `pk`), those before `beforePK`.

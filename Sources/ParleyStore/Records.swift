@@ -12,11 +12,14 @@ public struct AppRecord: Sendable, Hashable {
     public var createdAt: Int64
     /// Web origins (`https://chat.example.com`) whose pages may call the REST API (CORS); `*` for any.
     public var allowedOrigins: [String]
+    /// The app's own upload limit in bytes (below the server's); nil: the server's.
+    public var maxFileBytes: Int64?
 
     public init(
         id: String, name: String, authKeyHash: [UInt8], restAPIKeyHash: [UInt8], createdAt: Int64,
-        allowedOrigins: [String] = []
+        allowedOrigins: [String] = [], maxFileBytes: Int64? = nil
     ) {
+        self.maxFileBytes = maxFileBytes
         self.id = id
         self.name = name
         self.authKeyHash = authKeyHash

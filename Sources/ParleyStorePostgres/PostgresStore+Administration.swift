@@ -14,6 +14,10 @@ extension PostgresStore {
         ).isEmpty
     }
 
+    public func updateAppFileLimit(appId: String, maxFileBytes: Int64?) async throws -> Bool {
+        try await !rows("UPDATE apps SET max_file_bytes = \(maxFileBytes) WHERE id = \(appId) RETURNING id").isEmpty
+    }
+
     public func users(appId: String, after: String?, limit: Int) async throws -> [User] {
         try await rows(
             """

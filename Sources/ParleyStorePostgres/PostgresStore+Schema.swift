@@ -447,11 +447,13 @@ extension PostgresStore {
             ]
         ),
         PostgresMigration(
-            version: 12, name: "removed attachments",
+            version: 12, name: "removed attachments, app file limits",
             statements: [
                 // When an edit dropped the upload or its message was deleted: no link serves it, the sweeper deletes
                 // it.
-                "ALTER TABLE attachments ADD COLUMN removed_at BIGINT"
+                "ALTER TABLE attachments ADD COLUMN removed_at BIGINT",
+                // An app's own upload limit (NULL: the server's).
+                "ALTER TABLE apps ADD COLUMN max_file_bytes BIGINT",
             ]
         ),
     ]

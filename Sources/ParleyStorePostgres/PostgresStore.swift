@@ -181,7 +181,7 @@ public final class PostgresStore: ParleyStore {
 
     // MARK: Apps
 
-    static let appColumns = "id, name, auth_key_hash, rest_api_key_hash, created_at, allowed_origins"
+    static let appColumns = "id, name, auth_key_hash, rest_api_key_hash, created_at, allowed_origins, max_file_bytes"
 
     public func insertApp(_ app: AppRecord) async throws {
         try await execute(
@@ -240,13 +240,13 @@ public final class PostgresStore: ParleyStore {
     }
 
     static func appRecord(_ row: PostgresRow) throws -> AppRecord {
-        let (id, name, authKeyHash, restAPIKeyHash, createdAt, origins) = try row.decode(
-            (String, String, ByteBuffer, ByteBuffer, Int64, String).self
+        let (id, name, authKeyHash, restAPIKeyHash, createdAt, origins, maxFileBytes) = try row.decode(
+            (String, String, ByteBuffer, ByteBuffer, Int64, String, Int64?).self
         )
         return AppRecord(
             id: id, name: name, authKeyHash: Array(authKeyHash.readableBytesView),
             restAPIKeyHash: Array(restAPIKeyHash.readableBytesView), createdAt: createdAt,
-            allowedOrigins: AppRecord.origins(stored: origins)
+            allowedOrigins: AppRecord.origins(stored: origins), maxFileBytes: maxFileBytes
         )
     }
 

@@ -16,6 +16,13 @@ extension SQLiteStore {
         }
     }
 
+    public func updateAppFileLimit(appId: String, maxFileBytes: Int64?) async throws -> Bool {
+        try await pool.write { db in
+            try db.execute(sql: "UPDATE apps SET max_file_bytes = ? WHERE id = ?", arguments: [maxFileBytes, appId])
+            return db.changesCount > 0
+        }
+    }
+
     public func users(appId: String, after: String?, limit: Int) async throws -> [User] {
         try await pool.read { db in
             try Row.fetchAll(

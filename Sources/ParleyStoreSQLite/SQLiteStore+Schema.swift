@@ -370,9 +370,11 @@ extension SQLiteStore {
                     """
             )
         }
-        migrator.registerMigration("v13: removed attachments") { db in
+        migrator.registerMigration("v13: removed attachments, app file limits") { db in
             // When an edit dropped the upload or its message was deleted: no link serves it, the sweeper deletes it.
             try db.execute(sql: "ALTER TABLE attachments ADD COLUMN removed_at INTEGER")
+            // An app's own upload limit (nil: the server's).
+            try db.execute(sql: "ALTER TABLE apps ADD COLUMN max_file_bytes INTEGER")
         }
         return migrator
     }

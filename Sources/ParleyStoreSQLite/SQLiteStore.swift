@@ -160,7 +160,7 @@ public final class SQLiteStore: ParleyStore {
         AppRecord(
             id: row["id"], name: row["name"], authKeyHash: [UInt8](row["auth_key_hash"] as Data),
             restAPIKeyHash: [UInt8](row["rest_api_key_hash"] as Data), createdAt: row["created_at"],
-            allowedOrigins: AppRecord.origins(stored: row["allowed_origins"])
+            allowedOrigins: AppRecord.origins(stored: row["allowed_origins"]), maxFileBytes: row["max_file_bytes"]
         )
     }
 

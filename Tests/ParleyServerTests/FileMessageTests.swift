@@ -106,6 +106,40 @@ import Testing
         try await server.stop()
     }
 
+    /// The operator sets a limit below the server's: larger uploads are refused from their head; 0 lifts it.
+    @Test func anAppsOwnUploadLimitRefusesLargerFiles() async throws {
+        let server = try #require(try await FileTransferTests.server(.disk))
+        let alice = try await server.login("alice")
+        let conversation = try await server.createConversation(token: alice, with: [])
+        let key = server.app.restAPIKey
+        let settings: AppOverview = try await server.request("GET", "/v1/app", apiKey: key).decode()
+        #expect(settings.maxFileBytes == server.configuration.files.maxFileBytes && !settings.hasOwnFileLimit)
+        let limited: AppOverview = try await server.request(
+            "PATCH", "/v1/app", apiKey: key, body: UpdateAppSettingsRequest(maxFileBytes: 1000)
+        ).decode()
+        #expect(limited.maxFileBytes == 1000 && limited.hasOwnFileLimit)
+        let bytes = FileTransferTests.randomBytes(1001)
+        let over = try await FileTransferTests.upload(server, conversation: conversation.id, token: alice, bytes: bytes)
+        #expect(over.status == 413 && FileTransferTests.code(over.body) == "ERR_FILE_TOO_LARGE")
+        let within = try await FileTransferTests.upload(
+            server, conversation: conversation.id, token: alice, bytes: Array(bytes.prefix(1000)))
+        #expect(within.status == 201)
+        // Above the server's limit, or negative: refused. 0: the server's limit again.
+        for value in [server.configuration.files.maxFileBytes + 1, -1] {
+            let refused = try await server.request(
+                "PATCH", "/v1/app", apiKey: key, body: UpdateAppSettingsRequest(maxFileBytes: value))
+            #expect(refused.status == 400, "\(value)")
+        }
+        let lifted: AppOverview = try await server.request(
+            "PATCH", "/v1/app", apiKey: key, body: UpdateAppSettingsRequest(maxFileBytes: 0)
+        ).decode()
+        #expect(lifted.maxFileBytes == server.configuration.files.maxFileBytes && !lifted.hasOwnFileLimit)
+        #expect(
+            try await FileTransferTests.upload(server, conversation: conversation.id, token: alice, bytes: bytes).status
+                == 201)
+        try await server.stop()
+    }
+
     @Test func pushAlertsSayWhatTheFilesAre() {
         func message(_ parts: [MessagePart], alert: String? = nil) -> Message {
             Message(id: "m", conversationId: "c", seq: 1, sender: "a", parts: parts, alert: alert, sentAt: 1)

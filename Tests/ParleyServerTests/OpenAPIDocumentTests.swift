@@ -230,11 +230,12 @@ import Yams
             (
                 "AppOverview",
                 AppOverview(
-                    appId: "a", name: "A", createdAt: 1, allowedOrigins: ["https://x.example"],
+                    appId: "a", name: "A", createdAt: 1, allowedOrigins: ["https://x.example"], maxFileBytes: 10,
+                    hasOwnFileLimit: true,
                     stats: AppStats(users: 1, conversations: 2, liveConnections: 3, connectedUsers: 1, onlineUsers: 1)
                 ),
                 AppOverview(
-                    appId: "a", name: "A", createdAt: 1, allowedOrigins: [],
+                    appId: "a", name: "A", createdAt: 1, allowedOrigins: [], maxFileBytes: 1,
                     stats: AppStats(users: 0, conversations: 0, liveConnections: 0, connectedUsers: 0, onlineUsers: 0)
                 )
             ),
@@ -242,7 +243,7 @@ import Yams
                 "AppStats", AppStats(users: 1, conversations: 2, liveConnections: 3, connectedUsers: 1, onlineUsers: 1),
                 AppStats(users: 0, conversations: 0, liveConnections: 0, connectedUsers: 0, onlineUsers: 0)
             ),
-            ("UpdateAppSettingsRequest", UpdateAppSettingsRequest(allowedOrigins: ["*"]), UpdateAppSettingsRequest()),
+            ("UpdateAppSettingsRequest", UpdateAppSettingsRequest(allowedOrigins: ["*"], maxFileBytes: 0), UpdateAppSettingsRequest()),
             (
                 "AppKeys", AppKeys(appId: "a", authKey: "ak_1", restAPIKey: "rk_1"),
                 AppKeys(appId: "a", authKey: "ak_1", restAPIKey: "rk_1")

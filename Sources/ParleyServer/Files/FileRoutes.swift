@@ -82,8 +82,10 @@ struct FileRoutes: Sendable {
         guard let length = request.headers[.contentLength].flatMap({ Int64($0) }) else {
             throw DomainError(.lengthRequired, "An upload has a Content-Length (not chunked).")
         }
-        guard length <= settings.maxFileBytes else {
-            throw DomainError(.fileTooLarge, "A file may have at most \(settings.maxFileBytes) bytes.")
+        let app = try await store.app(id: principal.appId)
+        let limit = FileSettings.limit(server: settings.maxFileBytes, app: app?.maxFileBytes)
+        guard length <= limit else {
+            throw DomainError(.fileTooLarge, "A file may have at most \(limit) bytes.")
         }
         try await participant(principal, conversationId: conversationId)
         try sends?.take(appId: principal.appId, uid: principal.uid)
