@@ -13,6 +13,7 @@ struct ParleyBench: AsyncParsableCommand {
             """,
         subcommands: [
             ConnectScenario.self, FanoutScenario.self, RoomsScenario.self, PersistScenario.self, StormScenario.self,
+            FilesScenario.self,
             ConnectWorker.self,
         ]
     )

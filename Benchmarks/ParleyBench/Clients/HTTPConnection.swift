@@ -58,14 +58,15 @@ final class HTTPConnection: Sendable {
 
     /// Sends a request and waits for its answer.
     func request(
-        _ method: HTTPMethod, _ path: String, headers: [(String, String)] = [], body: ByteBuffer? = nil
+        _ method: HTTPMethod, _ path: String, headers: [(String, String)] = [], body: ByteBuffer? = nil,
+        contentType: String = "application/json"
     ) async throws -> HTTPAnswer {
         let promise = channel.eventLoop.makePromise(of: HTTPAnswer.self)
         var head = HTTPRequestHead(version: .http1_1, method: method, uri: path)
         head.headers.add(name: "Host", value: host)
         for (name, value) in headers { head.headers.add(name: name, value: value) }
         if let body {
-            head.headers.add(name: "Content-Type", value: "application/json")
+            head.headers.add(name: "Content-Type", value: contentType)
             head.headers.add(name: "Content-Length", value: String(body.readableBytes))
         }
         let channel = self.channel
