@@ -297,6 +297,18 @@ import Testing
         #expect(unsized.status == 411 && unsized.errorCode == "ERR_LENGTH_REQUIRED")
         chunked.close()
 
+        // A client that waits for `100 Continue` gets it once the head passed the edge, not when it is too large.
+        let waiting = try await RawSocket.connected(port: server.port)
+        try await waiting.send(head("Content-Length: 5\r\nExpect: 100-continue\r\n"))
+        #expect(try await waiting.readHead() == "HTTP/1.1 100 Continue\r\n\r\n")
+        try await waiting.send("hello")
+        #expect(try await waiting.readResponse().status == 201)
+        waiting.close()
+        let tooBig = try await RawSocket.connected(port: server.port)
+        try await tooBig.send(head("Content-Length: \(1024 * 1024 + 1)\r\nExpect: 100-continue\r\n"))
+        #expect(try await tooBig.readResponse().status == 413)
+        tooBig.close()
+
         // 1 MiB exactly is fine.
         let fits = try await Self.upload(
             server, conversation: conversation.id, token: alice, bytes: Self.randomBytes(1024 * 1024)
@@ -317,7 +329,7 @@ import Testing
         #expect(try FileManager.default.contentsOfDirectory(atPath: spool).isEmpty)
         let stored = try FileManager.default.subpathsOfDirectory(atPath: server.dataDirectory + "/files")
             .filter { $0.contains("/f_") }
-        #expect(stored.count == 1)
+        #expect(stored.count == 2)
         try await server.stop()
     }
 

@@ -97,6 +97,14 @@ final class HTTPRequestGuard: ChannelDuplexHandler, RemovableChannelHandler {
                 bodyDeadline = deadline
                 head.arm(deadline)
             }
+            if Self.expectsContinue(request) {
+                // The head passed every check the edge makes: the client may send the body (RFC 9110 section 10.1.1)
+                // without waiting (curl waits a second for this before an upload of more than 1 MiB).
+                served.headers.remove(name: "expect")
+                context.writeAndFlush(
+                    wrapOutboundOut(.head(HTTPResponseHead(version: request.version, status: .continue))), promise: nil
+                )
+            }
             context.fireChannelRead(wrapInboundOut(.head(served)))
             return
         case .body(let chunk):
@@ -181,6 +189,14 @@ final class HTTPRequestGuard: ChannelDuplexHandler, RemovableChannelHandler {
 
     private static func tooLarge(_ limits: EdgeLimits) -> String {
         "A request body may have at most \(limits.maxRequestBodyBytes) bytes."
+    }
+
+    /// Whether an HTTP/1.1 request with a body waits for `100 Continue` before sending it.
+    private static func expectsContinue(_ request: HTTPRequestHead) -> Bool {
+        request.version == .http1_1 && hasBody(request)
+            && request.headers["expect"].contains {
+                $0.trimmingCharacters(in: .whitespaces).lowercased() == "100-continue"
+            }
     }
 
     /// Whether a request announces a body (`Content-Length` above 0, or `Transfer-Encoding`).
