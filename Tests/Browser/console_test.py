@@ -339,6 +339,52 @@ def scenario_xss():
     screenshot("chat-03-xss-as-text")
 
 
+def scenario_files():
+    """Bob sends a photo: alice's page shows it as a file with its name, size and pixels; clicked, it opens."""
+    cid = state["conversation"]
+    png = bytes([0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A, 0, 0, 0, 13]) + b"IHDR"
+    png += (640).to_bytes(4, "big") + (480).to_bytes(4, "big") + bytes([8, 6, 0, 0, 0]) + bytes(2000)
+    name = "<img src=x onerror=alert(2)> cat.png"
+    request = urllib.request.Request(
+        f"{BASE}/v1/conversations/{cid}/attachments?name={urllib.parse.quote(name)}",
+        data=png,
+        method="POST",
+        headers={"Authorization": f"Bearer {state['bob_token']}", "Content-Type": "image/png"},
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:
+        run.check(response.status == 201, f"bob's upload: {response.status}")
+        attachment = json.loads(response.read().decode())
+    status, sent = rest(
+        "POST",
+        f"/v1/conversations/{cid}/messages",
+        token=state["bob_token"],
+        body={"parts": [{"type": "text", "text": "our cat"}, {"type": "file", "file": {"id": attachment["id"]}}]},
+    )
+    run.check(status == 201, f"bob's message with the file: {status} {sent}")
+    wait_for_text("bob", "our cat", "bob's caption, live")
+    chip_css = f'#message-list .file-chip[data-file="{attachment["id"]}"]'
+    wait_until(lambda: els(chip_css), "the photo as a file button under bob's caption")
+    label = el(chip_css).text
+    run.check(
+        name in label and "2.0 KB" in label and "640×480" in label, f"the file's name as text, size and pixels: {label!r}"
+    )
+    no_alert()
+    run.check(
+        js("return document.querySelectorAll('#message-list img').length") == 0, "an <img> was made from the file name"
+    )
+    screenshot("chat-04-file")
+    before = driver.current_window_handle
+    handles = set(driver.window_handles)
+    el(chip_css).click()
+    wait_until(lambda: len(driver.window_handles) == len(handles) + 1, "a new tab for the file")
+    tab = (set(driver.window_handles) - handles).pop()
+    driver.switch_to.window(tab)
+    wait_until(lambda: "/v1/files/" in driver.current_url, f"the tab at the file's signed link: {driver.current_url}")
+    run.check("signature=" in driver.current_url, f"the link is signed: {driver.current_url}")
+    driver.close()
+    driver.switch_to.window(before)
+
+
 def scenario_typing_receipts_presence():
     """Bob chats from the terminal: presence, typing both ways, receipts both ways."""
     global bob_chat
@@ -864,6 +910,7 @@ SCENARIOS = [
     ("chat: a message from the CLI arrives live, with its unread count", scenario_live_message),
     ("chat: a message from the page reaches the CLI once", scenario_send_from_page),
     ("chat: HTML in a message is shown as text", scenario_xss),
+    ("chat: a photo shows as a file that opens through its link", scenario_files),
     ("chat: presence, typing and receipts both ways", scenario_typing_receipts_presence),
     ("chat: reload and resume, nothing lost or twice", scenario_reload),
     ("chat: a dropped connection reconnects with backoff and catches up", scenario_reconnect),

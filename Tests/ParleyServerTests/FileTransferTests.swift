@@ -133,6 +133,7 @@ import Testing
         #expect(whole.headers["content-disposition"]?.hasPrefix("attachment; filename=\"report _.pdf\"") == true)
         #expect(whole.headers["content-disposition"]?.hasSuffix("filename*=UTF-8''report%20%C3%BC.pdf") == true)
         #expect(whole.headers["x-content-type-options"] == "nosniff")
+        #expect(whole.headers["content-security-policy"] == "default-src 'none'; sandbox")
         #expect(whole.headers["accept-ranges"] == "bytes")
         #expect(whole.headers["cache-control"]?.hasPrefix("private, max-age=") == true)
 
@@ -173,6 +174,7 @@ import Testing
         let link = try await Self.link(server, conversation: conversation.id, id: attachment.id, token: alice)
         let shown = try await Self.http(server, "GET", link.url)
         #expect(shown.headers["content-disposition"]?.hasPrefix("inline;") == true && shown.body == png)
+        #expect(shown.headers["content-security-policy"] == "default-src 'none'; style-src 'unsafe-inline'; sandbox")
         // A "PNG" that is a PDF, a "JPEG" that is a PNG: refused.
         for (type, bytes) in [("image/png", Array("%PDF-1.7 not an image".utf8)), ("image/jpeg", png)] {
             let lie = try await Self.upload(

@@ -254,7 +254,7 @@ struct FileRoutes: Sendable {
             .contentType: file.contentType, .eTag: etag, .acceptRanges: "bytes",
             .cacheControl: "private, max-age=\(max(0, expires - time.epochMilliseconds() / 1000))",
             HTTPField.Name("X-Content-Type-Options")!: "nosniff",
-            HTTPField.Name("Content-Security-Policy")!: "default-src 'none'; sandbox",
+            HTTPField.Name("Content-Security-Policy")!: Self.contentSecurityPolicy(file),
             HTTPField.Name("Content-Disposition")!: Self.disposition(file),
         ]
         if let known = request.headers[.ifNoneMatch],
@@ -336,6 +336,13 @@ struct FileRoutes: Sendable {
         let end = last.isEmpty ? size - 1 : min(Int64(last)!, size - 1)
         guard end >= start else { return .whole }
         return .part(start..<(end + 1))
+    }
+
+    /// Nothing runs and nothing loads (`sandbox`); an image shown inline may have the inline styles a browser's image
+    /// viewer sets on its own page (no script can run to use them).
+    static func contentSecurityPolicy(_ file: Attachment) -> String {
+        inlineTypes.contains(file.contentType)
+            ? "default-src 'none'; style-src 'unsafe-inline'; sandbox" : "default-src 'none'; sandbox"
     }
 
     /// Images inline; everything else as a download; the name in RFC 6266 form (ASCII fallback and UTF-8).

@@ -41,16 +41,35 @@ export function formatAgo(ms, now = Date.now()) {
     return formatDateTime(ms);
 }
 
-/** The text of a message: its text parts, joined; data parts as a short label. */
-export function messageText(message) {
+/** The text of a message: its text parts, joined; data and (unless `files` is false) file parts as short labels. */
+export function messageText(message, { files = true } = {}) {
     if (!message) return '';
     if (message.deletedAt) return 'This message was deleted.';
     const texts = [];
     for (const part of message.parts || []) {
         if (part.type === 'text' && typeof part.text === 'string') texts.push(part.text);
         else if (part.type === 'data') texts.push(`[data${part.name ? `: ${part.name}` : ''}]`);
+        else if (part.type === 'file' && part.file && files) texts.push(`[file: ${fileLabel(part.file)}]`);
     }
     return texts.join('\n');
+}
+
+/** A file part's name, size and, for images, pixels: "cat.png · 1.2 MB · 640×480". */
+export function fileLabel(file) {
+    const pixels = file.width && file.height ? ` · ${file.width}×${file.height}` : '';
+    return `${file.name} · ${formatBytes(file.size)}${pixels}`;
+}
+
+/** A size in bytes for people: "812 B", "1.2 KB", "34 MB" (powers of 1,000, as file managers show them). */
+export function formatBytes(bytes) {
+    const units = ['B', 'KB', 'MB', 'GB', 'TB'];
+    let value = Number(bytes) || 0;
+    let unit = 0;
+    while (value >= 1000 && unit < units.length - 1) {
+        value /= 1000;
+        unit += 1;
+    }
+    return unit === 0 ? `${value} B` : `${value < 10 ? value.toFixed(1) : Math.round(value)} ${units[unit]}`;
 }
 
 /** Up to two initials of a name or uid, for avatars. */

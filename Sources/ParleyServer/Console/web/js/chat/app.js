@@ -10,7 +10,7 @@
 
 import { api, ApiError, seg } from '../api.js';
 import { byId, h, NodeCache, reconcile, replace, show } from '../dom.js';
-import { formatAgo, formatTime, hueOf, initials, messageText } from '../format.js';
+import { fileLabel, formatAgo, formatTime, hueOf, initials, messageText } from '../format.js';
 import { ChatClient } from './client.js';
 
 const SESSION_KEY = 'parley.chat.session';
@@ -777,6 +777,46 @@ function dayLabel(ms) {
     return date.toLocaleDateString([], { weekday: 'long', month: 'short', day: 'numeric' });
 }
 
+/** A message's files, each a button that asks for a signed link and opens the file in a new tab. */
+function fileChips(message) {
+    const files = (message.parts || []).filter((part) => part.type === 'file' && part.file).map((part) => part.file);
+    if (!files.length) return null;
+    return h(
+        'div',
+        { class: 'msg-files' },
+        files.map((file) =>
+            h(
+                'button',
+                {
+                    type: 'button',
+                    class: 'file-chip',
+                    dataset: { file: file.id },
+                    title: `${file.contentType} — open`,
+                    onclick: async (event) => {
+                        const button = event.currentTarget;
+                        // Opened before the request, so that the browser keeps it a user's action (no pop-up block).
+                        const tab = window.open('about:blank', '_blank');
+                        try {
+                            const path = `/v1/conversations/${seg(message.conversationId)}/attachments/${seg(file.id)}`;
+                            const link = await api('GET', path, { token: session.token });
+                            if (tab) {
+                                tab.opener = null;
+                                tab.location = new URL(link.url, location.origin).href;
+                            }
+                            button.classList.remove('failed');
+                        } catch (error) {
+                            if (tab) tab.close();
+                            button.classList.add('failed');
+                            button.title = error instanceof ApiError ? `${error.code}: ${error.message}` : String(error);
+                        }
+                    },
+                },
+                fileLabel(file),
+            ),
+        ),
+    );
+}
+
 function renderMessage(entry, message, { mine, receipt, label, follow, showSender, showReceipt }) {
     const classes = ['msg', mine ? 'mine' : 'theirs', message.deletedAt ? 'deleted' : null, follow ? 'follow' : null];
     return h(
@@ -786,7 +826,8 @@ function renderMessage(entry, message, { mine, receipt, label, follow, showSende
         h(
             'div',
             { class: 'bubble' },
-            h('div', { class: 'msg-text' }, messageText(message)),
+            h('div', { class: 'msg-text' }, messageText(message, { files: false })),
+            message.deletedAt ? null : fileChips(message),
             h(
                 'div',
                 { class: 'msg-meta' },
