@@ -123,8 +123,9 @@ struct FileTransfer: Sendable {
         }
         let delegate = TransferDelegate(sink: sink, total: total, progress: progress)
         let configuration = URLSessionConfiguration.ephemeral
-        // Between two pieces of data; a whole transfer may take as long as it needs.
-        configuration.timeoutIntervalForRequest = 60
+        // Between two pieces of data (the server may take a while to store a large upload before it answers); a whole
+        // transfer may take as long as it needs.
+        configuration.timeoutIntervalForRequest = 120
         let session = URLSession(configuration: configuration, delegate: delegate, delegateQueue: nil)
         defer { session.finishTasksAndInvalidate() }
         let task = upload.map { session.uploadTask(with: request, fromFile: $0) } ?? session.dataTask(with: request)
