@@ -187,18 +187,7 @@ struct Download: AsyncParsableCommand {
             let (client, _) = try await options.loggedInClient()
             let link = try await client.fileLink(fileId, in: conversationId)
             let name = link.attachment.name
-            var target = URL(fileURLWithPath: output ?? FileManager.default.currentDirectoryPath)
-            var isDirectory: ObjCBool = false
-            if FileManager.default.fileExists(atPath: target.path, isDirectory: &isDirectory), isDirectory.boolValue {
-                // The name comes from the uploader: it must name a file in this folder, nothing else.
-                guard !name.contains("/"), !name.contains("\\"), name != ".", name != "..", !name.isEmpty else {
-                    throw CLIFailure.usage("The file's name \(name.debugDescription) is not safe here: give --output.")
-                }
-                target.appendPathComponent(name)
-            }
-            if FileManager.default.fileExists(atPath: target.path) && !force {
-                throw CLIFailure.usage("\(target.path) exists: pass --force to replace it, or --output.")
-            }
+            let target = try downloadTarget(name: name, output: output, force: force)
             let meter = ProgressLine(label: "Downloading \(name)")
             let saved = try await client.downloadFile(fileId, in: conversationId, to: target) { meter.show($0) }
             meter.end()
@@ -533,4 +522,22 @@ extension Group.Target {
             await client.shutdown()
         }
     }
+}
+
+/// Where a download goes: `output` (a file, or a folder to put it in under `name`), or `name` in the current folder.
+/// The name comes from the uploader: it must name a file in that folder, nothing else; an existing file is replaced
+/// only with `force`.
+func downloadTarget(name: String, output: String?, force: Bool) throws -> URL {
+    var target = URL(fileURLWithPath: output ?? FileManager.default.currentDirectoryPath)
+    var isDirectory: ObjCBool = false
+    if FileManager.default.fileExists(atPath: target.path, isDirectory: &isDirectory), isDirectory.boolValue {
+        guard !name.contains("/"), !name.contains("\\"), name != ".", name != "..", !name.isEmpty else {
+            throw CLIFailure.usage("The file's name \(name.debugDescription) is not safe here: give --output.")
+        }
+        target.appendPathComponent(name)
+    }
+    if FileManager.default.fileExists(atPath: target.path) && !force {
+        throw CLIFailure.usage("\(target.path) exists: choose another path, or --force to replace it.")
+    }
+    return target
 }

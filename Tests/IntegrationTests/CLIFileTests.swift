@@ -23,7 +23,9 @@ struct CLIFileTests {
     }
 
     /// Runs `parley` with `arguments` against `server`, with its profiles in `home`; kills it after 60 s.
-    static func parley(_ arguments: [String], server: TestServer, home: TemporaryDirectory) async throws -> Outcome {
+    static func parley(_ arguments: [String], input: URL? = nil, server: TestServer, home: TemporaryDirectory)
+        async throws -> Outcome
+    {
         let process = Process()
         process.executableURL = CLIBinary.executable
         process.arguments = arguments
@@ -38,6 +40,7 @@ struct CLIFileTests {
         let errURL = output.url.appendingPathComponent("err")
         try Data().write(to: outURL)
         try Data().write(to: errURL)
+        if let input { process.standardInput = try FileHandle(forReadingFrom: input) }
         process.standardOutput = try FileHandle(forWritingTo: outURL)
         process.standardError = try FileHandle(forWritingTo: errURL)
         let status = try await withCheckedThrowingContinuation {
@@ -104,6 +107,21 @@ struct CLIFileTests {
             ["send", "bob", "--file", folder.path + "/none.bin", "--profile", "alice"], server: server, home: home
         )
         #expect(missing.status == 2 && missing.errors.contains("ERR_FILE_UNREADABLE"))
+
+        // In `chat`: /file sends one, /download saves one, and the messages show their files.
+        let script = folder.url.appendingPathComponent("chat.txt")
+        let copy = downloads.url.appendingPathComponent("copy.bin")
+        try "/file \(source.path) back to you\n/download \(fileId) \(copy.path)\n/quit\n".write(
+            to: script, atomically: true, encoding: .utf8
+        )
+        let chat = try await Self.parley(
+            ["chat", "alice", "--profile", "bob"], input: script, server: server, home: home)
+        #expect(chat.status == 0, "\(chat.errors)")
+        #expect(chat.output.contains("alice: the data [file data.bin, application/octet-stream, 20.0 KB, \(fileId)]"))
+        #expect(chat.output.contains("(sent #") && chat.output.contains("* saved data.bin to \(copy.path)"))
+        #expect(try [UInt8](Data(contentsOf: copy)) == bytes)
+        let after = try await Self.parley(["history", "bob", "--profile", "alice"], server: server, home: home)
+        #expect(after.output.contains("bob: back to you [file data.bin, application/octet-stream, 20.0 KB, f_"))
         try await server.stop()
     }
 }
