@@ -78,7 +78,8 @@ extension ParleyClient {
     /// client message id, and removes the copy. A file uploaded once is not uploaded again after a restart; an upload
     /// the server no longer has (removed after a long time offline) is made again once. The message is stored exactly
     /// once, across reconnections, server restarts and app restarts. ``cancelMessage(clientMessageId:)`` removes the
-    /// copy (not while the entry is being uploaded or sent: `ERR_OUTBOX_MESSAGE_SENDING`).
+    /// entry and its copy, also while the file is being uploaded (the upload stops); once the upload is done and the
+    /// message is being sent it throws `ERR_OUTBOX_MESSAGE_SENDING`.
     ///
     /// - Parameters:
     ///   - name: The name receivers see; the file's own name by default.
@@ -183,10 +184,24 @@ extension ParleyClient {
         }
         let id = outgoing.clientMessageId
         let outbox = self.outbox
-        let attachment = try await fileTransfer.upload(
-            file: copy, size: size, conversationId: conversationId, name: file.name, contentType: file.contentType,
-            progress: { outbox.reportProgress(id, $0) }
-        )
+        let transfer = fileTransfer
+        // In a task of its own, so that cancelling the entry (the app's cancelMessage) stops the upload alone.
+        let upload = Task {
+            try await transfer.upload(
+                file: copy, size: size, conversationId: conversationId, name: file.name, contentType: file.contentType,
+                progress: { outbox.reportProgress(id, $0) }
+            )
+        }
+        guard outbox.uploadStarted(id, stop: { upload.cancel() }) else {
+            upload.cancel()
+            throw ParleyError(.messageCancelled, "The message was cancelled.")
+        }
+        let attachment = try await withTaskCancellationHandler {
+            try await upload.value
+        } onCancel: {
+            upload.cancel()
+        }
+        // Throws when the app cancelled the entry meanwhile: the upload then stays unused (the server removes it).
         try outbox.recordUpload(id, attachmentId: attachment.id)
         var updated = outgoing
         updated.file?.attachmentId = attachment.id

@@ -301,8 +301,14 @@ extension ParleyClient {
                     await pauseOutbox(for: delay)
                 }
                 delay = min(delay * 2, tuning.maximumBackoff)
+            } catch let error as ParleyError where error.code == .messageCancelled {
+                // The app cancelled the entry while its file was being uploaded: it has left the outbox.
+                outbox.release(next.clientMessageId)
             } catch let error as ParleyError {
                 outbox.finish(next.clientMessageId, with: .failure(error))
+            } catch  where !Task.isCancelled && !outbox.contains(next.clientMessageId) {
+                // The same, seen as the upload's cancellation.
+                outbox.release(next.clientMessageId)
             } catch {
                 outbox.release(next.clientMessageId)
                 await pauseOutbox(for: delay)

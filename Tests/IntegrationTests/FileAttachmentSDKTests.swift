@@ -299,7 +299,7 @@ import Testing
         let (url, _) = try Self.file("draft.txt", 1024)
         let queued = try alice.client.queueFile(at: url, to: .conversation(group.id))
         #expect(Self.storedCopies(alice.storage).count == 1)
-        // The outbox may be trying it (the server is down): cancelling waits for the attempt to give up.
+        // The outbox may be between two steps of an attempt (the server is down): cancelling waits for it to give up.
         let deadline = ContinuousClock.now + .seconds(10)
         while true {
             do {
@@ -313,6 +313,43 @@ import Testing
         #expect(alice.client.outgoingMessages().isEmpty && Self.storedCopies(alice.storage).isEmpty)
         #expect(FileManager.default.fileExists(atPath: url.path))  // the app's own file is not touched
         await alice.client.shutdown()
+    }
+
+    @Test func cancellingAFileWhileItUploadsStopsTheUploadAndSendsNothing() async throws {
+        let server = try await TestServer.start()
+        // The server's answer to the upload never comes: the proxy loses every byte while stalled.
+        let proxy = try await TCPProxy.start(targetPort: server.port)
+        let storage = try TemporaryDirectory(prefix: "parley-files")
+        let client = try ParleyClient(
+            appId: server.app.appId,
+            settings: testSettings(
+                serverURL: URL(string: "http://127.0.0.1:\(proxy.port)")!, storage: storage, autoConnect: false
+            )
+        )
+        try await client.start()
+        try await client.login(uid: "alice", authKey: server.app.authKey)
+        let group = try await client.createGroup(name: "Team")
+        let updates = client.outboxUpdates()
+        proxy.stall(true)
+        let (url, _) = try Self.file("video.mp4", 200 * 1024)
+        let queued = try client.queueFile(at: url, to: .conversation(group.id))
+        let uploading = await Self.update(updates, of: queued.clientMessageId) { $0.uploadProgress != nil }
+        #expect(uploading?.file?.attachmentId == nil)
+
+        try client.cancelMessage(clientMessageId: queued.clientMessageId)
+        #expect(client.outgoingMessages().isEmpty && Self.storedCopies(storage).isEmpty)
+        let cancelled = await Self.update(updates, of: queued.clientMessageId) { $0.state == .cancelled }
+        #expect(cancelled != nil)
+        // The outbox goes on with the next entry; the cancelled file never becomes a message.
+        proxy.stall(false)
+        _ = try await client.sendTextMessage("after", to: .conversation(group.id))
+        let messages = try await client.fetchMessages(conversationId: group.id).messages.filter {
+            $0.clientMessageId != nil
+        }
+        #expect(messages.map(\.text) == ["after"] && messages.allSatisfy { $0.files.isEmpty })
+        await client.shutdown()
+        try await proxy.stop()
+        try await server.stop()
     }
 
     @Test func anOutboxSavedBeforeFilesStillLoads() throws {

@@ -36,6 +36,8 @@ final class Outbox: Sendable {
         /// Pending and failed messages, oldest first.
         var messages: [OutgoingMessage] = []
         var inFlight: String?
+        /// Stops the upload of the in-flight entry's file, while it runs.
+        var stopUpload: (@Sendable () -> Void)?
         var sent: [SentMessage] = []
         /// Callers waiting for their entry's outcome.
         var waiters: [String: [UUID: CheckedContinuation<OutboxOutcome, any Error>]] = [:]
@@ -171,20 +173,28 @@ final class Outbox: Sendable {
     /// The messages not yet sent: pending and failed, oldest first.
     var messages: [OutgoingMessage] { state.withLockedValue { $0.messages } }
 
-    /// Removes a pending or failed message that is not being sent.
+    /// Removes a pending or failed message that is not being sent; or one whose file is being uploaded (the upload
+    /// stops: the message is not sent while its upload has no id).
     func cancel(_ clientMessageId: String) throws {
-        let (saved, cancelled, waiters) = try state.withLockedValue { state in
+        let (saved, cancelled, waiters, stopUpload) = try state.withLockedValue { state in
             guard let index = state.messages.firstIndex(where: { $0.clientMessageId == clientMessageId }) else {
                 throw ParleyError(.outboxMessageNotFound, "No queued message \(clientMessageId).")
             }
-            guard state.inFlight != clientMessageId else {
-                throw ParleyError(.outboxMessageSending, "Message \(clientMessageId) is being sent.")
+            var stopUpload: (@Sendable () -> Void)?
+            if state.inFlight == clientMessageId {
+                guard let stop = state.stopUpload, state.messages[index].file?.attachmentId == nil else {
+                    throw ParleyError(.outboxMessageSending, "Message \(clientMessageId) is being sent.")
+                }
+                stopUpload = stop
+                state.stopUpload = nil
             }
             var cancelled = state.messages.remove(at: index)
             cancelled.state = .cancelled
+            cancelled.file?.progress = nil
             let waiters = state.waiters.removeValue(forKey: clientMessageId).map { Array($0.values) } ?? []
-            return (state.saved(state.uid ?? ""), cancelled, waiters)
+            return (state.saved(state.uid ?? ""), cancelled, waiters, stopUpload)
         }
+        stopUpload?()
         try save(saved)
         removeStoredFile(of: cancelled)
         notify(cancelled)
@@ -226,14 +236,35 @@ final class Outbox: Sendable {
     /// The in-flight message stays pending (a transient failure): it is taken again next time.
     func release(_ clientMessageId: String) {
         state.withLockedValue { state in
-            if state.inFlight == clientMessageId { state.inFlight = nil }
+            if state.inFlight == clientMessageId {
+                state.inFlight = nil
+                state.stopUpload = nil
+            }
         }
+    }
+
+    /// The in-flight entry's file is being uploaded: `stop` ends the upload if the app cancels the entry meanwhile.
+    /// Returns false when the entry is no longer in flight (it was cancelled): nothing should be uploaded.
+    func uploadStarted(_ clientMessageId: String, stop: @escaping @Sendable () -> Void) -> Bool {
+        state.withLockedValue { state in
+            guard state.inFlight == clientMessageId else { return false }
+            state.stopUpload = stop
+            return true
+        }
+    }
+
+    /// Whether the entry is still in the outbox (not cancelled).
+    func contains(_ clientMessageId: String) -> Bool {
+        state.withLockedValue { state in state.messages.contains { $0.clientMessageId == clientMessageId } }
     }
 
     /// The server did what the entry asked, or refused it for good.
     func finish(_ clientMessageId: String, with result: Result<OutboxOutcome, ParleyError>) {
         let (saved, changed, waiters, removed) = state.withLockedValue { state in
-            if state.inFlight == clientMessageId { state.inFlight = nil }
+            if state.inFlight == clientMessageId {
+                state.inFlight = nil
+                state.stopUpload = nil
+            }
             guard let index = state.messages.firstIndex(where: { $0.clientMessageId == clientMessageId }) else {
                 return (Saved?.none, OutgoingMessage?.none, [CheckedContinuation<OutboxOutcome, any Error>](), false)
             }
@@ -272,12 +303,16 @@ final class Outbox: Sendable {
 
     /// The in-flight entry's file was uploaded (`attachmentId`), or its upload is gone and must be made again (nil).
     /// Saved before this returns, so that an app restart does not upload the file again.
+    ///
+    /// - Throws: `ERR_MESSAGE_CANCELLED` when the app cancelled the entry meanwhile: it must not be sent.
     func recordUpload(_ clientMessageId: String, attachmentId: String?) throws {
-        let (saved, changed) = state.withLockedValue { state -> (Saved?, OutgoingMessage?) in
+        let (saved, changed) = try state.withLockedValue { state -> (Saved?, OutgoingMessage?) in
             guard let uid = state.uid,
                 let index = state.messages.firstIndex(where: { $0.clientMessageId == clientMessageId }),
                 state.messages[index].file != nil
-            else { return (nil, nil) }
+            else { throw ParleyError(.messageCancelled, "The message was cancelled.") }
+            // From here on the message may be sent: it can no longer be cancelled.
+            state.stopUpload = nil
             state.messages[index].file?.attachmentId = attachmentId
             if attachmentId != nil { state.messages[index].file?.progress = nil }
             return (state.saved(uid), state.messages[index])
