@@ -130,6 +130,8 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOWebSocket", package: "swift-nio"),
+                // Downloads are checked against the SHA-256 the server recorded at the upload.
+                .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
         .executableTarget(

@@ -245,7 +245,7 @@ extension ParleyClient {
     /// Every state change of an outgoing message from now on.
     public func outboxUpdates() -> AsyncStream<OutgoingMessage> { outboxBroadcaster.stream() }
 
-    private func makeOutgoing(
+    func makeOutgoing(
         _ action: OutgoingMessage.Action, parts: [MessagePart], to receiver: Receiver, metadata: JSONValue? = nil,
         alert: String? = nil, replyTo: String? = nil, mentions: [String]? = nil, id: String = UUID().uuidString
     ) throws -> OutgoingMessage {
@@ -301,8 +301,14 @@ extension ParleyClient {
                     await pauseOutbox(for: delay)
                 }
                 delay = min(delay * 2, tuning.maximumBackoff)
+            } catch let error as ParleyError where error.code == .messageCancelled {
+                // The app cancelled the entry while its file was being uploaded: it has left the outbox.
+                outbox.release(next.clientMessageId)
             } catch let error as ParleyError {
                 outbox.finish(next.clientMessageId, with: .failure(error))
+            } catch  where !Task.isCancelled && !outbox.contains(next.clientMessageId) {
+                // The same, seen as the upload's cancellation.
+                outbox.release(next.clientMessageId)
             } catch {
                 outbox.release(next.clientMessageId)
                 await pauseOutbox(for: delay)
@@ -331,27 +337,8 @@ extension ParleyClient {
         let ref = UUID().uuidString
         switch outgoing.action {
         case .send:
-            // The server ends the sender's typing indicator with the message.
-            state.withLockedValue { _ = $0.typingSentAt.removeValue(forKey: conversationId) }
-            let frame = SendFrame(
-                ref: ref, conversationId: conversationId, clientMessageId: outgoing.clientMessageId,
-                parts: outgoing.parts, metadata: outgoing.metadata, alert: outgoing.alert, replyTo: outgoing.replyTo,
-                mentions: outgoing.mentions
-            )
-            if let ack = try await overSocket(.send(frame), ref: ref) { return .message(try Self.message(in: ack)) }
-            let body = SendMessageRequest(
-                clientMessageId: outgoing.clientMessageId, parts: outgoing.parts, metadata: outgoing.metadata,
-                alert: outgoing.alert, replyTo: outgoing.replyTo, mentions: outgoing.mentions
-            )
-            return .message(
-                try await rest.call { api in
-                    switch try await api.sendMessage(path: .init(conversationId: conversationId), body: .json(body)) {
-                    case .created(let created): return try created.body.json
-                    case .ok(let existing): return try existing.body.json
-                    default: throw ParleyError(.unexpectedResponse, "Unexpected answer to sendMessage.")
-                    }
-                }
-            )
+            if outgoing.file != nil { return try await sendWithFile(outgoing, to: conversationId) }
+            return try await sendOutgoing(outgoing, to: conversationId)
         case .edit(let target):
             let messageId = try resolve(target)
             let frame = EditFrame(
@@ -399,6 +386,33 @@ extension ParleyClient {
                 }
             )
         }
+    }
+
+    /// Sends a new message once (over the socket when it is connected, otherwise over HTTP), with its client id.
+    func sendOutgoing(_ outgoing: OutgoingMessage, to conversationId: String) async throws -> OutboxOutcome {
+        let ref = UUID().uuidString
+        // The server ends the sender's typing indicator with the message.
+        state.withLockedValue { _ = $0.typingSentAt.removeValue(forKey: conversationId) }
+        let frame = SendFrame(
+            ref: ref, conversationId: conversationId, clientMessageId: outgoing.clientMessageId,
+            parts: outgoing.partsToSend(), metadata: outgoing.metadata, alert: outgoing.alert,
+            replyTo: outgoing.replyTo,
+            mentions: outgoing.mentions
+        )
+        if let ack = try await overSocket(.send(frame), ref: ref) { return .message(try Self.message(in: ack)) }
+        let body = SendMessageRequest(
+            clientMessageId: outgoing.clientMessageId, parts: outgoing.partsToSend(), metadata: outgoing.metadata,
+            alert: outgoing.alert, replyTo: outgoing.replyTo, mentions: outgoing.mentions
+        )
+        return .message(
+            try await rest.call { api in
+                switch try await api.sendMessage(path: .init(conversationId: conversationId), body: .json(body)) {
+                case .created(let created): return try created.body.json
+                case .ok(let existing): return try existing.body.json
+                default: throw ParleyError(.unexpectedResponse, "Unexpected answer to sendMessage.")
+                }
+            }
+        )
     }
 
     /// The server id of the message an edit, a deletion or a reaction applies to.

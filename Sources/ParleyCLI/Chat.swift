@@ -9,7 +9,8 @@ struct Chat: AsyncParsableCommand {
         abstract: "Chat interactively: type to send; messages, typing, receipts, presence and status appear live.",
         discussion: """
             Type @uid in a message to mention someone. Messages are numbered (#12): /reply 12 text, /edit 12 text,
-            /delete 12, /react 12 👍, /unreact 12 👍, /thread 12, /mentions.
+            /delete 12, /react 12 👍, /unreact 12 👍, /thread 12, /mentions. /file PATH [caption] sends a file;
+            /download f_... [PATH] saves one (in the current folder by default, never over an existing file).
             Commands: /history, /typing, /stoptyping, /unread, /status, /background, /foreground, /connect,
             /disconnect, /ping, /offline, /online, /help, /quit. Messages shown here are marked read.
             /background and /foreground play the app-lifecycle rules (auto mode drops the socket in the
@@ -64,17 +65,21 @@ struct Chat: AsyncParsableCommand {
                     case .participantBanned(let ban):
                         say("* \(ban.uid) was banned\(ban.reason.map { ": \($0)" } ?? "")")
                     case .participantUnbanned(let ban): say("* \(ban.uid) is no longer banned")
-                    case .participantUpdated(let participant): say("* \(participant.uid) is now \(participant.role.rawValue)")
+                    case .participantUpdated(let participant):
+                        say("* \(participant.uid) is now \(participant.role.rawValue)")
                     case .participantTyping(let typing): say("* \(typing.uid) is typing…")
                     case .participantTypingOff(let typing): say("* \(typing.uid) stopped typing")
-                    case .messageDelivered(let receipt) where receipt.uid != me: say("  ✓ delivered to \(receipt.uid) up to #\(receipt.seq)")
-                    case .messageRead(let receipt) where receipt.uid != me: say("  ✓✓ read by \(receipt.uid) up to #\(receipt.seq)")
+                    case .messageDelivered(let receipt) where receipt.uid != me:
+                        say("  ✓ delivered to \(receipt.uid) up to #\(receipt.seq)")
+                    case .messageRead(let receipt) where receipt.uid != me:
+                        say("  ✓✓ read by \(receipt.uid) up to #\(receipt.seq)")
                     case .presenceUpdated(let presence) where presence.uid != me:
                         say("* \(presence.uid) is \(presence.online ? "online" : "offline")")
                     case .conversationUpdated(let conversation): say("* renamed \(conversation.name ?? "")")
                     case .conversationDeleted: say("* the conversation was deleted")
                     case .conversationUndeleted: say("* the conversation was restored")
-                    case .profileUpdated(let profile) where profile.uid != me: say("* \(profile.uid) is now called \(profile.name)")
+                    case .profileUpdated(let profile) where profile.uid != me:
+                        say("* \(profile.uid) is now called \(profile.name)")
                     default: break
                     }
                 }
@@ -83,6 +88,12 @@ struct Chat: AsyncParsableCommand {
             for await line in StandardInput.lines() {
                 let text = line.trimmingCharacters(in: .whitespaces)
                 if text.isEmpty { continue }
+                if text.hasPrefix("/file ") {
+                    let clientMessageId = UUID().uuidString
+                    sentHere.withLockedValue { _ = $0.insert(clientMessageId) }
+                    await sendFile(text, client: client, conversationId: conversationId, id: clientMessageId)
+                    continue
+                }
                 if text.hasPrefix("/") {
                     if try await command(text, client: client, conversationId: conversationId) == .quit { break }
                     continue
@@ -107,6 +118,23 @@ struct Chat: AsyncParsableCommand {
 
     enum Outcome { case proceed, quit }
 
+    /// `/file PATH [caption]`: sends the file through the outbox and waits for it.
+    private func sendFile(_ text: String, client: ParleyClient, conversationId: String, id: String) async {
+        let words = text.split(separator: " ", maxSplits: 2).map(String.init)
+        let caption = words.count > 2 ? words[2] : nil
+        do {
+            let message = try await client.sendFile(
+                at: URL(fileURLWithPath: words[1]), to: .conversation(conversationId), caption: caption,
+                mentions: caption.flatMap(mentionedUIDs(in:)), clientMessageId: id
+            )
+            say("  (sent #\(message.seq) \(message.files.map(describe).joined(separator: " ")))")
+        } catch let error as ParleyError {
+            say("! not sent: \(error.message) [\(error.code)]")
+        } catch {
+            say("! not sent: \(error)")
+        }
+    }
+
     private func command(_ text: String, client: ParleyClient, conversationId: String) async throws -> Outcome {
         do {
             // Commands on one message: `/verb <#n|id> [text]`.
@@ -121,11 +149,24 @@ struct Chat: AsyncParsableCommand {
                 try await messageCommand(verb, messageId, rest, client: client, conversationId: conversationId)
                 return .proceed
             }
+            if verb == "/download" {
+                guard words.count >= 2 else { throw CLIFailure.usage("/download needs a file id, like f_...") }
+                let link = try await client.fileLink(words[1], in: conversationId)
+                let target = try downloadTarget(
+                    name: link.attachment.name, output: words.count > 2 ? words[2] : nil, force: false
+                )
+                let saved = try await client.downloadFile(words[1], in: conversationId, to: target)
+                say("* saved \(link.attachment.name) to \(saved.path)")
+                return .proceed
+            }
             switch text.lowercased() {
             case "/quit", "/exit": return .quit
             case "/help":
                 say("/reply n text /edit n text /delete n /react n key /unreact n key /thread n /mentions")
-                say("/history /typing /stoptyping /unread /status /background /foreground /connect /disconnect /ping /offline /online /quit")
+                say("/file path [caption] /download f_... [path]")
+                say(
+                    "/history /typing /stoptyping /unread /status /background /foreground /connect /disconnect /ping /offline /online /quit"
+                )
             case "/mentions":
                 let page = try await client.fetchUnreadMentions(limit: 20)
                 for message in page.messages { say("\(message.conversationId)  \(describe(message))") }
@@ -136,7 +177,9 @@ struct Chat: AsyncParsableCommand {
                 _ = await client.stopTyping(in: conversationId)
             case "/unread":
                 let unread = try await client.unreadCounts()
-                say("* \(unread.total) unread in all; here \(unread.conversations.first { $0.conversationId == conversationId }?.unread ?? 0)")
+                say(
+                    "* \(unread.total) unread in all; here \(unread.conversations.first { $0.conversationId == conversationId }?.unread ?? 0)"
+                )
             case "/history":
                 for message in try await client.fetchMessages(conversationId: conversationId, limit: 20).messages
                 where !client.isBlocked(message.sender) {

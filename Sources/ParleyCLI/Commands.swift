@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import NIOConcurrencyHelpers
 import Parley
 
 struct Login: AsyncParsableCommand {
@@ -75,7 +76,9 @@ struct Conversations: AsyncParsableCommand {
                     title = "with " + others.joined(separator: ", ")
                 }
                 let count = unread.conversations.first { $0.conversationId == conversation.id }?.unread ?? 0
-                say("\(conversation.id)\t\(conversation.type.rawValue)\t\(title)\t\(conversation.participantCount) participants\t\(count) unread")
+                say(
+                    "\(conversation.id)\t\(conversation.type.rawValue)\t\(title)\t\(conversation.participantCount) participants\t\(count) unread"
+                )
             }
             if page.conversations.isEmpty { say("No conversations yet.") }
             await client.shutdown()
@@ -85,48 +88,110 @@ struct Conversations: AsyncParsableCommand {
 
 struct Send: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Send a text message.",
+        abstract: "Send a text message, or a file with --file.",
         discussion: """
             The message goes through the outbox: when the server cannot be reached within --wait seconds it stays \
-            queued and is sent the next time parley runs (see `parley outbox`).
+            queued and is sent the next time parley runs (see `parley outbox`). A file is copied into the profile's \
+            storage when it is queued, uploaded (with its progress on a terminal), then sent with the text as its \
+            caption; --wait counts from the last progress.
             """
     )
     @OptionGroup var options: ClientOptions
     @OptionGroup var receiver: ReceiverOptions
     @Option(help: "Seconds to wait for the server before leaving the message queued.") var wait = 10
-    @Argument(help: "The text.") var text: [String]
+    @Option(help: "A file to send (its type is guessed from its extension).") var file: String?
+    @Option(name: .customLong("text"), help: "The caption of --file (or give it as the text).") var caption: String?
+    @Argument(help: ArgumentHelp("The text.", valueName: "text")) var words: [String] = []
+
+    func validate() throws {
+        if file == nil && words.isEmpty { throw ValidationError("Give the text to send, or a file with --file.") }
+        if file == nil && caption != nil { throw ValidationError("--text is the caption of a --file.") }
+        if caption != nil && !words.isEmpty { throw ValidationError("Give the caption once: --text or the text.") }
+    }
 
     func run() async throws {
         try await reportingFailures {
             let (client, _) = try await options.loggedInClient()
             let updates = client.outboxUpdates()
-            let text = text.joined(separator: " ")
-            let queued = try client.queueMessage(
-                parts: [.text(text)], to: receiver.receiver, mentions: mentionedUIDs(in: text)
-            )
+            let text = caption ?? words.joined(separator: " ")
+            let queued =
+                if let file {
+                    try client.queueFile(
+                        at: URL(fileURLWithPath: file), to: receiver.receiver, caption: text,
+                        mentions: mentionedUIDs(in: text)
+                    )
+                } else {
+                    try client.queueMessage(
+                        parts: [.text(text)], to: receiver.receiver, mentions: mentionedUIDs(in: text)
+                    )
+                }
+            let meter = ProgressLine(label: queued.file.map { "Uploading \($0.name)" })
+            // --wait seconds after the last sign of life: the queueing, or the upload's progress.
+            let lastActivity = NIOLockedValueBox(ContinuousClock.now)
             let outcome = await withTaskGroup(of: OutgoingMessage.State?.self) { group in
                 group.addTask {
                     for await update in updates where update.clientMessageId == queued.clientMessageId {
+                        if let progress = update.uploadProgress {
+                            lastActivity.withLockedValue { $0 = .now }
+                            meter.show(progress)
+                        }
                         if update.state != .pending { return update.state }
                     }
                     return nil
                 }
                 group.addTask { [wait] in
-                    try? await Task.sleep(for: .seconds(wait))
-                    return nil
+                    while true {
+                        let deadline = lastActivity.withLockedValue { $0 } + .seconds(wait)
+                        guard ContinuousClock.now < deadline else { return nil }
+                        do { try await Task.sleep(until: deadline) } catch { return nil }
+                    }
                 }
                 defer { group.cancelAll() }
                 return await group.next() ?? nil
             }
+            meter.end()
             switch outcome {
             case .sent(let message):
                 say("Sent #\(message.seq) to \(message.conversationId).")
+                for file in message.files { say("  " + describe(file)) }
             case .failed(let code, let message):
                 try? client.cancelMessage(clientMessageId: queued.clientMessageId)
                 throw ParleyError(code, message)
             case .cancelled, .pending, .reacted, nil:
-                say("Queued as \(queued.clientMessageId): the server did not answer in \(wait) s; it is sent next time.")
+                say(
+                    "Queued as \(queued.clientMessageId): the server did not answer in \(wait) s; it is sent next time."
+                )
             }
+            await client.shutdown()
+        }
+    }
+}
+
+struct Download: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Download a file of a message (its id is in `history`: [file NAME, TYPE, SIZE, f_...]).",
+        discussion: """
+            The file is saved under its own name in the current folder, or at --output (a file, or a folder to \
+            save it in). An existing file is never replaced without --force. The bytes are checked against the \
+            SHA-256 and size the server recorded at the upload.
+            """
+    )
+    @OptionGroup var options: ClientOptions
+    @Argument(help: "The conversation's id.") var conversationId: String
+    @Argument(help: "The file's id (f_...).") var fileId: String
+    @Option(name: [.short, .long], help: "Where to save it: a file, or a folder.") var output: String?
+    @Flag(help: "Replace an existing file.") var force = false
+
+    func run() async throws {
+        try await reportingFailures {
+            let (client, _) = try await options.loggedInClient()
+            let link = try await client.fileLink(fileId, in: conversationId)
+            let name = link.attachment.name
+            let target = try downloadTarget(name: name, output: output, force: force)
+            let meter = ProgressLine(label: "Downloading \(name)")
+            let saved = try await client.downloadFile(fileId, in: conversationId, to: target) { meter.show($0) }
+            meter.end()
+            say("Saved \(name) (\(link.attachment.contentType), \(humanSize(link.attachment.size))) to \(saved.path).")
             await client.shutdown()
         }
     }
@@ -173,7 +238,11 @@ struct Outbox: AsyncParsableCommand {
                     case .delete(let target): "delete \(target)"
                     case .react(let target, let key, let add): "\(add ? "react" : "unreact") \(key) on \(target)"
                     }
-                let text = message.parts.compactMap(\.text).joined(separator: " ")
+                var text = message.parts.compactMap(\.text).joined(separator: " ")
+                if let file = message.file {
+                    let upload = file.attachmentId.map { "uploaded as \($0)" } ?? "not uploaded"
+                    text = "[file \(file.name), \(humanSize(file.size)), \(upload)] " + text
+                }
                 say("\(message.clientMessageId)  \(state)  attempts \(message.attempts)  \(action)\(text)")
             }
             if messages.isEmpty { say("The outbox is empty.") }
@@ -453,4 +522,22 @@ extension Group.Target {
             await client.shutdown()
         }
     }
+}
+
+/// Where a download goes: `output` (a file, or a folder to put it in under `name`), or `name` in the current folder.
+/// The name comes from the uploader: it must name a file in that folder, nothing else; an existing file is replaced
+/// only with `force`.
+func downloadTarget(name: String, output: String?, force: Bool) throws -> URL {
+    var target = URL(fileURLWithPath: output ?? FileManager.default.currentDirectoryPath)
+    var isDirectory: ObjCBool = false
+    if FileManager.default.fileExists(atPath: target.path, isDirectory: &isDirectory), isDirectory.boolValue {
+        guard !name.contains("/"), !name.contains("\\"), name != ".", name != "..", !name.isEmpty else {
+            throw CLIFailure.usage("The file's name \(name.debugDescription) is not safe here: give --output.")
+        }
+        target.appendPathComponent(name)
+    }
+    if FileManager.default.fileExists(atPath: target.path) && !force {
+        throw CLIFailure.usage("\(target.path) exists: choose another path, or --force to replace it.")
+    }
+    return target
 }

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import NIOConcurrencyHelpers
 import Parley
 
 @main
@@ -13,13 +14,15 @@ struct ParleyCommand: AsyncParsableCommand {
             two profiles can chat with each other.
 
             Exit codes: 0 ok, 1 other failure, 2 usage (an invalid argument too),
-            3 authentication (not logged in, bad key or token), 4 unknown app, user, conversation, message or ban,
-            5 server unreachable, 6 refused (not allowed, invalid or deleted message, reaction limit, banned).
+            3 authentication (not logged in, bad key or token), 4 unknown app, user, conversation, message, file
+            or ban, 5 server unreachable, 6 refused (not allowed, invalid or deleted message, reaction limit,
+            banned, file too large or invalid). A file that cannot be read is a usage error (2).
             """,
         subcommands: [
-            Login.self, Logout.self, WhoAmI.self, Profile.self, Conversations.self, Send.self, Reply.self, Edit.self,
-            DeleteMessage.self, React.self, ThreadCommand.self, Mentions.self, Outbox.self, History.self, Chat.self,
-            Listen.self, Group.self, Block.self, Unblock.self, Blocks.self, ReportCommand.self, Admin.self,
+            Login.self, Logout.self, WhoAmI.self, Profile.self, Conversations.self, Send.self, Download.self,
+            Reply.self, Edit.self, DeleteMessage.self, React.self, ThreadCommand.self, Mentions.self, Outbox.self,
+            History.self, Chat.self, Listen.self, Group.self, Block.self, Unblock.self, Blocks.self,
+            ReportCommand.self, Admin.self,
         ]
     )
 }
@@ -35,7 +38,8 @@ struct ClientOptions: ParsableArguments {
     @Option(help: "Keeps this profile's logged-in user apart from others (env PARLEY_PROFILE).")
     var profile: String = ProcessInfo.processInfo.environment["PARLEY_PROFILE"] ?? "default"
 
-    @Option(help: "Manual socket mode: connect only on demand (the reference SDK's autoEstablishSocketConnection(false)).")
+    @Option(
+        help: "Manual socket mode: connect only on demand (the reference SDK's autoEstablishSocketConnection(false)).")
     var manual: Bool = false
 
     var serverURL: URL {
@@ -57,7 +61,8 @@ struct ClientOptions: ParsableArguments {
     }
 
     var storageDirectory: URL {
-        let home = ProcessInfo.processInfo.environment["PARLEY_HOME"].map { URL(fileURLWithPath: $0) }
+        let home =
+            ProcessInfo.processInfo.environment["PARLEY_HOME"].map { URL(fileURLWithPath: $0) }
             ?? FileManager.default.homeDirectoryForCurrentUser.appendingPathComponent(".parley")
         return home.appendingPathComponent("profiles").appendingPathComponent(profile)
     }
@@ -128,12 +133,13 @@ func cliExitCode(for code: ErrorCode) -> Int32 {
     switch code {
     case .notLoggedIn, .authRequired, .authTokenInvalid, .authKeyInvalid, .apiKeyInvalid: return 3
     case .invalidAppID, .uidNotFound, .conversationNotFound, .messageNotFound, .tokenNotFound, .reportNotFound,
-        .banNotFound, .notFound:
+        .banNotFound, .notFound, .attachmentNotFound:
         return 4
-    case .invalidArgument: return 2
+    case .invalidArgument, .fileUnreadable: return 2
     case .serverUnreachable, .timeout: return 5
     case .forbidden, .notAParticipant, .messageEmpty, .messageTooLarge, .invalidUID, .uidAlreadyExists,
-        .badRequest, .messageDeleted, .reactionLimit, .blocked, .blockLimit, .muted, .banned:
+        .badRequest, .messageDeleted, .reactionLimit, .blocked, .blockLimit, .muted, .banned, .fileTooLarge,
+        .fileInvalid, .lengthRequired, .attachmentInUse, .linkInvalid:
         return 6
     default: return 1
     }
@@ -156,6 +162,7 @@ func describe(_ message: Message) -> String {
     for part in message.parts where part.type == .data {
         content += (content.isEmpty ? "" : " ") + "[\(part.name ?? "data")]"
     }
+    for file in message.files { content += (content.isEmpty ? "" : " ") + describe(file) }
     if message.isDeleted {
         content =
             "(message deleted\(message.deletedBy.map { $0 == message.sender ? "" : " by \($0)" } ?? " by the app"))"
@@ -171,4 +178,45 @@ func describe(_ message: Message) -> String {
 /// `[👍 2*, ❤️ 1]`: each key with its count, `*` where you are among them.
 func describe(_ reactions: [ReactionSummary]) -> String {
     "[" + reactions.map { "\($0.key) \($0.count)\($0.reacted ? "*" : "")" }.joined(separator: ", ") + "]"
+}
+
+/// `[file report.pdf, application/pdf, 1.2 MB, f_...]`; an image with its size in pixels.
+func describe(_ file: FileInfo) -> String {
+    let pixels = file.width.flatMap { width in file.height.map { ", \(width)x\($0)" } } ?? ""
+    return "[file \(file.name), \(file.contentType)\(pixels), \(humanSize(file.size)), \(file.id)]"
+}
+
+/// Bytes for people: `512 B`, `1.2 KB`, `3.4 MB`, `1.0 GB` (powers of 1000, as file managers show them).
+func humanSize(_ bytes: Int64) -> String {
+    guard bytes >= 1000 else { return "\(bytes) B" }
+    var value = Double(bytes)
+    for unit in ["KB", "MB", "GB", "TB"] {
+        value /= 1000
+        if value < 999.95 || unit == "TB" { return String(format: "%.1f", value) + " " + unit }
+    }
+    return "\(bytes) B"
+}
+
+/// A transfer's progress on one line of standard error, redrawn in place, when standard error is a terminal;
+/// nothing otherwise (scripts read the outcome from standard output and the exit code).
+final class ProgressLine: Sendable {
+    private let label: String?
+    private let shown = NIOLockedValueBox(false)
+
+    init(label: String?) {
+        self.label = isatty(STDERR_FILENO) == 1 ? label : nil
+    }
+
+    func show(_ progress: FileTransferProgress) {
+        guard let label else { return }
+        shown.withLockedValue { $0 = true }
+        let line =
+            "\r\(label): \(Int(progress.fraction * 100)) % "
+            + "(\(humanSize(progress.completedBytes)) of \(humanSize(progress.totalBytes)))\u{1B}[K"
+        FileHandle.standardError.write(Data(line.utf8))
+    }
+
+    func end() {
+        if shown.withLockedValue({ $0 }) { FileHandle.standardError.write(Data("\n".utf8)) }
+    }
 }

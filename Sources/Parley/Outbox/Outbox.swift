@@ -12,6 +12,9 @@ import NIOConcurrencyHelpers
 /// The outbox also remembers the server ids of the messages it sent last (``sentLimit``), so that an edit, a
 /// deletion or a reaction queued for a message still in the outbox (``MessageRef/queued(clientMessageId:)``) reaches
 /// that message once it is sent, also after a restart.
+///
+/// A send with a file (``OutgoingMessage/file``) keeps a copy of the file in ``filesDirectory`` from the moment it is
+/// queued until the message is sent, or the entry is cancelled or dropped.
 final class Outbox: Sendable {
     private struct Saved: Codable {
         var uid: String
@@ -33,6 +36,8 @@ final class Outbox: Sendable {
         /// Pending and failed messages, oldest first.
         var messages: [OutgoingMessage] = []
         var inFlight: String?
+        /// Stops the upload of the in-flight entry's file, while it runs.
+        var stopUpload: (@Sendable () -> Void)?
         var sent: [SentMessage] = []
         /// Callers waiting for their entry's outcome.
         var waiters: [String: [UUID: CheckedContinuation<OutboxOutcome, any Error>]] = [:]
@@ -45,12 +50,26 @@ final class Outbox: Sendable {
     }
 
     private let fileURL: URL
+    /// The copies of the files queued to be sent.
+    let filesDirectory: URL
     private let state = NIOLockedValueBox(State())
     private let notify: @Sendable (OutgoingMessage) -> Void
 
     init(directory: URL, appId: String, notify: @escaping @Sendable (OutgoingMessage) -> Void) {
         self.fileURL = directory.appendingPathComponent("outbox-\(SessionStore.safeName(appId)).json")
+        self.filesDirectory = directory.appendingPathComponent("outbox-files-\(SessionStore.safeName(appId))")
         self.notify = notify
+    }
+
+    /// Where the copy of an entry's file is.
+    func storedFile(_ file: OutgoingFile) -> URL {
+        filesDirectory.appendingPathComponent(file.storedFileName)
+    }
+
+    /// Removes the copy of `message`'s file, if it has one.
+    private func removeStoredFile(of message: OutgoingMessage?) {
+        guard let file = message?.file else { return }
+        try? FileManager.default.removeItem(at: storedFile(file))
     }
 
     // MARK: The user
@@ -71,7 +90,17 @@ final class Outbox: Sendable {
             state.sent = sent
             state.inFlight = nil
         }
+        removeUnusedFiles(keeping: Set(messages.compactMap { $0.file?.storedFileName }))
         signal()
+    }
+
+    /// Removes copies no entry names: the app stopped between copying a file and saving its entry, or another
+    /// user's outbox was replaced.
+    private func removeUnusedFiles(keeping used: Set<String>) {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: filesDirectory.path)) ?? []
+        for name in names where !used.contains(name) {
+            try? FileManager.default.removeItem(at: filesDirectory.appendingPathComponent(name))
+        }
     }
 
     /// Forgets the user's outbox (logout): waiting callers fail with `ERR_NOT_LOGGED_IN`.
@@ -83,7 +112,10 @@ final class Outbox: Sendable {
             return state.waiters.values.flatMap(\.values)
         }
         try? FileManager.default.removeItem(at: fileURL)
-        for waiter in waiters { waiter.resume(throwing: ParleyError(.notLoggedIn, "Logged out before the message was sent.")) }
+        try? FileManager.default.removeItem(at: filesDirectory)
+        for waiter in waiters {
+            waiter.resume(throwing: ParleyError(.notLoggedIn, "Logged out before the message was sent."))
+        }
     }
 
     // MARK: The app
@@ -141,21 +173,30 @@ final class Outbox: Sendable {
     /// The messages not yet sent: pending and failed, oldest first.
     var messages: [OutgoingMessage] { state.withLockedValue { $0.messages } }
 
-    /// Removes a pending or failed message that is not being sent.
+    /// Removes a pending or failed message that is not being sent; or one whose file is being uploaded (the upload
+    /// stops: the message is not sent while its upload has no id).
     func cancel(_ clientMessageId: String) throws {
-        let (saved, cancelled, waiters) = try state.withLockedValue { state in
+        let (saved, cancelled, waiters, stopUpload) = try state.withLockedValue { state in
             guard let index = state.messages.firstIndex(where: { $0.clientMessageId == clientMessageId }) else {
                 throw ParleyError(.outboxMessageNotFound, "No queued message \(clientMessageId).")
             }
-            guard state.inFlight != clientMessageId else {
-                throw ParleyError(.outboxMessageSending, "Message \(clientMessageId) is being sent.")
+            var stopUpload: (@Sendable () -> Void)?
+            if state.inFlight == clientMessageId {
+                guard let stop = state.stopUpload, state.messages[index].file?.attachmentId == nil else {
+                    throw ParleyError(.outboxMessageSending, "Message \(clientMessageId) is being sent.")
+                }
+                stopUpload = stop
+                state.stopUpload = nil
             }
             var cancelled = state.messages.remove(at: index)
             cancelled.state = .cancelled
+            cancelled.file?.progress = nil
             let waiters = state.waiters.removeValue(forKey: clientMessageId).map { Array($0.values) } ?? []
-            return (state.saved(state.uid ?? ""), cancelled, waiters)
+            return (state.saved(state.uid ?? ""), cancelled, waiters, stopUpload)
         }
+        stopUpload?()
         try save(saved)
+        removeStoredFile(of: cancelled)
         notify(cancelled)
         for waiter in waiters { waiter.resume(throwing: ParleyError(.messageCancelled, "The message was cancelled.")) }
     }
@@ -195,18 +236,40 @@ final class Outbox: Sendable {
     /// The in-flight message stays pending (a transient failure): it is taken again next time.
     func release(_ clientMessageId: String) {
         state.withLockedValue { state in
-            if state.inFlight == clientMessageId { state.inFlight = nil }
+            if state.inFlight == clientMessageId {
+                state.inFlight = nil
+                state.stopUpload = nil
+            }
         }
+    }
+
+    /// The in-flight entry's file is being uploaded: `stop` ends the upload if the app cancels the entry meanwhile.
+    /// Returns false when the entry is no longer in flight (it was cancelled): nothing should be uploaded.
+    func uploadStarted(_ clientMessageId: String, stop: @escaping @Sendable () -> Void) -> Bool {
+        state.withLockedValue { state in
+            guard state.inFlight == clientMessageId else { return false }
+            state.stopUpload = stop
+            return true
+        }
+    }
+
+    /// Whether the entry is still in the outbox (not cancelled).
+    func contains(_ clientMessageId: String) -> Bool {
+        state.withLockedValue { state in state.messages.contains { $0.clientMessageId == clientMessageId } }
     }
 
     /// The server did what the entry asked, or refused it for good.
     func finish(_ clientMessageId: String, with result: Result<OutboxOutcome, ParleyError>) {
-        let (saved, changed, waiters) = state.withLockedValue { state in
-            if state.inFlight == clientMessageId { state.inFlight = nil }
+        let (saved, changed, waiters, removed) = state.withLockedValue { state in
+            if state.inFlight == clientMessageId {
+                state.inFlight = nil
+                state.stopUpload = nil
+            }
             guard let index = state.messages.firstIndex(where: { $0.clientMessageId == clientMessageId }) else {
-                return (Saved?.none, OutgoingMessage?.none, [CheckedContinuation<OutboxOutcome, any Error>]())
+                return (Saved?.none, OutgoingMessage?.none, [CheckedContinuation<OutboxOutcome, any Error>](), false)
             }
             var changed = state.messages[index]
+            changed.file?.progress = nil
             let waiters = state.waiters.removeValue(forKey: clientMessageId).map { Array($0.values) } ?? []
             switch result {
             case .success(.message(let message)):
@@ -228,11 +291,46 @@ final class Outbox: Sendable {
                 }
             }
             state.dropOnFailure.remove(clientMessageId)
-            return (state.saved(state.uid ?? ""), changed, waiters)
+            let removed = !state.messages.contains { $0.clientMessageId == clientMessageId }
+            return (state.saved(state.uid ?? ""), changed, waiters, removed)
         }
         if let saved { try? save(saved) }
+        // Sent, or refused and reported to the caller: the copy of its file is no longer needed.
+        if removed { removeStoredFile(of: changed) }
         if let changed { notify(changed) }
         for waiter in waiters { waiter.resume(with: result.mapError { $0 }) }
+    }
+
+    /// The in-flight entry's file was uploaded (`attachmentId`), or its upload is gone and must be made again (nil).
+    /// Saved before this returns, so that an app restart does not upload the file again.
+    ///
+    /// - Throws: `ERR_MESSAGE_CANCELLED` when the app cancelled the entry meanwhile: it must not be sent.
+    func recordUpload(_ clientMessageId: String, attachmentId: String?) throws {
+        let (saved, changed) = try state.withLockedValue { state -> (Saved?, OutgoingMessage?) in
+            guard let uid = state.uid,
+                let index = state.messages.firstIndex(where: { $0.clientMessageId == clientMessageId }),
+                state.messages[index].file != nil
+            else { throw ParleyError(.messageCancelled, "The message was cancelled.") }
+            // From here on the message may be sent: it can no longer be cancelled.
+            state.stopUpload = nil
+            state.messages[index].file?.attachmentId = attachmentId
+            if attachmentId != nil { state.messages[index].file?.progress = nil }
+            return (state.saved(uid), state.messages[index])
+        }
+        if let saved { try save(saved) }
+        if let changed { notify(changed) }
+    }
+
+    /// How far the in-flight entry's upload has come (not saved: it starts again after a restart).
+    func reportProgress(_ clientMessageId: String, _ progress: FileTransferProgress) {
+        let changed = state.withLockedValue { state -> OutgoingMessage? in
+            guard let index = state.messages.firstIndex(where: { $0.clientMessageId == clientMessageId }),
+                state.messages[index].file != nil
+            else { return nil }
+            state.messages[index].file?.progress = progress
+            return state.messages[index]
+        }
+        if let changed { notify(changed) }
     }
 
     /// The server id of the message `ref` names; nil for a queued message that was not sent (yet, or ever).

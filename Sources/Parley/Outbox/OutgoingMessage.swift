@@ -50,13 +50,19 @@ public struct OutgoingMessage: Sendable, Hashable, Codable, Identifiable {
     public var state: State
     /// Attempts made so far.
     public var attempts: Int
+    /// A send's file (``ParleyClient/queueFile(at:to:name:contentType:caption:preview:replyTo:mentions:clientMessageId:)``):
+    /// uploaded first, then the message goes with a `file` part naming it before `parts` (the caption).
+    public var file: OutgoingFile?
+
+    /// While a file is uploaded: how far it has come (also in ``file``).
+    public var uploadProgress: FileTransferProgress? { file?.progress }
 
     public var id: String { clientMessageId }
 
     public init(
         clientMessageId: String, receiver: Receiver, action: Action = .send, parts: [MessagePart],
         metadata: JSONValue? = nil, alert: String? = nil, replyTo: String? = nil, mentions: [String]? = nil,
-        createdAt: Int64, state: State = .pending, attempts: Int = 0
+        createdAt: Int64, state: State = .pending, attempts: Int = 0, file: OutgoingFile? = nil
     ) {
         self.clientMessageId = clientMessageId
         self.receiver = receiver
@@ -69,10 +75,12 @@ public struct OutgoingMessage: Sendable, Hashable, Codable, Identifiable {
         self.createdAt = createdAt
         self.state = state
         self.attempts = attempts
+        self.file = file
     }
 
     enum CodingKeys: String, CodingKey {
-        case clientMessageId, receiver, action, parts, metadata, alert, replyTo, mentions, createdAt, state, attempts
+        case clientMessageId, receiver, action, parts, metadata, alert, replyTo, mentions, createdAt, state, attempts,
+            file
     }
 
     public init(from decoder: any Decoder) throws {
@@ -89,6 +97,18 @@ public struct OutgoingMessage: Sendable, Hashable, Codable, Identifiable {
         createdAt = try container.decode(Int64.self, forKey: .createdAt)
         state = try container.decode(State.self, forKey: .state)
         attempts = try container.decode(Int.self, forKey: .attempts)
+        // Outboxes saved before files hold no file.
+        file = try container.decodeIfPresent(OutgoingFile.self, forKey: .file)
+    }
+
+    /// The parts a send goes with: the uploaded file's part first (when there is a file), then ``parts``.
+    func partsToSend() -> [MessagePart] {
+        guard let file, let attachmentId = file.attachmentId else { return parts }
+        let info = FileInfo(
+            id: attachmentId, name: file.name, contentType: file.contentType, size: file.size, sha256: "",
+            preview: file.preview
+        )
+        return [MessagePart(type: .file, file: info)] + parts
     }
 }
 

@@ -1,0 +1,127 @@
+import Foundation
+import Parley
+import ParleyTesting
+import Testing
+
+/// The `parley` binary next to the running test bundle (`swift build --build-tests` builds it).
+enum CLIBinary {
+    static var executable: URL { ServerProcess.executable.deletingLastPathComponent().appendingPathComponent("parley") }
+    static var isAvailable: Bool { FileManager.default.isExecutableFile(atPath: executable.path) }
+}
+
+/// The `parley` binary sends a file and downloads it (README, "CLI"): the built executable against a live server.
+@Suite(
+    .enabled(if: CLIBinary.isAvailable, "CLI tests SKIPPED: they need the parley binary (swift build --build-tests)."),
+    .timeLimit(.minutes(2))
+)
+struct CLIFileTests {
+
+    struct Outcome {
+        var status: Int32
+        var output: String
+        var errors: String
+    }
+
+    /// Runs `parley` with `arguments` against `server`, with its profiles in `home`; kills it after 60 s.
+    static func parley(_ arguments: [String], input: URL? = nil, server: TestServer, home: TemporaryDirectory)
+        async throws -> Outcome
+    {
+        let process = Process()
+        process.executableURL = CLIBinary.executable
+        process.arguments = arguments
+        var environment = ProcessInfo.processInfo.environment
+        environment["PARLEY_HOME"] = home.path
+        environment["PARLEY_SERVER"] = server.baseURL.absoluteString
+        environment["PARLEY_APP_ID"] = server.app.appId
+        environment["PARLEY_AUTH_KEY"] = server.app.authKey
+        process.environment = environment
+        let output = try TemporaryDirectory(prefix: "parley-cli-output")
+        let outURL = output.url.appendingPathComponent("out")
+        let errURL = output.url.appendingPathComponent("err")
+        try Data().write(to: outURL)
+        try Data().write(to: errURL)
+        if let input { process.standardInput = try FileHandle(forReadingFrom: input) }
+        process.standardOutput = try FileHandle(forWritingTo: outURL)
+        process.standardError = try FileHandle(forWritingTo: errURL)
+        let status = try await withCheckedThrowingContinuation {
+            (continuation: CheckedContinuation<Int32, any Error>) in
+            process.terminationHandler = { continuation.resume(returning: $0.terminationStatus) }
+            do {
+                try process.run()
+            } catch {
+                process.terminationHandler = nil
+                continuation.resume(throwing: error)
+            }
+            let watchdog = DispatchWorkItem { if process.isRunning { process.terminate() } }
+            DispatchQueue.global().asyncAfter(deadline: .now() + 60, execute: watchdog)
+        }
+        defer { output.remove() }
+        return Outcome(
+            status: status, output: try String(contentsOf: outURL, encoding: .utf8),
+            errors: try String(contentsOf: errURL, encoding: .utf8)
+        )
+    }
+
+    @Test func sendAFileThenDownloadItWithTheSameBytes() async throws {
+        let server = try await TestServer.start()
+        let home = try TemporaryDirectory(prefix: "parley-cli-home")
+        for uid in ["alice", "bob"] {
+            let login = try await Self.parley(["login", uid, "--profile", uid], server: server, home: home)
+            #expect(login.status == 0, "\(login.errors)")
+        }
+        let folder = try TemporaryDirectory(prefix: "parley-cli-files")
+        let bytes = (0..<20_000).map { UInt8(truncatingIfNeeded: $0 &* 31) }
+        let source = folder.url.appendingPathComponent("data.bin")
+        try Data(bytes).write(to: source)
+
+        let sent = try await Self.parley(
+            ["send", "bob", "--file", source.path, "--text", "the data", "--profile", "alice"], server: server,
+            home: home
+        )
+        #expect(sent.status == 0, "\(sent.errors)")
+        // "Sent #1 to c_...", then "  [file data.bin, application/octet-stream, 20.0 KB, f_...]".
+        let words = sent.output.split(whereSeparator: { $0 == " " || $0 == "\n" || $0 == "]" || $0 == "." })
+        let conversationId = try #require(words.first { $0.hasPrefix("c_") }.map(String.init))
+        let fileId = try #require(words.first { $0.hasPrefix("f_") }.map(String.init))
+        #expect(sent.output.contains("[file data.bin, application/octet-stream, 20.0 KB, \(fileId)]"))
+
+        let history = try await Self.parley(["history", "alice", "--profile", "bob"], server: server, home: home)
+        #expect(
+            history.output.contains("alice: the data [file data.bin, application/octet-stream, 20.0 KB, \(fileId)]"))
+
+        let downloads = try TemporaryDirectory(prefix: "parley-cli-downloads")
+        let download = try await Self.parley(
+            ["download", conversationId, fileId, "--output", downloads.path, "--profile", "bob"], server: server,
+            home: home
+        )
+        #expect(download.status == 0, "\(download.errors)")
+        #expect(try [UInt8](Data(contentsOf: downloads.url.appendingPathComponent("data.bin"))) == bytes)
+
+        // An existing file is not replaced without --force; a missing file to send is a usage error.
+        let again = try await Self.parley(
+            ["download", conversationId, fileId, "--output", downloads.path, "--profile", "bob"], server: server,
+            home: home
+        )
+        #expect(again.status == 2 && again.errors.contains("--force"))
+        let missing = try await Self.parley(
+            ["send", "bob", "--file", folder.path + "/none.bin", "--profile", "alice"], server: server, home: home
+        )
+        #expect(missing.status == 2 && missing.errors.contains("ERR_FILE_UNREADABLE"))
+
+        // In `chat`: /file sends one, /download saves one, and the messages show their files.
+        let script = folder.url.appendingPathComponent("chat.txt")
+        let copy = downloads.url.appendingPathComponent("copy.bin")
+        try "/file \(source.path) back to you\n/download \(fileId) \(copy.path)\n/quit\n".write(
+            to: script, atomically: true, encoding: .utf8
+        )
+        let chat = try await Self.parley(
+            ["chat", "alice", "--profile", "bob"], input: script, server: server, home: home)
+        #expect(chat.status == 0, "\(chat.errors)")
+        #expect(chat.output.contains("alice: the data [file data.bin, application/octet-stream, 20.0 KB, \(fileId)]"))
+        #expect(chat.output.contains("(sent #") && chat.output.contains("* saved data.bin to \(copy.path)"))
+        #expect(try [UInt8](Data(contentsOf: copy)) == bytes)
+        let after = try await Self.parley(["history", "bob", "--profile", "alice"], server: server, home: home)
+        #expect(after.output.contains("bob: back to you [file data.bin, application/octet-stream, 20.0 KB, f_"))
+        try await server.stop()
+    }
+}
