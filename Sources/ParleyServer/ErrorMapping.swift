@@ -78,7 +78,9 @@ struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
             }
             return unexpected(serverError.underlyingError, request: request)
         case let httpError as HTTPError where httpError.status == .notFound:
-            return (.notFound, ErrorResponse(code: .notFound, message: "No route \(request.method) \(request.uri.path)."))
+            return (
+                .notFound, ErrorResponse(code: .notFound, message: "No route \(request.method) \(request.uri.path).")
+            )
         case let httpError as HTTPError where httpError.status.code < 500:
             return (
                 httpError.status,
@@ -97,9 +99,13 @@ struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
 
     private func unexpected(_ error: any Error, request: Request) -> (HTTPResponse.Status, ErrorResponse) {
         logger.error(
-            "Request failed", metadata: ["method": "\(request.method)", "path": "\(request.uri.path)", "error": "\(error)"]
+            "Request failed",
+            metadata: ["method": "\(request.method)", "path": "\(request.uri.path)", "error": "\(error)"]
         )
-        return (.internalServerError, ErrorResponse(code: .internalError, message: "The server could not complete the request."))
+        return (
+            .internalServerError,
+            ErrorResponse(code: .internalError, message: "The server could not complete the request.")
+        )
     }
 }
 

@@ -484,7 +484,8 @@ extension PostgresStore {
                 )
                 """
             )
-            let applied = Set(try await session.rows("SELECT version FROM schema_migrations").map { try $0.decode(Int64.self) })
+            let applied = Set(
+                try await session.rows("SELECT version FROM schema_migrations").map { try $0.decode(Int64.self) })
             if let newest = applied.max(), newest > migrations.last!.version {
                 logger.warning(
                     "The database schema is newer (version \(newest)) than this server knows (\(migrations.last!.version))"

@@ -193,7 +193,8 @@ public final class SQLiteStore: ParleyStore {
             if let metadata = update.metadata { user.metadata = metadata }
             user.updatedAt = now
             try db.execute(
-                sql: "UPDATE users SET name = ?, avatar_url = ?, metadata = ?, updated_at = ? WHERE app_id = ? AND uid = ?",
+                sql:
+                    "UPDATE users SET name = ?, avatar_url = ?, metadata = ?, updated_at = ? WHERE app_id = ? AND uid = ?",
                 arguments: [user.name, user.avatarURL, try Self.json(user.metadata), now, appId, uid]
             )
             try Self.queueUserEvent(db, appId: appId, user, name: .profileUpdate)
@@ -407,7 +408,8 @@ public final class SQLiteStore: ParleyStore {
                 )
             }
         }
-        return UnreadSummary(total: total, conversations: conversations.sorted { $0.conversationId < $1.conversationId })
+        return UnreadSummary(
+            total: total, conversations: conversations.sorted { $0.conversationId < $1.conversationId })
     }
 
     public func contacts(appId: String, uid: String) async throws -> [String] {
@@ -432,7 +434,8 @@ public final class SQLiteStore: ParleyStore {
 
     public func activeParticipants(appId: String, conversationId: String) async throws -> [String]? {
         try await pool.read { db in
-            guard let row = try Self.fetchConversation(db, appId: appId, id: conversationId), row.deletedAt == nil else {
+            guard let row = try Self.fetchConversation(db, appId: appId, id: conversationId), row.deletedAt == nil
+            else {
                 return nil
             }
             return try Self.participantUIDs(db, conversationPK: row.pk)
@@ -483,10 +486,11 @@ public final class SQLiteStore: ParleyStore {
     }
 
     static func fetchStreamPositions(_ db: Database, appId: String, uid: String) throws -> StreamPositions {
-        let userSeq = try Int64.fetchOne(
-            db.cachedStatement(sql: "SELECT last_user_seq FROM users WHERE app_id = ? AND uid = ?"),
-            arguments: [appId, uid]
-        ) ?? 0
+        let userSeq =
+            try Int64.fetchOne(
+                db.cachedStatement(sql: "SELECT last_user_seq FROM users WHERE app_id = ? AND uid = ?"),
+                arguments: [appId, uid]
+            ) ?? 0
         let conversations = try fetchConversationPositions(db, appId: appId, uid: uid)
         return StreamPositions(userSeq: userSeq, conversations: conversations)
     }

@@ -10,32 +10,18 @@ import Testing
 /// docs/SDK.md, "Files": the SDK uploads a file with progress, sends it through the durable outbox exactly once (across
 /// server and app restarts, with the copy it keeps removed afterwards), and downloads it checked against its SHA-256.
 @Suite(.timeLimit(.minutes(3))) struct FileAttachmentSDKTests {
-    struct Member {
-        let client: ParleyClient
-        let recorder: RecordingListener
-        let storage: TemporaryDirectory
-    }
+    typealias Member = ResumeTests.Member
 
     /// A manual-mode client (the test decides when it connects), logged in unless `login` is false (a saved session).
     func member(_ uid: String, on server: TestServer, storage: TemporaryDirectory? = nil, login: Bool = true)
         async throws -> Member
     {
-        let storage = try storage ?? TemporaryDirectory(prefix: "parley-files")
-        let client = try ParleyClient(
-            appId: server.app.appId, settings: testSettings(server: server, storage: storage, autoConnect: false)
-        )
-        let recorder = RecordingListener()
-        client.addEventListener("recorder", recorder)
-        try await client.start()
-        if login { try await client.login(uid: uid, authKey: server.app.authKey) }
-        try await client.connect()
-        return Member(client: client, recorder: recorder, storage: storage)
+        try await ResumeTests().member(uid, on: server, storage: storage, login: login)
     }
 
     /// A file of `count` random bytes.
     static func file(_ name: String, _ count: Int) throws -> (url: URL, bytes: [UInt8]) {
-        var generator = SystemRandomNumberGenerator()
-        let bytes = (0..<count).map { _ in UInt8.random(in: 0...255, using: &generator) }
+        let bytes = TestBytes.random(count)
         let url = try TemporaryDirectory(prefix: "parley-file").url.appendingPathComponent(name)
         try Data(bytes).write(to: url)
         return (url, bytes)

@@ -88,7 +88,7 @@ struct FileNodeTests {
         )
         let alice = try await server.login("alice")
         let conversation = try await server.createConversation(token: alice, with: [])
-        let mebibyte = FileTransferBytes.random(1024 * 1024)
+        let mebibyte = TestBytes.random(1024 * 1024)
         let count = 200
         var expected = SHA256()
         for _ in 0..<count { expected.update(data: mebibyte) }
@@ -156,20 +156,8 @@ struct FileNodeError: Error, CustomStringConvertible {
     init(_ description: String) { self.description = description }
 }
 
-/// Bytes for file tests, made and read without a per-byte loop (debug builds are slow at those).
+/// A download read without a per-byte loop (debug builds are slow at those).
 enum FileTransferBytes {
-    static func random(_ count: Int) -> [UInt8] {
-        var bytes = [UInt8](repeating: 0, count: count)
-        bytes.withUnsafeMutableBytes { buffer in
-            var filled = 0
-            while filled < buffer.count {
-                let chunk = min(256, buffer.count - filled)
-                if getentropy(buffer.baseAddress! + filled, chunk) == 0 { filled += chunk }
-            }
-        }
-        return bytes
-    }
-
     /// Reads a socket to its end on a thread of its own, hashing as it goes and sampling `resident` every 8 MiB.
     static func drain(_ socket: RawSocket, resident: @escaping @Sendable () -> Int?) async throws
         -> (count: Int64, sha256: String, peakResident: Int)

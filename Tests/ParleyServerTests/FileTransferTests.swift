@@ -81,19 +81,7 @@ import Testing
         try await server.request("GET", "/v1/conversations/\(conversation)/attachments/\(id)", token: token).decode()
     }
 
-    /// Random bytes from the kernel in one call (a loop of `UInt8.random` costs seconds in a debug build).
-    static func randomBytes(_ count: Int) -> [UInt8] {
-        var bytes = [UInt8](repeating: 0, count: count)
-        bytes.withUnsafeMutableBytes { buffer in
-            var filled = 0
-            while filled < buffer.count {
-                // 256 bytes at a time is all `getentropy` gives; the kernel's random bytes, fast enough.
-                let chunk = min(256, buffer.count - filled)
-                if getentropy(buffer.baseAddress! + filled, chunk) == 0 { filled += chunk }
-            }
-        }
-        return bytes
-    }
+    static func randomBytes(_ count: Int) -> [UInt8] { TestBytes.random(count) }
 
     /// A PNG header: signature, then an IHDR of `width` x `height`.
     static func png(width: UInt32, height: UInt32) -> [UInt8] {

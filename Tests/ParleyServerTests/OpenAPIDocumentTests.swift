@@ -243,7 +243,10 @@ import Yams
                 "AppStats", AppStats(users: 1, conversations: 2, liveConnections: 3, connectedUsers: 1, onlineUsers: 1),
                 AppStats(users: 0, conversations: 0, liveConnections: 0, connectedUsers: 0, onlineUsers: 0)
             ),
-            ("UpdateAppSettingsRequest", UpdateAppSettingsRequest(allowedOrigins: ["*"], maxFileBytes: 0), UpdateAppSettingsRequest()),
+            (
+                "UpdateAppSettingsRequest", UpdateAppSettingsRequest(allowedOrigins: ["*"], maxFileBytes: 0),
+                UpdateAppSettingsRequest()
+            ),
             (
                 "AppKeys", AppKeys(appId: "a", authKey: "ak_1", restAPIKey: "rk_1"),
                 AppKeys(appId: "a", authKey: "ak_1", restAPIKey: "rk_1")
