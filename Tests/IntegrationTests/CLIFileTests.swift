@@ -26,40 +26,15 @@ struct CLIFileTests {
     static func parley(_ arguments: [String], input: URL? = nil, server: TestServer, home: TemporaryDirectory)
         async throws -> Outcome
     {
-        let process = Process()
-        process.executableURL = CLIBinary.executable
-        process.arguments = arguments
         var environment = ProcessInfo.processInfo.environment
         environment["PARLEY_HOME"] = home.path
         environment["PARLEY_SERVER"] = server.baseURL.absoluteString
         environment["PARLEY_APP_ID"] = server.app.appId
         environment["PARLEY_AUTH_KEY"] = server.app.authKey
-        process.environment = environment
-        let output = try TemporaryDirectory(prefix: "parley-cli-output")
-        let outURL = output.url.appendingPathComponent("out")
-        let errURL = output.url.appendingPathComponent("err")
-        try Data().write(to: outURL)
-        try Data().write(to: errURL)
-        if let input { process.standardInput = try FileHandle(forReadingFrom: input) }
-        process.standardOutput = try FileHandle(forWritingTo: outURL)
-        process.standardError = try FileHandle(forWritingTo: errURL)
-        let status = try await withCheckedThrowingContinuation {
-            (continuation: CheckedContinuation<Int32, any Error>) in
-            process.terminationHandler = { continuation.resume(returning: $0.terminationStatus) }
-            do {
-                try process.run()
-            } catch {
-                process.terminationHandler = nil
-                continuation.resume(throwing: error)
-            }
-            let watchdog = DispatchWorkItem { if process.isRunning { process.terminate() } }
-            DispatchQueue.global().asyncAfter(deadline: .now() + 60, execute: watchdog)
-        }
-        defer { output.remove() }
-        return Outcome(
-            status: status, output: try String(contentsOf: outURL, encoding: .utf8),
-            errors: try String(contentsOf: errURL, encoding: .utf8)
+        let outcome = try await ProgramRun.run(
+            CLIBinary.executable.path, arguments: arguments, environment: environment, input: input
         )
+        return Outcome(status: outcome.status, output: outcome.output, errors: outcome.errors)
     }
 
     @Test func sendAFileThenDownloadItWithTheSameBytes() async throws {
