@@ -1,5 +1,5 @@
 import Foundation
-import Synchronization
+import NIOConcurrencyHelpers
 
 #if canImport(Glibc)
     import Glibc
@@ -12,7 +12,7 @@ import Synchronization
 /// had thousands of descriptors open, which the connection tests have while other tests start servers.
 final class ChildProcess: Sendable {
     let pid: pid_t
-    private let status = Mutex<Int32?>(nil)
+    private let status = NIOLockedValueBox<Int32?>(nil)
 
     /// Starts `executable` with `arguments`; its standard input is the file `standardInput`, its standard output and
     /// error go to `standardOutput` (nil: `/dev/null`) and `standardError` (descriptors of this process); `environment`
@@ -73,7 +73,7 @@ final class ChildProcess: Sendable {
 
     /// The exit status once the process has ended (reaped here), nil while it runs.
     var terminationStatus: Int32? {
-        status.withLock { status in
+        status.withLockedValue { status in
             if status == nil {
                 var raw: Int32 = 0
                 if waitpid(pid, &raw, WNOHANG) == pid {

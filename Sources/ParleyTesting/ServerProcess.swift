@@ -1,7 +1,6 @@
 import Foundation
 import NIOConcurrencyHelpers
 import ParleyServer
-import Synchronization
 
 #if canImport(Glibc)
     import Glibc
