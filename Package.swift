@@ -208,6 +208,7 @@ let package = Package(
             dependencies: [
                 "Parley", "ParleyTesting", "ParleyServer", "ParleyStorePostgres",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 // Webhook tests check signatures independently of the server's code.
                 .product(name: "Crypto", package: "swift-crypto"),
             ]

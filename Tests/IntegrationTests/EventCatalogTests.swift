@@ -17,7 +17,10 @@ import Testing
         let notes: [String: String]
         private let marks = NIOLockedValueBox([String: Int]())
 
-        init(server: TestServer, clock: ManualClock, clients: [String: ParleyClient], listeners: [String: RecordingListener], notes: [String: String]) {
+        init(
+            server: TestServer, clock: ManualClock, clients: [String: ParleyClient],
+            listeners: [String: RecordingListener], notes: [String: String]
+        ) {
             self.server = server
             self.clock = clock
             self.clients = clients
@@ -67,6 +70,11 @@ import Testing
         func stop() async throws {
             for client in clients.values { await client.shutdown() }
             try await server.stop()
+            // Every event each user got called its kind's listener method too, and carried the app's id.
+            for (uid, listener) in listeners {
+                #expect(listener.everyEventCalledItsMethod, "\(uid): \(listener.kindCalls.map(\.method))")
+                #expect(listener.receivedEvents.allSatisfy { $0.appId == server.app.appId }, "\(uid)")
+            }
         }
     }
 
@@ -132,8 +140,12 @@ import Testing
             #expect(events.map(\.name) == [.conversationCreate, .participantAdded, .participantAdded], "\(uid)")
             #expect(events.map(\.seq) == [1, 2, 3])
             guard case .conversationCreated(let created) = events.first?.payload else { continue }
-            #expect(created.id == group.id && created.name == "Team" && created.description == "d" && created.createdBy == "alice")
-            let added = events.dropFirst().compactMap { if case .participantAdded(let p) = $0.payload { p } else { nil } }
+            #expect(
+                created.id == group.id && created.name == "Team" && created.description == "d"
+                    && created.createdBy == "alice")
+            let added = events.dropFirst().compactMap {
+                if case .participantAdded(let p) = $0.payload { p } else { nil }
+            }
             #expect(added.map(\.uid) == ["alice", "bob"] && added.map(\.role) == [.owner, .member])
         }
         for uid in ["carol", "dave"] { #expect(party.observed(by: uid).isEmpty, "\(uid)") }
@@ -145,7 +157,8 @@ import Testing
         let group = try await party["alice"].createGroup(name: "Team", participants: ["bob"])
         try await party.fence()
         party.mark()
-        let updated = try await party["alice"].updateConversation(group.id, name: "Dream team", metadata: ["color": "blue"])
+        let updated = try await party["alice"].updateConversation(
+            group.id, name: "Dream team", metadata: ["color": "blue"])
         try await party.fence()
         for uid in ["alice", "bob"] {
             let events = party.observed(by: uid)
@@ -172,7 +185,9 @@ import Testing
             #expect(deleted.id == group.id && deleted.deletedAt != nil)
         }
         for uid in ["carol", "dave"] { #expect(party.observed(by: uid).isEmpty, "\(uid)") }
-        let refused = await #expect(throws: ParleyError.self) { try await party["bob"].sendTextMessage("hello?", to: .conversation(group.id)) }
+        let refused = await #expect(throws: ParleyError.self) {
+            try await party["bob"].sendTextMessage("hello?", to: .conversation(group.id))
+        }
         #expect(refused?.code == .conversationNotFound)
         #expect(try await !party["bob"].conversations().conversations.contains { $0.id == group.id })
 
@@ -246,7 +261,9 @@ import Testing
             #expect(removed.uid == "carol" && removed.role == .member && events.first?.context.createdBy == "alice")
         }
         #expect(party.observed(by: "dave").isEmpty)
-        let gone = await #expect(throws: ParleyError.self) { _ = try await party["carol"].fetchMessages(conversationId: group.id) }
+        let gone = await #expect(throws: ParleyError.self) {
+            _ = try await party["carol"].fetchMessages(conversationId: group.id)
+        }
         #expect(gone?.code == .conversationNotFound)
 
         party.mark()
@@ -271,7 +288,9 @@ import Testing
         #expect(await party["bob"].startTyping(in: group.id))
         for uid in ["alice", "carol"] {
             let typing = await party.waitFor(uid) { $0.name == .participantTyping }
-            #expect(typing?.payload == .participantTyping(TypingIndicator(uid: "bob")) && typing?.conversationId == group.id)
+            #expect(
+                typing?.payload == .participantTyping(TypingIndicator(uid: "bob")) && typing?.conversationId == group.id
+            )
             #expect(typing?.seq == nil)
         }
         // Repeated calls within 3 s send nothing more.
@@ -332,7 +351,8 @@ import Testing
             sent.append(try await party["alice"].sendTextMessage("m\(index)", to: .conversation(group.id)))
         }
         let seq = sent[2].seq
-        #expect(try await party["bob"].unreadCounts().conversations.first { $0.conversationId == group.id }?.unread == 3)
+        #expect(
+            try await party["bob"].unreadCounts().conversations.first { $0.conversationId == group.id }?.unread == 3)
         try await party.fence()
         party.mark()
 
@@ -380,7 +400,10 @@ import Testing
             if case .unreadUpdated(let summary) = event.payload { return summary.conversations.first?.unread == 1 }
             return false
         }
-        guard case .unreadUpdated(let summary) = first?.payload else { Issue.record("no unread.update"); return }
+        guard case .unreadUpdated(let summary) = first?.payload else {
+            Issue.record("no unread.update")
+            return
+        }
         #expect(summary.conversations.map(\.conversationId) == [group.id])
         // Within the push interval, further changes wait and are pushed together.
         try await party["alice"].sendTextMessage("two", to: .conversation(group.id))
@@ -471,7 +494,10 @@ import Testing
         party.clock.advance(by: .seconds(5))
         for uid in ["alice", "erin"] {
             let offline = await party.waitFor(uid) { $0.name == .presenceUpdate }
-            guard case .presenceUpdated(let presence) = offline?.payload else { Issue.record("\(uid)"); continue }
+            guard case .presenceUpdated(let presence) = offline?.payload else {
+                Issue.record("\(uid)")
+                continue
+            }
             #expect(presence.uid == "bob" && !presence.online && presence.lastSeenAt != nil)
         }
         #expect(try await !party["alice"].presence(of: "bob").online)

@@ -1,0 +1,79 @@
+import Dispatch
+import Foundation
+import NIOConcurrencyHelpers
+import Parley
+import ParleyProtocol
+import ParleyTesting
+import Testing
+
+/// The listener rules of docs/SDK.md, proven against a live server: every listener gets every event, on the queue the
+/// settings name; a removed listener gets nothing more; the Builder's default connection mode is auto.
+@Suite(.timeLimit(.minutes(1))) struct ListenerTests {
+    /// Records events and whether each arrived on the queue with `key` set.
+    final class QueueCheckingListener: ParleyEventListener {
+        let key: DispatchSpecificKey<String>
+        private let seen = NIOLockedValueBox<[(Event, Bool)]>([])
+
+        init(key: DispatchSpecificKey<String>) { self.key = key }
+
+        func onMessageSent(_ message: Message, event: Event) {
+            let onQueue = DispatchQueue.getSpecific(key: key) == "callbacks"
+            seen.withLockedValue { $0.append((event, onQueue)) }
+        }
+
+        var messages: [(Event, Bool)] { seen.withLockedValue { $0 } }
+    }
+
+    @Test func everyListenerGetsEveryEventOnTheChosenQueueUntilRemoved() async throws {
+        let server = try await TestServer.start()
+        let key = DispatchSpecificKey<String>()
+        let queue = DispatchQueue(label: "test.callbacks")
+        queue.setSpecific(key: key, value: "callbacks")
+        let settings = AppSettings.Builder()
+            .serverURL(server.baseURL)
+            .storageDirectory(try TemporaryDirectory(prefix: "parley-listeners").url)
+            .callbackQueue(queue)
+            .appLifecycle(nil)
+            .networkReachability(nil)
+            .build()
+        let bob = try ParleyClient(appId: server.app.appId, settings: settings)
+        try await bob.start()
+        try await bob.login(uid: "bob", authKey: server.app.authKey)
+        await bob.waitUntilConnected()
+        let first = QueueCheckingListener(key: key)
+        let second = RecordingListener()
+        bob.addEventListener("first", first)
+        bob.addEventListener("second", second)
+        let alice = try await server.login("alice")
+        let conversation = try await server.createConversation(token: alice, type: .direct, with: ["bob"])
+        func send(_ text: String) async throws {
+            let answer = try await server.request(
+                "POST", "/v1/conversations/\(conversation.id)/messages", token: alice,
+                body: SendMessageRequest(parts: [.text(text)])
+            )
+            #expect(answer.status == 201)
+        }
+
+        try await send("one")
+        let one = await second.next { $0.payload.message?.text == "one" }
+        #expect(one?.appId == server.app.appId)
+        // Both listeners are called in one block on the callback queue: once the second has it, so has the first.
+        await withCheckedContinuation { continuation in queue.async { continuation.resume() } }
+        #expect(first.messages.map { $0.0.payload.message?.text } == ["one"])
+        #expect(first.messages.allSatisfy { $0.1 }, "a listener was called off the settings' callback queue")
+
+        bob.removeEventListener("first")
+        try await send("two")
+        _ = await second.next { $0.payload.message?.text == "two" }
+        await withCheckedContinuation { continuation in queue.async { continuation.resume() } }
+        #expect(first.messages.map { $0.0.payload.message?.text } == ["one"], "a removed listener still receives")
+        #expect(second.everyEventCalledItsMethod)
+        await bob.shutdown()
+        try await server.stop()
+    }
+
+    @Test func theBuildersDefaultConnectsBySelf() {
+        let settings = AppSettings.Builder().build()
+        #expect(settings.autoEstablishSocketConnection)
+    }
+}
