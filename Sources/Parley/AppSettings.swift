@@ -34,6 +34,11 @@ public struct AppSettings: Sendable {
     /// passed to listeners, `events()` or ``MessageList``. The server already keeps them from writing to you
     /// directly, and from showing you their typing and presence.
     public var hidesBlockedUsersMessages: Bool = true
+    /// Where ``ParleyClient/openLink(_:)`` opens links the delegate allows: the system's on iOS and macOS, none on
+    /// Linux.
+    public var linkOpener: (any LinkOpener)? = AppSettings.defaultLinkOpener
+    /// Where the client takes the token given to the static ``ParleyClient/setDeviceToken(_:environment:)`` from.
+    @_spi(Testing) public var deviceTokenCenter: DeviceTokenCenter = .shared
 
     /// CometChat-style spelling of ``Builder``.
     public typealias AppSettingsBuilder = Builder
@@ -65,6 +70,8 @@ public struct AppSettings: Sendable {
             with { $0.networkReachability = source }
         }
         public func hideBlockedUsersMessages(_ hide: Bool) -> Builder { with { $0.hidesBlockedUsersMessages = hide } }
+        /// Where ``ParleyClient/openLink(_:)`` opens links; nil for nowhere.
+        public func linkOpener(_ opener: (any LinkOpener)?) -> Builder { with { $0.linkOpener = opener } }
         public func build() -> AppSettings { settings }
 
         private func with(_ change: (inout AppSettings) -> Void) -> Builder {
@@ -83,25 +90,35 @@ public struct AppSettings: Sendable {
 
     static var defaultAppLifecycle: (any AppLifecycleSource)? {
         #if canImport(UIKit) && !os(watchOS)
-        return UIApplicationLifecycle()
+            return UIApplicationLifecycle()
         #else
-        return nil
+            return nil
+        #endif
+    }
+
+    static var defaultLinkOpener: (any LinkOpener)? {
+        #if canImport(UIKit) && !os(watchOS)
+            return UIApplicationLinkOpener()
+        #elseif canImport(AppKit) && !targetEnvironment(macCatalyst)
+            return WorkspaceLinkOpener()
+        #else
+            return nil
         #endif
     }
 
     static var defaultReachability: (any NetworkReachabilitySource)? {
         #if canImport(Network)
-        return NWPathReachability()
+            return NWPathReachability()
         #else
-        return nil
+            return nil
         #endif
     }
 
     static var defaultCallbackQueue: DispatchQueue {
         #if canImport(Darwin)
-        return .main
+            return .main
         #else
-        return DispatchQueue(label: "parley.callbacks")
+            return DispatchQueue(label: "parley.callbacks")
         #endif
     }
 }

@@ -46,6 +46,42 @@ public final class ManualReachability: NetworkReachabilitySource {
     public func availability() -> AsyncStream<Bool> { subscribers.stream() }
 }
 
+/// Opens links for ``ParleyClient/openLink(_:)``: the system's on iOS (``UIApplicationLinkOpener``) and macOS
+/// (``WorkspaceLinkOpener``); none on Linux unless the app passes one.
+public protocol LinkOpener: Sendable {
+    /// Opens `url`; whether it could.
+    func open(_ url: URL) async -> Bool
+}
+
+/// The APNs token given to the static ``ParleyClient/setDeviceToken(_:environment:)``, for every client of the
+/// process (``shared``): the latest one, and its changes. Tests make centers of their own, so that a token one test
+/// sets reaches only its own clients.
+@_spi(Testing) public final class DeviceTokenCenter: Sendable {
+    struct Token: Sendable, Hashable {
+        var hex: String
+        var environment: PushEnvironment
+    }
+
+    /// The process's center: the static `setDeviceToken` writes here, and clients follow it unless their settings
+    /// name another.
+    public static let shared = DeviceTokenCenter()
+
+    private let state = NIOLockedValueBox<Token?>(nil)
+    private let subscribers = Subscribers<Token>()
+
+    public init() {}
+
+    var latest: Token? { state.withLockedValue { $0 } }
+
+    func set(_ token: Token) {
+        state.withLockedValue { $0 = token }
+        subscribers.yield(token)
+    }
+
+    /// Every token set from now on.
+    func changes() -> AsyncStream<Token> { subscribers.stream() }
+}
+
 /// Fans values out to any number of `AsyncStream`s.
 final class Subscribers<Value: Sendable>: Sendable {
     private let continuations = NIOLockedValueBox([UUID: AsyncStream<Value>.Continuation]())
@@ -66,57 +102,89 @@ final class Subscribers<Value: Sendable>: Sendable {
 }
 
 #if canImport(UIKit) && !os(watchOS)
-import UIKit
+    import UIKit
 
-/// The app's lifecycle from UIKit's notifications (`didEnterBackground`, `willEnterForeground`).
-public struct UIApplicationLifecycle: AppLifecycleSource {
-    public init() {}
+    /// The app's lifecycle from UIKit's notifications (`didEnterBackground`, `willEnterForeground`).
+    public struct UIApplicationLifecycle: AppLifecycleSource {
+        public init() {}
 
-    public func states() -> AsyncStream<AppLifecycleState> {
-        AsyncStream { continuation in
-            let center = NotificationCenter.default
-            let observers = ObserverTokens(center: center, tokens: [
-                center.addObserver(forName: UIApplication.didEnterBackgroundNotification, object: nil, queue: nil) { _ in
-                    continuation.yield(.background)
-                },
-                center.addObserver(forName: UIApplication.willEnterForegroundNotification, object: nil, queue: nil) { _ in
-                    continuation.yield(.foreground)
-                },
-            ])
-            continuation.onTermination = { _ in observers.remove() }
+        public func states() -> AsyncStream<AppLifecycleState> {
+            AsyncStream { continuation in
+                let center = NotificationCenter.default
+                let observers = ObserverTokens(
+                    center: center,
+                    tokens: [
+                        center.addObserver(
+                            forName: UIApplication.didEnterBackgroundNotification, object: nil, queue: nil
+                        ) { _ in
+                            continuation.yield(.background)
+                        },
+                        center.addObserver(
+                            forName: UIApplication.willEnterForegroundNotification, object: nil, queue: nil
+                        ) { _ in
+                            continuation.yield(.foreground)
+                        },
+                    ])
+                continuation.onTermination = { _ in observers.remove() }
+            }
         }
     }
-}
 
-/// Notification observer tokens, removed together.
-///
-/// `@unchecked Sendable` is sound: the tokens are set once in `init` and never mutated, and
-/// `NotificationCenter.removeObserver(_:)` may be called from any thread.
-private final class ObserverTokens: @unchecked Sendable {
-    let center: NotificationCenter
-    let tokens: [any NSObjectProtocol]
-    init(center: NotificationCenter, tokens: [any NSObjectProtocol]) {
-        self.center = center
-        self.tokens = tokens
+    /// Opens links with `UIApplication.open(_:)`.
+    public struct UIApplicationLinkOpener: LinkOpener {
+        public init() {}
+
+        public func open(_ url: URL) async -> Bool {
+            await MainActor.run {
+                guard UIApplication.shared.canOpenURL(url) else { return false }
+                UIApplication.shared.open(url, options: [:], completionHandler: nil)
+                return true
+            }
+        }
     }
-    func remove() { tokens.forEach(center.removeObserver) }
-}
+
+    /// Notification observer tokens, removed together.
+    ///
+    /// `@unchecked Sendable` is sound: the tokens are set once in `init` and never mutated, and
+    /// `NotificationCenter.removeObserver(_:)` may be called from any thread.
+    private final class ObserverTokens: @unchecked Sendable {
+        let center: NotificationCenter
+        let tokens: [any NSObjectProtocol]
+        init(center: NotificationCenter, tokens: [any NSObjectProtocol]) {
+            self.center = center
+            self.tokens = tokens
+        }
+        func remove() { tokens.forEach(center.removeObserver) }
+    }
+#endif
+
+#if canImport(AppKit) && !targetEnvironment(macCatalyst)
+    import AppKit
+
+    /// Opens links with `NSWorkspace`.
+    public struct WorkspaceLinkOpener: LinkOpener {
+        public init() {}
+
+        public func open(_ url: URL) async -> Bool {
+            await MainActor.run { NSWorkspace.shared.open(url) }
+        }
+    }
 #endif
 
 #if canImport(Network)
-import Network
+    import Network
 
-/// Reachability from `NWPathMonitor`: available while the path is satisfied.
-public struct NWPathReachability: NetworkReachabilitySource {
-    public init() {}
+    /// Reachability from `NWPathMonitor`: available while the path is satisfied.
+    public struct NWPathReachability: NetworkReachabilitySource {
+        public init() {}
 
-    public func availability() -> AsyncStream<Bool> {
-        AsyncStream { continuation in
-            let monitor = NWPathMonitor()
-            monitor.pathUpdateHandler = { path in continuation.yield(path.status == .satisfied) }
-            monitor.start(queue: DispatchQueue(label: "parley.reachability"))
-            continuation.onTermination = { _ in monitor.cancel() }
+        public func availability() -> AsyncStream<Bool> {
+            AsyncStream { continuation in
+                let monitor = NWPathMonitor()
+                monitor.pathUpdateHandler = { path in continuation.yield(path.status == .satisfied) }
+                monitor.start(queue: DispatchQueue(label: "parley.reachability"))
+                continuation.onTermination = { _ in monitor.cancel() }
+            }
         }
     }
-}
 #endif

@@ -20,11 +20,61 @@ extension ParleyClient {
     /// - Throws: `ERR_INVALID_DEVICE_TOKEN`, `ERR_STORAGE`; when signed in, the server's errors
     ///   (`ERR_SERVER_UNREACHABLE` ...).
     public func setDeviceToken(_ token: Data, environment: PushEnvironment = .production) async throws {
-        let hex = token.map { byte -> String in
+        try await setDeviceToken(hex: Self.hex(token), environment: environment)
+    }
+
+    /// Gives every client of the app the APNs device token: the static form, for
+    /// `application(_:didRegisterForRemoteNotificationsWithDeviceToken:)`, which may come before the app has made a
+    /// client (ChatCenterUI's `setDeviceToken(_:)`).
+    ///
+    /// Clients that exist take it at once (they follow the SDK's token changes from ``start()`` on); a client made
+    /// later takes it at ``start()``. Each saves it in its storage directory and registers it for its signed-in user
+    /// (or the next one), as ``setDeviceToken(_:environment:)`` does. A new token replaces the old one.
+    ///
+    /// - Throws: `ERR_INVALID_DEVICE_TOKEN` for a token that is not 8 to 200 bytes.
+    public static func setDeviceToken(_ token: Data, environment: PushEnvironment = .production) throws {
+        try setDeviceToken(token, environment: environment, center: .shared)
+    }
+
+    /// The static ``setDeviceToken(_:environment:)`` for the clients that follow `center`.
+    @_spi(Testing) public static func setDeviceToken(
+        _ token: Data, environment: PushEnvironment = .production, center: DeviceTokenCenter
+    ) throws {
+        guard let hex = Device.normalizedToken(Self.hex(token)) else {
+            throw ParleyError(.invalidDeviceToken, "A push token is an even number of 16 to 400 hexadecimal digits.")
+        }
+        center.set(DeviceTokenCenter.Token(hex: hex, environment: environment))
+    }
+
+    static func hex(_ token: Data) -> String {
+        token.map { byte -> String in
             let digits = String(byte, radix: 16)
             return digits.count == 1 ? "0" + digits : digits
         }.joined()
-        try await setDeviceToken(hex: hex, environment: environment)
+    }
+
+    /// Takes the token given to the static ``setDeviceToken(_:environment:)`` now, and every change of it until
+    /// ``shutdown()``.
+    func followDeviceToken() -> Task<Void, Never> {
+        let center = settings.deviceTokenCenter
+        let changes = center.changes()
+        let latest = center.latest
+        return Task { [weak self] in
+            if let latest { await self?.adopt(latest) }
+            for await token in changes {
+                guard let self else { return }
+                await self.adopt(token)
+            }
+        }
+    }
+
+    private func adopt(_ token: DeviceTokenCenter.Token) async {
+        guard push.current.token != token.hex || push.current.environment != token.environment else { return }
+        do {
+            try await setDeviceToken(hex: token.hex, environment: token.environment)
+        } catch {
+            logger.warning("The new push token could not be registered now; it will be at the next sign-in: \(error)")
+        }
     }
 
     /// ``setDeviceToken(_:environment:)`` with the token in hexadecimal.
@@ -252,6 +302,13 @@ extension ParleyClient {
         }
     }
 
+    /// ChatCenterUI's name for ``unreadCount(queue:completion:)``: the signed-in user's total of unread messages,
+    /// given to `completion` on the settings' callback queue (the main queue on Apple platforms); without a signed-in
+    /// user, `ERR_NOT_LOGGED_IN`.
+    public func getUnreadMessagesCount(completion: @escaping @Sendable (Result<Int, ParleyError>) -> Void) {
+        unreadCount(completion: completion)
+    }
+
     /// Sets the delegate (held weakly), the queue it is called on (the settings' callback queue, the main queue on
     /// Apple platforms, by default) and the lowest level of log lines it gets.
     public func setDelegate(
@@ -263,5 +320,16 @@ extension ParleyClient {
     /// Asks the delegate whether a link tapped in a chat may open (true without a delegate).
     public func shouldOpenLink(_ url: URL) async -> Bool {
         await delegates.ask(true) { $0.shouldOpenLink(url) }
+    }
+
+    /// Opens a link tapped in a chat (a URL in a message's text, a file's link): asks the delegate's
+    /// ``ParleyDelegate/shouldOpenLink(_:)`` first, then gives it to the settings' ``AppSettings/linkOpener`` (the
+    /// system's on iOS and macOS). Returns whether it was opened: false when the delegate said no, or there is no
+    /// opener (Linux), or the opener could not.
+    @discardableResult
+    public func openLink(_ url: URL) async -> Bool {
+        guard await shouldOpenLink(url) else { return false }
+        guard let opener = settings.linkOpener else { return false }
+        return await opener.open(url)
     }
 }

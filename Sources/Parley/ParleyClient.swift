@@ -44,6 +44,8 @@ public final class ParleyClient: Sendable {
         var directConversations: [String: String] = [:]
         /// Follows the app lifecycle and network sources.
         var environment: Task<Void, Never>?
+        /// Follows the token given to the static ``ParleyClient/setDeviceToken(_:environment:)``.
+        var deviceToken: Task<Void, Never>?
         /// When a `typing` frame last went out, per conversation (typing is throttled).
         var typingSentAt: [String: Duration] = [:]
         /// Delivers events in order and sends the outbox; runs from ``start()`` to ``shutdown()``.
@@ -237,6 +239,9 @@ public final class ParleyClient: Sendable {
             logger.warning("Server unreachable at start; the saved session will connect when it can.")
         }
         followEnvironment()
+        state.withLockedValue { state in
+            if state.deviceToken == nil { state.deviceToken = followDeviceToken() }
+        }
         startWorkers()
         if let session = state.withLockedValue({ $0.session }) {
             await driver.loggedIn()
@@ -295,6 +300,8 @@ public final class ParleyClient: Sendable {
         let workers = state.withLockedValue { state -> Task<Void, Never>? in
             state.environment?.cancel()
             state.environment = nil
+            state.deviceToken?.cancel()
+            state.deviceToken = nil
             defer { state.workers = nil }
             return state.workers
         }

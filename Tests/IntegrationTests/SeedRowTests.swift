@@ -1,0 +1,113 @@
+import Foundation
+import NIOConcurrencyHelpers
+@_spi(Testing) import Parley
+import ParleyProtocol
+import ParleyTesting
+import Testing
+
+/// ChatCenterUI's rows of docs/SDK.md that need more than an instance: the static `setDeviceToken` (before any client
+/// exists, and followed by the clients that do), `getUnreadMessagesCount(completion:)`, and links opened only when the
+/// delegate allows.
+@Suite(.timeLimit(.minutes(1))) struct SeedRowTests {
+    static let token = Data((0..<32).map { UInt8($0) })
+    static let newToken = Data((0..<32).map { UInt8(255 - $0) })
+
+    func hex(_ token: Data) -> String { token.map { String(format: "%02x", $0) }.joined() }
+
+    /// A client that follows `center` (the tests' own, not the process's).
+    func client(_ server: TestServer, center: DeviceTokenCenter) async throws -> ParleyClient {
+        var settings = try testSettings(server: server)
+        settings.deviceTokenCenter = center
+        settings.linkOpener = nil
+        return try await ParleyClient.initialize(appId: server.app.appId, settings: settings)
+    }
+
+    func devices(of uid: String, on server: TestServer) async throws -> [String] {
+        let answer = try await server.request("GET", "/v1/me/devices", token: try await server.login(uid))
+        return try answer.decode(DeviceList.self).devices.map(\.token)
+    }
+
+    /// Polls the server's device list until it holds `token` (at most 10 s).
+    func waitForDevice(_ token: String, of uid: String, on server: TestServer) async throws -> [String] {
+        let deadline = ContinuousClock.now + .seconds(10)
+        var tokens = try await devices(of: uid, on: server)
+        while tokens != [token], ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(20))
+            tokens = try await devices(of: uid, on: server)
+        }
+        return tokens
+    }
+
+    @Test func aStaticTokenGivenBeforeAnyClientIsRegisteredAndItsChangesFollowed() async throws {
+        let server = try await TestServer.start()
+        let center = DeviceTokenCenter()
+        // The system's callback came before the app made a client.
+        try ParleyClient.setDeviceToken(Self.token, environment: .sandbox, center: center)
+        let client = try await client(server, center: center)
+        try await client.login(uid: "alice", authKey: server.app.authKey)
+        #expect(try await waitForDevice(hex(Self.token), of: "alice", on: server) == [hex(Self.token)])
+        // A new token from the static call reaches the client that exists.
+        try ParleyClient.setDeviceToken(Self.newToken, environment: .sandbox, center: center)
+        #expect(try await waitForDevice(hex(Self.newToken), of: "alice", on: server) == [hex(Self.newToken)])
+        // A token that is not one is refused at once.
+        #expect(throws: ParleyError.self) { try ParleyClient.setDeviceToken(Data([1, 2]), center: center) }
+        await client.shutdown()
+        try await server.stop()
+    }
+
+    @Test func getUnreadMessagesCountAnswersOnTheCallbackQueue() async throws {
+        let server = try await TestServer.start()
+        let client = try await client(server, center: DeviceTokenCenter())
+        let loggedOut = await withCheckedContinuation { continuation in
+            client.getUnreadMessagesCount { continuation.resume(returning: $0) }
+        }
+        #expect(throws: ParleyError.self) { try loggedOut.get() }
+        try await client.login(uid: "bob", authKey: server.app.authKey)
+        let alice = try await server.login("alice")
+        let conversation = try await server.createConversation(token: alice, type: .direct, with: ["bob"])
+        for text in ["one", "two"] {
+            _ = try await server.request(
+                "POST", "/v1/conversations/\(conversation.id)/messages", token: alice,
+                body: SendMessageRequest(parts: [.text(text)])
+            )
+        }
+        let count = await withCheckedContinuation { continuation in
+            client.getUnreadMessagesCount { continuation.resume(returning: $0) }
+        }
+        #expect(try count.get() == 2)
+        await client.shutdown()
+        try await server.stop()
+    }
+
+    final class Opener: LinkOpener {
+        let opened = NIOLockedValueBox<[URL]>([])
+        func open(_ url: URL) async -> Bool {
+            opened.withLockedValue { $0.append(url) }
+            return true
+        }
+    }
+
+    final class Gatekeeper: ParleyDelegate {
+        func shouldOpenLink(_ url: URL) -> Bool { url.host != "blocked.example" }
+    }
+
+    @Test func linksOpenOnlyWhenTheDelegateAllows() async throws {
+        let server = try await TestServer.start()
+        var settings = try testSettings(server: server)
+        let opener = Opener()
+        settings.linkOpener = opener
+        let client = try ParleyClient(appId: server.app.appId, settings: settings)
+        let delegate = Gatekeeper()
+        client.setDelegate(delegate)
+        #expect(await client.openLink(URL(string: "https://ok.example/a")!))
+        #expect(!(await client.openLink(URL(string: "https://blocked.example/b")!)))
+        #expect(opener.opened.withLockedValue { $0 } == [URL(string: "https://ok.example/a")!])
+        // Without an opener nothing opens, whatever the delegate says.
+        var none = settings
+        none.linkOpener = nil
+        let bare = try ParleyClient(appId: server.app.appId, settings: none)
+        #expect(!(await bare.openLink(URL(string: "https://ok.example/a")!)))
+        _ = delegate
+        try await server.stop()
+    }
+}
