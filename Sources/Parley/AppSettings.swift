@@ -37,6 +37,9 @@ public struct AppSettings: Sendable {
     /// Where ``ParleyClient/openLink(_:)`` opens links the delegate allows: the system's on iOS and macOS, none on
     /// Linux.
     public var linkOpener: (any LinkOpener)? = AppSettings.defaultLinkOpener
+    /// Where the signed-in user's auth token is kept; nil: the Keychain on Apple platforms
+    /// (``KeychainCredentialStore``), `credentials/` in the storage directory elsewhere (``FileCredentialStore``).
+    public var credentialStore: (any CredentialStore)?
     /// Where the client takes the token given to the static ``ParleyClient/setDeviceToken(_:environment:)`` from.
     @_spi(Testing) public var deviceTokenCenter: DeviceTokenCenter = .shared
 
@@ -70,6 +73,8 @@ public struct AppSettings: Sendable {
             with { $0.networkReachability = source }
         }
         public func hideBlockedUsersMessages(_ hide: Bool) -> Builder { with { $0.hidesBlockedUsersMessages = hide } }
+        /// Where the auth token is kept (``CredentialStore``); nil for the platform's default.
+        public func credentialStore(_ store: (any CredentialStore)?) -> Builder { with { $0.credentialStore = store } }
         /// Where ``ParleyClient/openLink(_:)`` opens links; nil for nowhere.
         public func linkOpener(_ opener: (any LinkOpener)?) -> Builder { with { $0.linkOpener = opener } }
         public func build() -> AppSettings { settings }
@@ -93,6 +98,15 @@ public struct AppSettings: Sendable {
             return UIApplicationLifecycle()
         #else
             return nil
+        #endif
+    }
+
+    /// The Keychain on Apple platforms; `credentials/` in `storageDirectory` elsewhere.
+    static func defaultCredentialStore(_ storageDirectory: URL) -> any CredentialStore {
+        #if canImport(Security)
+            return KeychainCredentialStore()
+        #else
+            return FileCredentialStore(directory: storageDirectory.appendingPathComponent("credentials"))
         #endif
     }
 

@@ -109,7 +109,10 @@ public final class ParleyClient: Sendable {
         self.statusBroadcaster = statuses
         self.requests = requests
         self.clock = clock
-        self.sessionStore = SessionStore(directory: settings.storageDirectory, appId: appId)
+        self.sessionStore = SessionStore(
+            directory: settings.storageDirectory, appId: appId,
+            credentials: settings.credentialStore ?? AppSettings.defaultCredentialStore(settings.storageDirectory)
+        )
         self.rest = RESTClient(serverURL: settings.serverURL) {
             (state.withLockedValue { $0.session?.authToken }, nil)
         }
