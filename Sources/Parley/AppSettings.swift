@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 
 /// How a ``ParleyClient`` talks to its server and manages its socket, built with ``AppSettings/Builder``.
 ///
@@ -37,6 +38,8 @@ public struct AppSettings: Sendable {
     /// Where ``ParleyClient/openLink(_:)`` opens links the delegate allows: the system's on iOS and macOS, none on
     /// Linux.
     public var linkOpener: (any LinkOpener)? = AppSettings.defaultLinkOpener
+    /// The WebSocket; nil: ``URLSessionWebSocketTransport`` on Apple platforms, ``WSClientTransport`` elsewhere.
+    public var webSocketTransport: (any WebSocketTransport)?
     /// Where the signed-in user's auth token is kept; nil: the Keychain on Apple platforms
     /// (``KeychainCredentialStore``), `credentials/` in the storage directory elsewhere (``FileCredentialStore``).
     public var credentialStore: (any CredentialStore)?
@@ -73,6 +76,10 @@ public struct AppSettings: Sendable {
             with { $0.networkReachability = source }
         }
         public func hideBlockedUsersMessages(_ hide: Bool) -> Builder { with { $0.hidesBlockedUsersMessages = hide } }
+        /// The WebSocket transport; nil for the platform's default.
+        public func webSocketTransport(_ transport: (any WebSocketTransport)?) -> Builder {
+            with { $0.webSocketTransport = transport }
+        }
         /// Where the auth token is kept (``CredentialStore``); nil for the platform's default.
         public func credentialStore(_ store: (any CredentialStore)?) -> Builder { with { $0.credentialStore = store } }
         /// Where ``ParleyClient/openLink(_:)`` opens links; nil for nowhere.
@@ -98,6 +105,15 @@ public struct AppSettings: Sendable {
             return UIApplicationLifecycle()
         #else
             return nil
+        #endif
+    }
+
+    /// URLSession's WebSocket on Apple platforms; SwiftNIO's elsewhere (libcurl, under URLSession on Linux, has none).
+    static var defaultWebSocketTransport: any WebSocketTransport {
+        #if canImport(Darwin)
+            return URLSessionWebSocketTransport()
+        #else
+            return WSClientTransport(logger: Logger(label: "parley.sdk"))
         #endif
     }
 

@@ -67,7 +67,7 @@ public final class ParleyClient: Sendable {
     ) throws {
         try self.init(
             appId: appId, settings: settings, clock: Timeline(clock),
-            transport: WSClientTransport(logger: Logger(label: "parley.sdk")),
+            transport: settings.webSocketTransport ?? AppSettings.defaultWebSocketTransport,
             seed: UInt64.random(in: .min ... .max)
         )
     }

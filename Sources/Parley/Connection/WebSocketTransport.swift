@@ -6,7 +6,7 @@ import NIOWebSocket
 import WSClient
 
 /// What happens on a transport connection.
-@_spi(Testing) public enum TransportEvent: Sendable {
+public enum TransportEvent: Sendable {
     /// The WebSocket is open: the client may send (and must send `connect` first).
     case opened
     /// A text frame from the server.
@@ -18,7 +18,7 @@ import WSClient
 }
 
 /// One WebSocket connection: frames out, events in.
-@_spi(Testing) public protocol TransportConnection: Sendable {
+public protocol TransportConnection: Sendable {
     /// Everything that happens on the connection, ending with `.closed` or `.failed`.
     var events: AsyncStream<TransportEvent> { get }
     /// Queues a text frame.
@@ -27,13 +27,15 @@ import WSClient
     func close(code: UInt16)
 }
 
-/// Opens WebSocket connections. The SDK uses ``WSClientTransport``; tests may substitute their own.
-@_spi(Testing) public protocol WebSocketTransport: Sendable {
+/// Opens WebSocket connections: ``URLSessionWebSocketTransport`` on Apple platforms, ``WSClientTransport`` (SwiftNIO)
+/// elsewhere, or the app's own (`AppSettings.Builder().webSocketTransport(_:)`). The connection rules above it are the
+/// same whatever the transport.
+public protocol WebSocketTransport: Sendable {
     func open(url: String, authToken: String) -> any TransportConnection
 }
 
-/// The SDK's WebSocket on every platform: swift-websocket's `WebSocketClient` over SwiftNIO.
-@_spi(Testing) public struct WSClientTransport: WebSocketTransport {
+/// The SDK's WebSocket on Linux (URLSession has none there): swift-websocket's `WebSocketClient` over SwiftNIO.
+public struct WSClientTransport: WebSocketTransport {
     /// Largest frame accepted from the server.
     var maxFrameSize = 8 * 1024 * 1024
     /// How long the TCP connection and the upgrade may take before the attempt is given up.
@@ -101,7 +103,8 @@ final class WSClientConnection: TransportConnection {
                     }
                 }
                 eventSink.yield(
-                    .closed(code: closeFrame.map { UInt16(webSocketErrorCode: $0.closeCode) }, reason: closeFrame?.reason)
+                    .closed(
+                        code: closeFrame.map { UInt16(webSocketErrorCode: $0.closeCode) }, reason: closeFrame?.reason)
                 )
             } catch {
                 eventSink.yield(
