@@ -1,0 +1,309 @@
+import Foundation
+import NIOConcurrencyHelpers
+import Observation
+
+// SwiftUI-ready state, built only on the SDK's public API: a view holds a model and reads its properties; the model
+// follows the client's streams on the main actor. Every model stops following when `stop()` is called or it is
+// released.
+
+/// The connection's status, for a banner or an indicator.
+@MainActor @Observable public final class ConnectionModel {
+    public private(set) var status: ConnectionStatus
+    /// Whether the socket is connected.
+    public var isConnected: Bool { status == .connected }
+
+    @ObservationIgnored private let following = FollowingTasks()
+
+    public init(client: ParleyClient) {
+        status = client.connectionStatus
+        let updates = client.connectionStatusUpdates()
+        following.add(
+            Task { [weak self] in
+                for await status in updates {
+                    guard let self else { return }
+                    self.status = status
+                }
+            })
+    }
+
+    /// Stops following the client.
+    public func stop() { following.cancelAll() }
+
+    deinit { following.cancelAll() }
+}
+
+/// The user's conversations, most recently active first, each with its last message and unread count: an inbox
+/// screen.
+@MainActor @Observable public final class InboxModel {
+    public struct Entry: Identifiable, Hashable, Sendable {
+        public var conversation: Conversation
+        /// The newest message (nil in a conversation without any yet).
+        public var lastMessage: Message?
+        /// Messages from others the user has not read.
+        public var unread: Int
+        public var id: String { conversation.id }
+        /// When the conversation was last active: its last message, else its last change.
+        public var activityAt: Int64 { max(lastMessage?.sentAt ?? 0, conversation.updatedAt) }
+    }
+
+    /// Most recently active first.
+    public private(set) var entries: [Entry] = []
+    /// The unread total over every conversation.
+    public private(set) var totalUnread = 0
+    public private(set) var isLoading = false
+    /// The last failure of ``load()`` or of following a change.
+    public private(set) var error: ParleyError?
+
+    @ObservationIgnored private let client: ParleyClient
+    @ObservationIgnored private let following = FollowingTasks()
+    /// How many conversations ``load()`` reads.
+    @ObservationIgnored public let limit: Int
+
+    public init(client: ParleyClient, limit: Int = 50) {
+        self.client = client
+        self.limit = limit
+    }
+
+    /// Reads the conversations, their last messages and unread counts, then follows their events.
+    public func load() async {
+        isLoading = true
+        defer { isLoading = false }
+        let events = client.events()
+        do {
+            let list = try await client.conversations(limit: limit)
+            let unread = try await client.unreadCounts()
+            var entries: [Entry] = []
+            for conversation in list.conversations {
+                entries.append(try await entry(for: conversation, unread: unread))
+            }
+            self.entries = Self.sorted(entries)
+            totalUnread = unread.total
+            error = nil
+        } catch {
+            self.error = RESTClient.parleyError(error)
+        }
+        following.cancelAll()
+        following.add(
+            Task { [weak self] in
+                for await event in events {
+                    guard let self else { return }
+                    await self.apply(event)
+                }
+            })
+    }
+
+    private func entry(for conversation: Conversation, unread: UnreadSummary) async throws -> Entry {
+        let last = try await client.fetchMessages(conversationId: conversation.id, limit: 1).messages.last
+        let count = unread.conversations.first { $0.conversationId == conversation.id }?.unread ?? 0
+        return Entry(conversation: conversation, lastMessage: last, unread: count)
+    }
+
+    private func apply(_ event: Event) async {
+        switch event.payload {
+        case .messageSent(let message), .messageUpdated(let message), .messageDeleted(let message):
+            if let index = entries.firstIndex(where: { $0.id == message.conversationId }) {
+                // An edit or a deletion of the last message shows; an older one's does not.
+                if (entries[index].lastMessage?.seq ?? 0) <= message.seq { entries[index].lastMessage = message }
+            } else if case .messageSent = event.payload {
+                await insert(conversationId: message.conversationId)
+            }
+        case .conversationCreated(let conversation):
+            if !entries.contains(where: { $0.id == conversation.id }) {
+                entries.append(Entry(conversation: conversation, lastMessage: nil, unread: 0))
+            }
+        case .conversationUpdated(let conversation), .conversationUndeleted(let conversation):
+            if let index = entries.firstIndex(where: { $0.id == conversation.id }) {
+                entries[index].conversation = conversation
+            } else {
+                await insert(conversationId: conversation.id)
+            }
+        case .conversationDeleted(let conversation):
+            entries.removeAll { $0.id == conversation.id }
+        case .participantRemoved(let participant):
+            if participant.uid == client.getLoggedInUser()?.uid, let id = event.conversationId {
+                entries.removeAll { $0.id == id }
+            }
+        case .unreadUpdated(let unread):
+            totalUnread = unread.total
+            for change in unread.conversations {
+                if let index = entries.firstIndex(where: { $0.id == change.conversationId }) {
+                    entries[index].unread = change.unread
+                }
+            }
+        default:
+            return
+        }
+        entries = Self.sorted(entries)
+    }
+
+    /// A conversation the list did not have (a first message in it, or it came back).
+    private func insert(conversationId: String) async {
+        do {
+            let conversation = try await client.conversation(id: conversationId)
+            let unread = try await client.unreadCounts()
+            guard !entries.contains(where: { $0.id == conversationId }) else { return }
+            entries.append(try await entry(for: conversation, unread: unread))
+            totalUnread = unread.total
+        } catch {
+            self.error = RESTClient.parleyError(error)
+        }
+    }
+
+    private static func sorted(_ entries: [Entry]) -> [Entry] {
+        entries.sorted { ($0.activityAt, $0.id) > ($1.activityAt, $1.id) }
+    }
+
+    /// Stops following the client.
+    public func stop() { following.cancelAll() }
+
+    deinit { following.cancelAll() }
+}
+
+/// One conversation's messages in order, with what the user sent that the server has not stored yet, who is typing
+/// and how far each participant has read: a chat screen.
+@MainActor @Observable public final class ConversationModel {
+    public let conversationId: String
+    /// The stored messages, in ascending sequence order, each in its latest state.
+    public private(set) var messages: [Message] = []
+    /// The user's sends to this conversation not stored yet: pending (being sent or waiting for the network) and
+    /// failed, oldest first (``OutgoingMessage/state``).
+    public private(set) var outgoing: [OutgoingMessage] = []
+    /// The participants typing now (not the user).
+    public private(set) var typing: [String] = []
+    /// Each other participant's read position (`seq`), as the read receipts report it.
+    public private(set) var readUpTo: [String: Int64] = [:]
+    /// Whether older messages remain (``loadOlder()``).
+    public private(set) var hasOlder = false
+    public private(set) var isLoading = false
+    public private(set) var error: ParleyError?
+
+    @ObservationIgnored private let client: ParleyClient
+    @ObservationIgnored private var list: MessageList?
+    @ObservationIgnored private let following = FollowingTasks()
+
+    public init(client: ParleyClient, conversationId: String) {
+        self.client = client
+        self.conversationId = conversationId
+    }
+
+    /// Reads the newest page and follows the conversation: messages, the outbox, typing and receipts.
+    public func load(pageSize: Int = 50) async {
+        isLoading = true
+        defer { isLoading = false }
+        stop()
+        let id = conversationId
+        let events = client.events(
+            names: [.participantTyping, .participantTypingOff, .messageRead], conversationId: id
+        )
+        let outbox = client.outboxUpdates()
+        do {
+            let list = try await client.messageList(conversationId: id, pageSize: pageSize)
+            self.list = list
+            following.onCancel { list.close() }
+            messages = list.messages
+            hasOlder = list.hasOlder
+            error = nil
+            let updates = list.updates()
+            following.add(
+                Task { [weak self] in
+                    for await messages in updates {
+                        guard let self else { return }
+                        self.messages = messages
+                        self.hasOlder = self.list?.hasOlder ?? false
+                    }
+                })
+        } catch {
+            self.error = RESTClient.parleyError(error)
+        }
+        outgoing = client.outgoingMessages().filter { Self.isSend($0, to: id) }
+        following.add(
+            Task { [weak self] in
+                for await entry in outbox where Self.isSend(entry, to: id) {
+                    guard let self else { return }
+                    self.take(entry)
+                }
+            })
+        following.add(
+            Task { [weak self] in
+                for await event in events {
+                    guard let self else { return }
+                    self.apply(event)
+                }
+            })
+    }
+
+    /// Adds the next older page.
+    public func loadOlder() async {
+        guard let list else { return }
+        do {
+            try await list.loadOlder()
+            messages = list.messages
+            hasOlder = list.hasOlder
+        } catch {
+            self.error = RESTClient.parleyError(error)
+        }
+    }
+
+    /// Queues a text message (the durable outbox): it shows in ``outgoing`` at once, then in ``messages``.
+    @discardableResult
+    public func send(_ text: String) throws -> OutgoingMessage {
+        let entry = try client.queueMessage(parts: [.text(text)], to: .conversation(conversationId))
+        take(entry)
+        return entry
+    }
+
+    private static func isSend(_ entry: OutgoingMessage, to conversationId: String) -> Bool {
+        guard case .send = entry.action else { return false }
+        return entry.receiver == .conversation(conversationId)
+    }
+
+    private func take(_ entry: OutgoingMessage) {
+        switch entry.state {
+        case .pending, .failed:
+            if let index = outgoing.firstIndex(where: { $0.id == entry.id }) {
+                outgoing[index] = entry
+            } else {
+                outgoing.append(entry)
+            }
+        case .sent, .reacted, .cancelled:
+            outgoing.removeAll { $0.id == entry.id }
+        }
+    }
+
+    private func apply(_ event: Event) {
+        switch event.payload {
+        case .participantTyping(let indicator):
+            if !typing.contains(indicator.uid) { typing.append(indicator.uid) }
+        case .participantTypingOff(let indicator):
+            typing.removeAll { $0 == indicator.uid }
+        case .messageRead(let receipt):
+            readUpTo[receipt.uid] = max(readUpTo[receipt.uid] ?? 0, receipt.seq)
+        default:
+            break
+        }
+    }
+
+    /// Stops following the client.
+    public func stop() { following.cancelAll() }
+
+    deinit { following.cancelAll() }
+}
+
+/// The tasks a model follows the client with, cancelled together (also from `deinit`, which is not on the main actor).
+final class FollowingTasks: Sendable {
+    private let state = NIOLockedValueBox<(tasks: [Task<Void, Never>], cleanups: [@Sendable () -> Void])>(([], []))
+
+    func add(_ task: Task<Void, Never>) { state.withLockedValue { $0.tasks.append(task) } }
+
+    /// Runs `cleanup` at the next ``cancelAll()``.
+    func onCancel(_ cleanup: @escaping @Sendable () -> Void) { state.withLockedValue { $0.cleanups.append(cleanup) } }
+
+    func cancelAll() {
+        let (tasks, cleanups) = state.withLockedValue { state in
+            defer { state = ([], []) }
+            return state
+        }
+        for task in tasks { task.cancel() }
+        for cleanup in cleanups { cleanup() }
+    }
+}

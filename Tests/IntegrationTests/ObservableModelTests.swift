@@ -1,0 +1,122 @@
+import Foundation
+import Parley
+import ParleyProtocol
+import ParleyTesting
+import Testing
+
+/// The SwiftUI models (docs/SDK.md, "SwiftUI models"), event by event against a live server, on the main actor as a
+/// view would use them.
+@MainActor @Suite(.timeLimit(.minutes(1))) struct ObservableModelTests {
+    /// Polls `condition` on the main actor until it holds (at most 10 s); whether it did.
+    func eventually(_ condition: () -> Bool) async -> Bool {
+        let deadline = ContinuousClock.now + .seconds(10)
+        while !condition() {
+            guard ContinuousClock.now < deadline else { return false }
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+        return true
+    }
+
+    func client(_ uid: String, _ server: TestServer, autoConnect: Bool = true) async throws -> ParleyClient {
+        let client = try ParleyClient(
+            appId: server.app.appId, settings: testSettings(server: server, autoConnect: autoConnect))
+        try await client.start()
+        try await client.login(uid: uid, authKey: server.app.authKey)
+        return client
+    }
+
+    func send(_ text: String, in conversation: String, as token: String, on server: TestServer) async throws {
+        let answer = try await server.request(
+            "POST", "/v1/conversations/\(conversation)/messages", token: token,
+            body: SendMessageRequest(parts: [.text(text)])
+        )
+        #expect(answer.status == 201)
+    }
+
+    @Test func theConnectionModelFollowsTheStatus() async throws {
+        let server = try await TestServer.start()
+        let bob = try await client("bob", server, autoConnect: false)
+        let model = ConnectionModel(client: bob)
+        #expect(!model.isConnected)
+        try await bob.connect()
+        #expect(await eventually { model.isConnected })
+        await bob.disconnect()
+        #expect(await eventually { model.status == .disconnected })
+        await bob.shutdown()
+        try await server.stop()
+    }
+
+    @Test func theInboxSortsByActivityWithLastMessagesAndUnreadCounts() async throws {
+        let server = try await TestServer.start()
+        let bob = try await client("bob", server)
+        await bob.waitUntilConnected()
+        let alice = try await server.login("alice")
+        let carol = try await server.login("carol")
+        let withAlice = try await server.createConversation(token: alice, type: .direct, with: ["bob"])
+        let withCarol = try await server.createConversation(token: carol, type: .direct, with: ["bob"])
+        try await send("first from alice", in: withAlice.id, as: alice, on: server)
+        try await send("from carol", in: withCarol.id, as: carol, on: server)
+
+        let inbox = InboxModel(client: bob)
+        await inbox.load()
+        #expect(inbox.error == nil)
+        #expect(inbox.entries.map(\.id) == [withCarol.id, withAlice.id])
+        #expect(inbox.entries.map { $0.lastMessage?.text } == ["from carol", "first from alice"])
+        #expect(inbox.entries.map(\.unread) == [1, 1] && inbox.totalUnread == 2)
+
+        // A new message moves its conversation up, with its count.
+        try await send("again from alice", in: withAlice.id, as: alice, on: server)
+        #expect(await eventually { inbox.entries.first?.id == withAlice.id })
+        #expect(await eventually { inbox.entries.first?.unread == 2 && inbox.totalUnread == 3 })
+        #expect(inbox.entries.first?.lastMessage?.text == "again from alice")
+        // Reading it clears its count; a conversation the list did not have appears with its first message.
+        try await bob.markRead(upTo: inbox.entries.first!.lastMessage!.seq, in: withAlice.id)
+        #expect(await eventually { inbox.entries.first { $0.id == withAlice.id }?.unread == 0 })
+        let dave = try await server.login("dave")
+        let withDave = try await server.createConversation(token: dave, type: .direct, with: ["bob"])
+        try await send("hello from dave", in: withDave.id, as: dave, on: server)
+        #expect(
+            await eventually {
+                inbox.entries.first?.id == withDave.id && inbox.entries.first?.lastMessage?.text == "hello from dave"
+            })
+        inbox.stop()
+        await bob.shutdown()
+        try await server.stop()
+    }
+
+    @Test func aConversationShowsMessagesOutboxTypingAndReceipts() async throws {
+        let server = try await TestServer.start()
+        let bob = try await client("bob", server)
+        await bob.waitUntilConnected()
+        let alice = try await client("alice", server)
+        await alice.waitUntilConnected()
+        let conversation = try await bob.directConversation(with: "alice")
+        for index in 1...5 {
+            _ = try await alice.sendTextMessage("old \(index)", to: .conversation(conversation.id))
+        }
+        let model = ConversationModel(client: bob, conversationId: conversation.id)
+        await model.load(pageSize: 3)
+        #expect(model.messages.map(\.text) == ["old 3", "old 4", "old 5"] && model.hasOlder)
+        await model.loadOlder()
+        #expect(model.messages.map(\.text) == ["old 1", "old 2", "old 3", "old 4", "old 5"] && !model.hasOlder)
+
+        // What bob sends shows in the outbox at once, then as a stored message.
+        let entry = try model.send("from bob")
+        #expect(model.outgoing.map(\.id).contains(entry.id))
+        #expect(await eventually { model.outgoing.isEmpty && model.messages.last?.text == "from bob" })
+        // Alice types, then reads; her message arrives live.
+        _ = await alice.startTyping(in: conversation.id)
+        #expect(await eventually { model.typing == ["alice"] })
+        _ = await alice.stopTyping(in: conversation.id)
+        #expect(await eventually { model.typing.isEmpty })
+        let last = try #require(model.messages.last)
+        try await alice.markRead(upTo: last.seq, in: conversation.id)
+        #expect(await eventually { model.readUpTo["alice"] == last.seq })
+        _ = try await alice.sendTextMessage("live", to: .conversation(conversation.id))
+        #expect(await eventually { model.messages.last?.text == "live" })
+        model.stop()
+        await alice.shutdown()
+        await bob.shutdown()
+        try await server.stop()
+    }
+}
