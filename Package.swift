@@ -178,6 +178,8 @@ let package = Package(
             ],
             path: "Benchmarks/ParleyBench"
         ),
+        // The README's SDK example, compiled as written (ReadmeExampleTests keeps the README's copy the same).
+        .executableTarget(name: "ReadmeExample", dependencies: ["Parley"], path: "Examples/ReadmeExample"),
         .testTarget(name: "ParleyProtocolTests", dependencies: ["ParleyProtocol"]),
         .testTarget(
             name: "ParleyStoreTests",
