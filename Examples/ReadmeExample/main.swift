@@ -1,7 +1,8 @@
 import Foundation
 import Parley
 
-let appID = ProcessInfo.processInfo.environment["PARLEY_APP_ID"] ?? "YOUR_APP_ID"  // printed at the server's first start
+// Printed by the server at its first start.
+let appID = ProcessInfo.processInfo.environment["PARLEY_APP_ID"] ?? "YOUR_APP_ID"
 let authKey = ProcessInfo.processInfo.environment["PARLEY_AUTH_KEY"] ?? "YOUR_AUTH_KEY"
 do {
     let settings = AppSettings.Builder().serverURL(URL(string: "http://127.0.0.1:8080")!).build()
