@@ -16,7 +16,7 @@ extension ClientFrame {
     /// ```
     ///
     /// - Throws: ``UnknownFrameType``, or the `DecodingError` of `JSONDecoder`.
-    public static func decode(bytes: some Collection<UInt8>) throws -> ClientFrame {
+    package static func decode(bytes: some Collection<UInt8>) throws -> ClientFrame {
         let fast = bytes.withContiguousStorageIfAvailable { ClientFrameReader.frame(in: $0) }
         switch fast {
         case .some(.some(let frame)): return frame
@@ -29,7 +29,7 @@ extension ClientFrame {
     }
 
     /// Decodes a client frame from the text of a WebSocket text message; see ``decode(bytes:)``.
-    public static func decode(text: String) throws -> ClientFrame {
+    package static func decode(text: String) throws -> ClientFrame {
         var text = text
         // A native string's UTF-8 is contiguous: no copy.
         return try text.withUTF8 { try decode(bytes: $0) }

@@ -9,9 +9,9 @@
 /// The output follows ``WireCoding``'s conventions (compact, slashes not escaped, `nil` optionals left out, numbers
 /// as Foundation writes them), so every decoder reads it exactly as it reads the Foundation-encoded form
 /// (`WireJSONTests` compares the two for every event payload kind). Key order may differ, which JSON ignores.
-public enum WireJSON {
+package enum WireJSON {
     /// The JSON of an event, as stored and sent inside `event` frames.
-    public static func encode(_ event: Event) throws -> [UInt8] {
+    package static func encode(_ event: Event) throws -> [UInt8] {
         var writer = Writer()
         switch event.payload {
         case .messageSent(let message), .messageUpdated(let message), .messageDeleted(let message):
@@ -44,7 +44,7 @@ public enum WireJSON {
     }
 
     /// The JSON of a server frame.
-    public static func encode(_ frame: ServerFrame) throws -> [UInt8] {
+    package static func encode(_ frame: ServerFrame) throws -> [UInt8] {
         var writer = Writer()
         switch frame {
         case .ack(let ack):
