@@ -125,11 +125,19 @@ let package = Package(
                 "ParleyProtocol", "ParleyAPI",
                 .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
                 .product(name: "OpenAPIURLSession", package: "swift-openapi-urlsession"),
-                .product(name: "WSClient", package: "swift-websocket"),
+                // The WebSocket where URLSession has none (Linux): SwiftNIO's. Apple platforms use URLSession's and
+                // link neither SwiftNIO's sockets nor its TLS.
+                .product(
+                    name: "WSClient", package: "swift-websocket",
+                    condition: .when(platforms: [.linux, .android, .windows, .openbsd])
+                ),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
-                .product(name: "NIOWebSocket", package: "swift-nio"),
+                .product(
+                    name: "NIOWebSocket", package: "swift-nio",
+                    condition: .when(platforms: [.linux, .android, .windows, .openbsd])
+                ),
                 // Downloads are checked against the SHA-256 the server recorded at the upload.
                 .product(name: "Crypto", package: "swift-crypto"),
             ]

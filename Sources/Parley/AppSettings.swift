@@ -108,12 +108,13 @@ public struct AppSettings: Sendable {
         #endif
     }
 
-    /// URLSession's WebSocket on Apple platforms; SwiftNIO's elsewhere (libcurl, under URLSession on Linux, has none).
+    /// SwiftNIO's WebSocket where the SDK links it (Linux: libcurl, under URLSession there, has none); URLSession's on
+    /// Apple platforms.
     static var defaultWebSocketTransport: any WebSocketTransport {
-        #if canImport(Darwin)
-            return URLSessionWebSocketTransport()
-        #else
+        #if canImport(WSClient)
             return WSClientTransport(logger: Logger(label: "parley.sdk"))
+        #else
+            return URLSessionWebSocketTransport()
         #endif
     }
 

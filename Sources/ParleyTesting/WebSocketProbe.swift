@@ -28,7 +28,12 @@ public actor WebSocketProbe {
         url: String, token: String, handshake: Bool = true, resume: ResumeRequest? = nil, skipCaughtUp: Bool = true,
         afterConnect: [String] = [], connectToken: String? = nil
     ) {
-        connection = WSClientTransport(logger: Logger(label: "parley.probe")).open(url: url, authToken: token)
+        // The SDK's transport of the platform: SwiftNIO's on Linux, URLSession's on Apple platforms.
+        #if canImport(Darwin)
+            connection = URLSessionWebSocketTransport().open(url: url, authToken: token)
+        #else
+            connection = WSClientTransport(logger: Logger(label: "parley.probe")).open(url: url, authToken: token)
+        #endif
         iterator = connection.events.makeAsyncIterator()
         self.handshake = handshake
         self.resume = resume

@@ -21,10 +21,16 @@ import Testing
     }
 
     static func transport(_ kind: Kind) -> any WebSocketTransport {
-        switch kind {
-        case .nio: return WSClientTransport(logger: Logger(label: "test"))
-        case .urlSession: return URLSessionWebSocketTransport { request, observer in SeamOverNIO(request, observer) }
-        }
+        #if canImport(Darwin)
+            // Apple platforms: URLSession's own WebSocket, for both (the SDK does not link SwiftNIO's there).
+            return URLSessionWebSocketTransport()
+        #else
+            switch kind {
+            case .nio: return WSClientTransport(logger: Logger(label: "test"))
+            case .urlSession:
+                return URLSessionWebSocketTransport { request, observer in SeamOverNIO(request, observer) }
+            }
+        #endif
     }
 
     @Test(arguments: Kind.allCases) func aClientConnectsReceivesSendsAndHearsTheServersCloseCode(_ kind: Kind)
@@ -87,88 +93,91 @@ enum TransportContractError: Error {
     case unexpected(String)
 }
 
-/// ``WebSocketTaskSeam`` over SwiftNIO's WebSocket client: what `URLSessionWebSocketTask` does, where URLSession
-/// cannot (messages buffered until read, the close frame kept, the delegate's calls made).
-final class SeamOverNIO: WebSocketTaskSeam {
-    private struct State {
-        var connection: (any TransportConnection)?
-        var buffered: [String] = []
-        var waiting: [@Sendable (Result<String?, any Error>) -> Void] = []
-        var ended: (any Error)?
-        var closeFrame: (code: UInt16, reason: String?)?
-    }
+#if !canImport(Darwin)
+    /// ``WebSocketTaskSeam`` over SwiftNIO's WebSocket client: what `URLSessionWebSocketTask` does, where URLSession
+    /// cannot (messages buffered until read, the close frame kept, the delegate's calls made).
+    final class SeamOverNIO: WebSocketTaskSeam {
+        private struct State {
+            var connection: (any TransportConnection)?
+            var buffered: [String] = []
+            var waiting: [@Sendable (Result<String?, any Error>) -> Void] = []
+            var ended: (any Error)?
+            var closeFrame: (code: UInt16, reason: String?)?
+        }
 
-    private let state = NIOLockedValueBox(State())
-    private let request: URLRequest
-    private let observer: WebSocketTaskObserver
+        private let state = NIOLockedValueBox(State())
+        private let request: URLRequest
+        private let observer: WebSocketTaskObserver
 
-    init(_ request: URLRequest, _ observer: WebSocketTaskObserver) {
-        self.request = request
-        self.observer = observer
-    }
+        init(_ request: URLRequest, _ observer: WebSocketTaskObserver) {
+            self.request = request
+            self.observer = observer
+        }
 
-    struct Ended: Error {}
+        struct Ended: Error {}
 
-    func start() {
-        let token = request.value(forHTTPHeaderField: "Authorization").map { String($0.dropFirst("Bearer ".count)) }
-        let connection = WSClientTransport(logger: Logger(label: "seam")).open(
-            url: request.url!.absoluteString, authToken: token ?? ""
-        )
-        state.withLockedValue { $0.connection = connection }
-        Task {
-            for await event in connection.events {
-                switch event {
-                case .opened:
-                    observer.didOpen()
-                case .text(let text):
-                    let waiter = state.withLockedValue { state -> (@Sendable (Result<String?, any Error>) -> Void)? in
-                        if state.waiting.isEmpty {
-                            state.buffered.append(text)
-                            return nil
+        func start() {
+            let token = request.value(forHTTPHeaderField: "Authorization").map { String($0.dropFirst("Bearer ".count)) }
+            let connection = WSClientTransport(logger: Logger(label: "seam")).open(
+                url: request.url!.absoluteString, authToken: token ?? ""
+            )
+            state.withLockedValue { $0.connection = connection }
+            Task {
+                for await event in connection.events {
+                    switch event {
+                    case .opened:
+                        observer.didOpen()
+                    case .text(let text):
+                        let waiter = state.withLockedValue {
+                            state -> (@Sendable (Result<String?, any Error>) -> Void)? in
+                            if state.waiting.isEmpty {
+                                state.buffered.append(text)
+                                return nil
+                            }
+                            return state.waiting.removeFirst()
                         }
-                        return state.waiting.removeFirst()
+                        waiter?(.success(text))
+                    case .closed(let code, let reason):
+                        // As URLSession: the close frame is on the task before the pending read fails.
+                        if let code { state.withLockedValue { $0.closeFrame = (code, reason) } }
+                        fail(Ended())
+                        observer.didClose(code: code, reason: reason)
+                    case .failed(let error):
+                        fail(error)
+                        observer.didComplete(error: error)
                     }
-                    waiter?(.success(text))
-                case .closed(let code, let reason):
-                    // As URLSession: the close frame is on the task before the pending read fails.
-                    if let code { state.withLockedValue { $0.closeFrame = (code, reason) } }
-                    fail(Ended())
-                    observer.didClose(code: code, reason: reason)
-                case .failed(let error):
-                    fail(error)
-                    observer.didComplete(error: error)
                 }
             }
         }
-    }
 
-    private func fail(_ error: any Error) {
-        let waiting = state.withLockedValue { state in
-            state.ended = error
-            defer { state.waiting = [] }
-            return state.waiting
+        private func fail(_ error: any Error) {
+            let waiting = state.withLockedValue { state in
+                state.ended = error
+                defer { state.waiting = [] }
+                return state.waiting
+            }
+            for waiter in waiting { waiter(.failure(error)) }
         }
-        for waiter in waiting { waiter(.failure(error)) }
-    }
 
-    func send(text: String, completion: @escaping @Sendable ((any Error)?) -> Void) {
-        state.withLockedValue { $0.connection }?.send(text)
-        completion(nil)
-    }
-
-    func receive(completion: @escaping @Sendable (Result<String?, any Error>) -> Void) {
-        let ready = state.withLockedValue { state -> Result<String?, any Error>? in
-            if !state.buffered.isEmpty { return .success(state.buffered.removeFirst()) }
-            if let ended = state.ended { return .failure(ended) }
-            state.waiting.append(completion)
-            return nil
+        func send(text: String, completion: @escaping @Sendable ((any Error)?) -> Void) {
+            state.withLockedValue { $0.connection }?.send(text)
+            completion(nil)
         }
-        if let ready { completion(ready) }
-    }
 
-    func cancel(code: UInt16) {
-        state.withLockedValue { $0.connection }?.close(code: code)
-    }
+        func receive(completion: @escaping @Sendable (Result<String?, any Error>) -> Void) {
+            let ready = state.withLockedValue { state -> Result<String?, any Error>? in
+                if !state.buffered.isEmpty { return .success(state.buffered.removeFirst()) }
+                if let ended = state.ended { return .failure(ended) }
+                state.waiting.append(completion)
+                return nil
+            }
+            if let ready { completion(ready) }
+        }
 
-    var closeFrame: (code: UInt16, reason: String?)? { state.withLockedValue { $0.closeFrame } }
-}
+        func cancel(code: UInt16) {
+            state.withLockedValue { $0.connection }?.close(code: code)
+        }
+
+        var closeFrame: (code: UInt16, reason: String?)? { state.withLockedValue { $0.closeFrame } }
+    }
+#endif

@@ -1,9 +1,4 @@
 import Foundation
-import HTTPTypes
-import Logging
-import NIOConcurrencyHelpers
-import NIOWebSocket
-import WSClient
 
 /// What happens on a transport connection.
 public enum TransportEvent: Sendable {
@@ -34,110 +29,119 @@ public protocol WebSocketTransport: Sendable {
     func open(url: String, authToken: String) -> any TransportConnection
 }
 
-/// The SDK's WebSocket on Linux (URLSession has none there): swift-websocket's `WebSocketClient` over SwiftNIO.
-public struct WSClientTransport: WebSocketTransport {
-    /// Largest frame accepted from the server.
-    var maxFrameSize = 8 * 1024 * 1024
-    /// How long the TCP connection and the upgrade may take before the attempt is given up.
-    var openTimeout: Duration = .seconds(20)
-    var logger: Logger
+#if canImport(WSClient)
+    import HTTPTypes
+    import Logging
+    import NIOConcurrencyHelpers
+    import NIOWebSocket
+    import WSClient
 
-    public init(logger: Logger) {
-        self.logger = logger
+    /// The SDK's WebSocket on Linux (URLSession has none there): swift-websocket's `WebSocketClient` over SwiftNIO.
+    public struct WSClientTransport: WebSocketTransport {
+        /// Largest frame accepted from the server.
+        var maxFrameSize = 8 * 1024 * 1024
+        /// How long the TCP connection and the upgrade may take before the attempt is given up.
+        var openTimeout: Duration = .seconds(20)
+        var logger: Logger
+
+        public init(logger: Logger) {
+            self.logger = logger
+        }
+
+        public func open(url: String, authToken: String) -> any TransportConnection {
+            WSClientConnection(
+                url: url, authToken: authToken, maxFrameSize: maxFrameSize, openTimeout: openTimeout, logger: logger
+            )
+        }
     }
 
-    public func open(url: String, authToken: String) -> any TransportConnection {
-        WSClientConnection(
-            url: url, authToken: authToken, maxFrameSize: maxFrameSize, openTimeout: openTimeout, logger: logger
-        )
-    }
-}
+    /// A connection run by `WebSocketClient` in its own task.
+    final class WSClientConnection: TransportConnection {
+        private enum Outbound: Sendable {
+            case text(String)
+            case close(UInt16)
+        }
 
-/// A connection run by `WebSocketClient` in its own task.
-final class WSClientConnection: TransportConnection {
-    private enum Outbound: Sendable {
-        case text(String)
-        case close(UInt16)
-    }
+        public let events: AsyncStream<TransportEvent>
+        private let eventSink: AsyncStream<TransportEvent>.Continuation
+        private let outboundSink: AsyncStream<Outbound>.Continuation
+        private let task = NIOLockedValueBox<Task<Void, Never>?>(nil)
 
-    public let events: AsyncStream<TransportEvent>
-    private let eventSink: AsyncStream<TransportEvent>.Continuation
-    private let outboundSink: AsyncStream<Outbound>.Continuation
-    private let task = NIOLockedValueBox<Task<Void, Never>?>(nil)
-
-    init(url: String, authToken: String, maxFrameSize: Int, openTimeout: Duration, logger: Logger) {
-        (events, eventSink) = AsyncStream.makeStream(of: TransportEvent.self)
-        let (outbound, outboundSink) = AsyncStream.makeStream(of: Outbound.self)
-        self.outboundSink = outboundSink
-        let eventSink = self.eventSink
-        var headers = HTTPFields()
-        // An empty token sends no header (protocol tests authenticate in the connect frame, as browsers do).
-        if !authToken.isEmpty { headers[.authorization] = "Bearer \(authToken)" }
-        let configuration = WebSocketClientConfiguration(
-            maxFrameSize: maxFrameSize, additionalHeaders: headers, closeTimeout: .seconds(2)
-        )
-        let opened = NIOLockedValueBox(false)
-        let runner = Task {
-            do {
-                let closeFrame = try await WebSocketClient.connect(
-                    url: url, configuration: configuration, logger: logger
-                ) { inbound, writer, _ in
-                    opened.withLockedValue { $0 = true }
-                    eventSink.yield(.opened)
-                    try await withThrowingTaskGroup(of: Void.self) { group in
-                        group.addTask {
-                            for await item in outbound {
-                                switch item {
-                                case .text(let text):
-                                    try await writer.write(.text(text))
-                                case .close(let code):
-                                    try await writer.close(.init(codeNumber: Int(code)), reason: nil)
-                                    return
+        init(url: String, authToken: String, maxFrameSize: Int, openTimeout: Duration, logger: Logger) {
+            (events, eventSink) = AsyncStream.makeStream(of: TransportEvent.self)
+            let (outbound, outboundSink) = AsyncStream.makeStream(of: Outbound.self)
+            self.outboundSink = outboundSink
+            let eventSink = self.eventSink
+            var headers = HTTPFields()
+            // An empty token sends no header (protocol tests authenticate in the connect frame, as browsers do).
+            if !authToken.isEmpty { headers[.authorization] = "Bearer \(authToken)" }
+            let configuration = WebSocketClientConfiguration(
+                maxFrameSize: maxFrameSize, additionalHeaders: headers, closeTimeout: .seconds(2)
+            )
+            let opened = NIOLockedValueBox(false)
+            let runner = Task {
+                do {
+                    let closeFrame = try await WebSocketClient.connect(
+                        url: url, configuration: configuration, logger: logger
+                    ) { inbound, writer, _ in
+                        opened.withLockedValue { $0 = true }
+                        eventSink.yield(.opened)
+                        try await withThrowingTaskGroup(of: Void.self) { group in
+                            group.addTask {
+                                for await item in outbound {
+                                    switch item {
+                                    case .text(let text):
+                                        try await writer.write(.text(text))
+                                    case .close(let code):
+                                        try await writer.close(.init(codeNumber: Int(code)), reason: nil)
+                                        return
+                                    }
                                 }
                             }
+                            for try await message in inbound.messages(maxSize: maxFrameSize) {
+                                if case .text(let text) = message { eventSink.yield(.text(text)) }
+                            }
+                            group.cancelAll()
                         }
-                        for try await message in inbound.messages(maxSize: maxFrameSize) {
-                            if case .text(let text) = message { eventSink.yield(.text(text)) }
-                        }
-                        group.cancelAll()
                     }
+                    eventSink.yield(
+                        .closed(
+                            code: closeFrame.map { UInt16(webSocketErrorCode: $0.closeCode) },
+                            reason: closeFrame?.reason)
+                    )
+                } catch {
+                    eventSink.yield(
+                        .failed(ParleyError(.webSocketError, "The WebSocket failed.", underlying: "\(error)"))
+                    )
                 }
-                eventSink.yield(
-                    .closed(
-                        code: closeFrame.map { UInt16(webSocketErrorCode: $0.closeCode) }, reason: closeFrame?.reason)
-                )
-            } catch {
-                eventSink.yield(
-                    .failed(ParleyError(.webSocketError, "The WebSocket failed.", underlying: "\(error)"))
-                )
+                eventSink.finish()
+                outboundSink.finish()
             }
-            eventSink.finish()
-            outboundSink.finish()
+            task.withLockedValue { $0 = runner }
+            // The upgrade of swift-websocket's client can wait forever when the server half-closes the connection
+            // before answering (NIO's client upgrade handler ignores `inputClosed`). Give up on such an attempt: the
+            // caller hears `.failed` and retries; the abandoned task is cancelled.
+            Task {
+                try? await Task.sleep(for: openTimeout)
+                guard !opened.withLockedValue({ $0 }) else { return }
+                eventSink.yield(.failed(ParleyError(.timeout, "The WebSocket did not open in time.")))
+                eventSink.finish()
+                runner.cancel()
+            }
         }
-        task.withLockedValue { $0 = runner }
-        // The upgrade of swift-websocket's client can wait forever when the server half-closes the connection
-        // before answering (NIO's client upgrade handler ignores `inputClosed`). Give up on such an attempt: the
-        // caller hears `.failed` and retries; the abandoned task is cancelled.
-        Task {
-            try? await Task.sleep(for: openTimeout)
-            guard !opened.withLockedValue({ $0 }) else { return }
-            eventSink.yield(.failed(ParleyError(.timeout, "The WebSocket did not open in time.")))
-            eventSink.finish()
-            runner.cancel()
-        }
-    }
 
-    public func send(_ text: String) {
-        outboundSink.yield(.text(text))
-    }
+        public func send(_ text: String) {
+            outboundSink.yield(.text(text))
+        }
 
-    public func close(code: UInt16) {
-        outboundSink.yield(.close(code))
-        guard let runner = task.withLockedValue({ $0 }) else { return }
-        // A stalled connection never completes the handshake: give it a moment, then abandon it.
-        Task {
-            try? await Task.sleep(for: .seconds(3))
-            runner.cancel()
+        public func close(code: UInt16) {
+            outboundSink.yield(.close(code))
+            guard let runner = task.withLockedValue({ $0 }) else { return }
+            // A stalled connection never completes the handshake: give it a moment, then abandon it.
+            Task {
+                try? await Task.sleep(for: .seconds(3))
+                runner.cancel()
+            }
         }
     }
-}
+#endif
