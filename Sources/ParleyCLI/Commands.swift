@@ -26,7 +26,8 @@ struct Login: AsyncParsableCommand {
                 }
                 user = try await client.login(uid: uid, authKey: key)
             }
-            say("Logged in as \(user.uid) (\(user.name)) on profile \(options.profile).")
+            try options.rememberLogin()
+            say("Logged in as \(user.uid) (\(user.name)) on profile \(options.profile) at \(try options.serverURL).")
             await client.shutdown()
         }
     }
@@ -39,7 +40,12 @@ struct Logout: AsyncParsableCommand {
     func run() async throws {
         try await reportingFailures {
             let client = try await options.makeClient()
-            try await client.logout()
+            do {
+                try await client.logout()
+            } catch let error as ParleyError where error.code == .notLoggedIn {
+                await client.shutdown()
+                throw try options.notLoggedIn()
+            }
             say("Logged out.")
             await client.shutdown()
         }

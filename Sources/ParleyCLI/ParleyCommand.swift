@@ -25,27 +25,64 @@ struct ParleyCommand: AsyncParsableCommand {
             ReportCommand.self, Admin.self,
         ]
     )
+
+    /// Runs the command. ArgumentParser exits 64 (`EX_USAGE`) on an invalid command line; parley exits 2 there, as
+    /// its own usage errors do and as the README documents.
+    static func main() async {
+        do {
+            var command = try parseAsRoot()
+            if var asynchronous = command as? any AsyncParsableCommand {
+                try await asynchronous.run()
+            } else {
+                try command.run()
+            }
+        } catch {
+            guard exitCode(for: error) == .validationFailure else { exit(withError: error) }
+            FileHandle.standardError.write(Data((fullMessage(for: error) + "\n").utf8))
+            exit(withError: ExitCode(usageExitCode))
+        }
+    }
 }
+
+/// The exit code of a usage error (an invalid command line or argument).
+let usageExitCode: Int32 = 2
 
 /// Options every command that talks to the server takes.
 struct ClientOptions: ParsableArguments {
-    @Option(help: "The server's URL (env PARLEY_SERVER).")
-    var server: String = ProcessInfo.processInfo.environment["PARLEY_SERVER"] ?? "http://127.0.0.1:8080"
+    @Option(
+        help: """
+            The server's URL (env PARLEY_SERVER; default: the one the profile logged in at, else \
+            http://127.0.0.1:8080).
+            """
+    )
+    var server: String?
 
-    @Option(name: .customLong("app-id"), help: "The App ID the server printed on first start (env PARLEY_APP_ID).")
+    @Option(
+        name: .customLong("app-id"),
+        help: """
+            The App ID the server printed on first start (env PARLEY_APP_ID; default: the one the profile logged \
+            in with).
+            """
+    )
     var appId: String?
 
     @Option(help: "Keeps this profile's logged-in user apart from others (env PARLEY_PROFILE).")
     var profile: String = ProcessInfo.processInfo.environment["PARLEY_PROFILE"] ?? "default"
 
-    @Option(
+    @Flag(
         help: "Manual socket mode: connect only on demand (the reference SDK's autoEstablishSocketConnection(false)).")
-    var manual: Bool = false
+    var manual = false
 
+    /// What the profile remembers from its last login (its server and App ID).
+    var record: ProfileRecord? { ProfileRecord.load(from: storageDirectory) }
+
+    /// The server given (flag, then environment), else the profile's, else the default; in one spelling.
     var serverURL: URL {
         get throws {
-            guard let url = URL(string: server), url.scheme == "http" || url.scheme == "https", url.host != nil else {
-                throw CLIFailure.usage("--server must be an http:// or https:// URL, not \(server).")
+            let given = server ?? ProcessInfo.processInfo.environment["PARLEY_SERVER"].flatMap { $0.isEmpty ? nil : $0 }
+            let text = given ?? record?.server ?? "http://127.0.0.1:8080"
+            guard let url = normalizedServerURL(text) else {
+                throw CLIFailure.usage("--server must be an http:// or https:// URL, not \(text).")
             }
             return url
         }
@@ -53,8 +90,10 @@ struct ClientOptions: ParsableArguments {
 
     var resolvedAppId: String {
         get throws {
-            guard let id = appId ?? ProcessInfo.processInfo.environment["PARLEY_APP_ID"], !id.isEmpty else {
-                throw CLIFailure.usage("Give the App ID with --app-id or PARLEY_APP_ID.")
+            let given = appId ?? ProcessInfo.processInfo.environment["PARLEY_APP_ID"].flatMap { $0.isEmpty ? nil : $0 }
+            guard let id = given ?? record?.appId else {
+                throw CLIFailure.usage(
+                    "Give the App ID with --app-id or PARLEY_APP_ID (parley-server prints it on first start).")
             }
             return id
         }
@@ -77,13 +116,38 @@ struct ClientOptions: ParsableArguments {
         return try await ParleyClient.initialize(appId: try resolvedAppId, settings: settings)
     }
 
+    /// Remembers the server and App ID this profile logged in at (after a login).
+    func rememberLogin() throws {
+        ProfileRecord(server: try serverURL.absoluteString, appId: try resolvedAppId).save(in: storageDirectory)
+    }
+
     /// A client with a logged-in user.
     func loggedInClient() async throws -> (ParleyClient, User) {
         let client = try await makeClient()
         guard let user = client.getLoggedInUser() else {
-            throw ParleyError(.notLoggedIn, "Not logged in on profile \(profile): run `parley login <uid>` first.")
+            await client.shutdown()
+            throw try notLoggedIn()
         }
         return (client, user)
+    }
+
+    /// Why there is no user: nobody logged in on the profile, or at another server or app than this command's.
+    func notLoggedIn() throws -> ParleyError {
+        let url = try serverURL.absoluteString
+        let app = try resolvedAppId
+        if let record, record.server != url || record.appId != app {
+            let other = record.server != url ? "at \(record.server)" : "with App ID \(record.appId)"
+            let fix = record.server != url ? "--server \(record.server)" : "--app-id \(record.appId)"
+            return ParleyError(
+                .notLoggedIn,
+                "Not logged in on profile \(profile) at \(url) (App ID \(app)): the profile logged in \(other). "
+                    + "Give \(fix) (or leave it out), or run `parley login <uid> --profile \(profile)` here."
+            )
+        }
+        return ParleyError(
+            .notLoggedIn,
+            "Not logged in on profile \(profile) at \(url): run `parley login <uid> --profile \(profile)` first."
+        )
     }
 }
 
@@ -122,7 +186,7 @@ func withFailureReporting(_ body: () async throws -> Void) async throws {
         try await body()
     } catch let failure as CLIFailure {
         printError(failure.description)
-        throw ExitCode(2)
+        throw ExitCode(usageExitCode)
     } catch let error as ParleyError {
         printError("\(error.message) [\(error.code)]")
         throw ExitCode(cliExitCode(for: error.code))
