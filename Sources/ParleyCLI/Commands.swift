@@ -370,6 +370,7 @@ struct Listen: AsyncParsableCommand {
     @OptionGroup var options: ClientOptions
 
     func run() async throws {
+        Console.shared.enableStyle()
         try await reportingFailures {
             let (client, user) = try await options.loggedInClient()
             say("Listening as \(user.uid). Ctrl-C to stop.")
@@ -377,20 +378,7 @@ struct Listen: AsyncParsableCommand {
                 for await status in client.connectionStatusUpdates() { say("* connection: \(status)") }
             }
             for await event in client.events() {
-                switch event.payload {
-                case .messageSent(let message): say(describe(message))
-                case .messageUpdated(let message): say("* edited: " + describe(message))
-                case .messageDeleted(let message): say("* " + describe(message))
-                case .reactionAdded(let reaction):
-                    say(
-                        "* \(reaction.uid) reacted \(reaction.key) to \(reaction.messageId) (#\(reaction.messageSeq); \(reaction.count) now)"
-                    )
-                case .reactionRemoved(let reaction):
-                    say(
-                        "* \(reaction.uid) took back \(reaction.key) from \(reaction.messageId) (#\(reaction.messageSeq); \(reaction.count) now)"
-                    )
-                default: say("* \(event.name) in \(event.conversationId ?? "-") by \(event.context.createdBy ?? "-")")
-                }
+                if let line = describe(event, me: user.uid, in: .listen) { say(line) }
             }
             statuses.cancel()
         }

@@ -213,9 +213,9 @@ func printError(_ message: String) {
     FileHandle.standardError.write(Data("parley: \(message)\n".utf8))
 }
 
-/// Writes a line to standard output at once (stdout may be a pipe).
+/// Writes a line to standard output at once (stdout may be a pipe), above the line being typed in `chat`.
 func say(_ line: String) {
-    FileHandle.standardOutput.write(Data((line + "\n").utf8))
+    Console.shared.write(line: line)
 }
 
 /// One line for a message: `[12:00:01] #12 alice: text (edited) [👍 2] (3 replies)`; a reply names its thread.
