@@ -8,17 +8,17 @@ struct Chat: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Chat interactively: type to send; messages, typing, receipts, presence and status appear live.",
         discussion: """
-            Type @uid in a message to mention someone. Messages are numbered (#12): /reply 12 text, /edit 12 text,
-            /delete 12, /react 12 👍, /unreact 12 👍, /thread 12, /mentions. /file PATH [caption] sends a file;
-            /download f_... [PATH] saves one (in the current folder by default, never over an existing file).
-            Commands: /history, /typing, /stoptyping, /unread, /status, /background, /foreground, /connect,
-            /disconnect, /ping, /offline, /online, /help, /quit. Messages shown here are marked read.
-            /background and /foreground play the app-lifecycle rules (auto mode drops the socket in the
+            Type @uid in a message to mention someone. Messages are numbered (#12): /reply 12 text, /edit 12 text, \
+            /delete 12, /react 12 👍, /unreact 12 👍, /thread 12, /mentions. /file PATH [caption] sends a file; \
+            /download f_... [PATH] saves one (in the current folder by default, never over an existing file). \
+            Commands: /history, /typing, /stoptyping, /unread, /status, /background, /foreground, /connect, \
+            /disconnect, /ping, /offline, /online, /help, /quit. Messages shown here are marked read. \
+            /background and /foreground play the app-lifecycle rules (auto mode drops the socket in the \
             background at once; --manual keeps it 30 s unless /ping).
 
-            On a terminal the line you type stays below what arrives: Left/Right, Ctrl-A/Ctrl-E (start, end),
-            Backspace, Ctrl-U (clear), Enter (send), Ctrl-C or Ctrl-D on an empty line (quit). Colour only on a
-            terminal, never with NO_COLOR set. From a pipe or a file, lines are read as they come, without escape
+            On a terminal the line you type stays below what arrives: Left/Right, Ctrl-A/Ctrl-E (start, end), \
+            Backspace, Ctrl-U (clear), Enter (send), Ctrl-C or Ctrl-D on an empty line (quit). Colour only on a \
+            terminal, never with NO_COLOR set. From a pipe or a file, lines are read as they come, without escape \
             codes, until the end of the input.
             """
     )

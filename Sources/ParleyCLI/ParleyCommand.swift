@@ -9,14 +9,16 @@ struct ParleyCommand: AsyncParsableCommand {
         commandName: "parley",
         abstract: "A terminal chat client for Parley, built on the Parley SDK.",
         discussion: """
-            Options can also come from the environment: PARLEY_SERVER, PARLEY_APP_ID, PARLEY_PROFILE,
-            PARLEY_AUTH_KEY and PARLEY_API_KEY. Each profile keeps its own logged-in user, so two terminals with
-            two profiles can chat with each other.
+            Options can also come from the environment: PARLEY_SERVER, PARLEY_APP_ID, PARLEY_PROFILE, \
+            PARLEY_AUTH_KEY and PARLEY_API_KEY. Each profile keeps its own logged-in user, so two terminals with \
+            two profiles can chat with each other, and remembers the server and App ID it logged in at, so later \
+            commands on it need neither --server nor PARLEY_APP_ID.
 
-            Exit codes: 0 ok, 1 other failure, 2 usage (an invalid argument too),
-            3 authentication (not logged in, bad key or token), 4 unknown app, user, conversation, message, file
-            or ban, 5 server unreachable, 6 refused (not allowed, invalid or deleted message, reaction limit,
-            banned, file too large or invalid). A file that cannot be read is a usage error (2).
+            Exit codes: 0 ok, 1 other failure, 2 usage (an invalid argument too), \
+            3 authentication (not logged in, bad key or token), 4 unknown app, user, conversation, message, file \
+            or ban, 5 server unreachable or not answering (send: the message stays queued, not sent), 6 refused \
+            (not allowed, invalid or deleted message, reaction limit, banned, file too large or invalid). A file \
+            that cannot be read is a usage error (2).
             """,
         subcommands: [
             Login.self, Logout.self, WhoAmI.self, Profile.self, Conversations.self, Send.self, Download.self,
