@@ -19,8 +19,8 @@ struct Admin: AsyncParsableCommand {
         var apiKey: String?
 
         func admin() throws -> ParleyAdmin {
-            guard let url = URL(string: server), url.scheme == "http" || url.scheme == "https" else {
-                throw CLIFailure.usage("--server must be an http:// or https:// URL.")
+            guard let url = normalizedServerURL(server) else {
+                throw CLIFailure.usage("--server must be an http:// or https:// URL, not \(server).")
             }
             guard let key = apiKey ?? ProcessInfo.processInfo.environment["PARLEY_API_KEY"] else {
                 throw CLIFailure.usage("Give the REST API key with --api-key or PARLEY_API_KEY.")
@@ -133,7 +133,9 @@ struct Admin: AsyncParsableCommand {
         func run() async throws {
             try await reportingFailures {
                 for token in try await key.admin().authTokens(uid: uid) {
-                    say("\(token.id)\tcreated \(token.createdAt)\texpires \(token.expiresAt.map(String.init) ?? "never")")
+                    say(
+                        "\(token.id)\tcreated \(token.createdAt)\texpires \(token.expiresAt.map(String.init) ?? "never")"
+                    )
                 }
             }
         }

@@ -8,19 +8,25 @@ struct Chat: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Chat interactively: type to send; messages, typing, receipts, presence and status appear live.",
         discussion: """
-            Type @uid in a message to mention someone. Messages are numbered (#12): /reply 12 text, /edit 12 text,
-            /delete 12, /react 12 👍, /unreact 12 👍, /thread 12, /mentions. /file PATH [caption] sends a file;
-            /download f_... [PATH] saves one (in the current folder by default, never over an existing file).
-            Commands: /history, /typing, /stoptyping, /unread, /status, /background, /foreground, /connect,
-            /disconnect, /ping, /offline, /online, /help, /quit. Messages shown here are marked read.
-            /background and /foreground play the app-lifecycle rules (auto mode drops the socket in the
+            Type @uid in a message to mention someone. Messages are numbered (#12): /reply 12 text, /edit 12 text, \
+            /delete 12, /react 12 👍, /unreact 12 👍, /thread 12, /mentions. /file PATH [caption] sends a file; \
+            /download f_... [PATH] saves one (in the current folder by default, never over an existing file). \
+            Commands: /history, /typing, /stoptyping, /unread, /status, /background, /foreground, /connect, \
+            /disconnect, /ping, /offline, /online, /help, /quit. Messages shown here are marked read. \
+            /background and /foreground play the app-lifecycle rules (auto mode drops the socket in the \
             background at once; --manual keeps it 30 s unless /ping).
+
+            On a terminal the line you type stays below what arrives: Left/Right, Ctrl-A/Ctrl-E (start, end), \
+            Backspace, Ctrl-U (clear), Enter (send), Ctrl-C or Ctrl-D on an empty line (quit). Colour only on a \
+            terminal, never with NO_COLOR set. From a pipe or a file, lines are read as they come, without escape \
+            codes, until the end of the input.
             """
     )
     @OptionGroup var options: ClientOptions
     @OptionGroup var receiver: ReceiverOptions
 
     func run() async throws {
+        Console.shared.enableStyle()
         try await reportingFailures {
             let (client, user) = try await options.loggedInClient()
             let conversationId: String
@@ -44,48 +50,20 @@ struct Chat: AsyncParsableCommand {
             let eventTask = Task {
                 for await event in client.events() {
                     guard event.conversationId == conversationId || event.conversationId == nil else { continue }
-                    switch event.payload {
-                    case .messageSent(let message):
+                    if case .messageSent(let message) = event.payload {
                         let mine = message.clientMessageId.map { id in sentHere.withLockedValue { $0.contains(id) } }
                         if mine != true { say(describe(message)) }
                         if message.mentions?.contains(me) == true && message.sender != me {
                             say("  ! \(message.sender) mentioned you")
                         }
                         if message.sender != me { try? await client.markRead(upTo: message.seq, in: conversationId) }
-                    case .messageUpdated(let message): say("* edited: " + describe(message))
-                    case .messageDeleted(let message): say("* " + describe(message))
-                    case .reactionAdded(let reaction):
-                        say("* \(reaction.uid) reacted \(reaction.key) to #\(reaction.messageSeq) (\(reaction.count))")
-                    case .reactionRemoved(let reaction):
-                        say(
-                            "* \(reaction.uid) took back \(reaction.key) from #\(reaction.messageSeq) (\(reaction.count))"
-                        )
-                    case .participantAdded(let participant): say("* \(participant.uid) joined")
-                    case .participantRemoved(let participant): say("* \(participant.uid) left")
-                    case .participantBanned(let ban):
-                        say("* \(ban.uid) was banned\(ban.reason.map { ": \($0)" } ?? "")")
-                    case .participantUnbanned(let ban): say("* \(ban.uid) is no longer banned")
-                    case .participantUpdated(let participant):
-                        say("* \(participant.uid) is now \(participant.role.rawValue)")
-                    case .participantTyping(let typing): say("* \(typing.uid) is typing…")
-                    case .participantTypingOff(let typing): say("* \(typing.uid) stopped typing")
-                    case .messageDelivered(let receipt) where receipt.uid != me:
-                        say("  ✓ delivered to \(receipt.uid) up to #\(receipt.seq)")
-                    case .messageRead(let receipt) where receipt.uid != me:
-                        say("  ✓✓ read by \(receipt.uid) up to #\(receipt.seq)")
-                    case .presenceUpdated(let presence) where presence.uid != me:
-                        say("* \(presence.uid) is \(presence.online ? "online" : "offline")")
-                    case .conversationUpdated(let conversation): say("* renamed \(conversation.name ?? "")")
-                    case .conversationDeleted: say("* the conversation was deleted")
-                    case .conversationUndeleted: say("* the conversation was restored")
-                    case .profileUpdated(let profile) where profile.uid != me:
-                        say("* \(profile.uid) is now called \(profile.name)")
-                    default: break
+                    } else if let line = describe(event, me: me, in: .chat) {
+                        say(line)
                     }
                 }
             }
             say("* connection: \(client.connectionStatus)")
-            for await line in StandardInput.lines() {
+            for await line in Console.shared.readLines(prompt: "\(me)> ") {
                 let text = line.trimmingCharacters(in: .whitespaces)
                 if text.isEmpty { continue }
                 if text.hasPrefix("/file ") {
@@ -110,6 +88,7 @@ struct Chat: AsyncParsableCommand {
                     say("! not sent: \(error.message) [\(error.code)]")
                 }
             }
+            Console.shared.endLines()
             statusTask.cancel()
             eventTask.cancel()
             await client.shutdown()
@@ -243,19 +222,6 @@ struct Chat: AsyncParsableCommand {
             if let parent = page.parent { say(describe(parent)) }
             for reply in page.messages { say("  " + describe(reply)) }
             if page.messages.isEmpty { say("  no replies yet") }
-        }
-    }
-}
-
-/// Lines typed on standard input, read on a thread of their own so that the async world never blocks on them.
-enum StandardInput {
-    static func lines() -> AsyncStream<String> {
-        AsyncStream { continuation in
-            let thread = Thread {
-                while let line = readLine(strippingNewline: true) { continuation.yield(line) }
-                continuation.finish()
-            }
-            thread.start()
         }
     }
 }

@@ -26,7 +26,8 @@ struct Login: AsyncParsableCommand {
                 }
                 user = try await client.login(uid: uid, authKey: key)
             }
-            say("Logged in as \(user.uid) (\(user.name)) on profile \(options.profile).")
+            try options.rememberLogin()
+            say("Logged in as \(user.uid) (\(user.name)) on profile \(options.profile) at \(try options.serverURL).")
             await client.shutdown()
         }
     }
@@ -39,7 +40,12 @@ struct Logout: AsyncParsableCommand {
     func run() async throws {
         try await reportingFailures {
             let client = try await options.makeClient()
-            try await client.logout()
+            do {
+                try await client.logout()
+            } catch let error as ParleyError where error.code == .notLoggedIn {
+                await client.shutdown()
+                throw try options.notLoggedIn()
+            }
             say("Logged out.")
             await client.shutdown()
         }
@@ -90,10 +96,11 @@ struct Send: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Send a text message, or a file with --file.",
         discussion: """
-            The message goes through the outbox: when the server cannot be reached within --wait seconds it stays \
-            queued and is sent the next time parley runs (see `parley outbox`). A file is copied into the profile's \
-            storage when it is queued, uploaded (with its progress on a terminal), then sent with the text as its \
-            caption; --wait counts from the last progress.
+            The message goes through the outbox, which keeps it on disk until the server has it. When the server \
+            cannot be reached (or does not answer within --wait seconds), the message stays queued, parley says so \
+            and exits 5: the next parley command that reaches the server sends it (`parley outbox` sends and lists \
+            what is queued). A file is copied into the profile's storage when it is queued, uploaded (with its \
+            progress on a terminal), then sent with the text as its caption; --wait counts from the last progress.
             """
     )
     @OptionGroup var options: ClientOptions
@@ -107,6 +114,14 @@ struct Send: AsyncParsableCommand {
         if file == nil && words.isEmpty { throw ValidationError("Give the text to send, or a file with --file.") }
         if file == nil && caption != nil { throw ValidationError("--text is the caption of a --file.") }
         if caption != nil && !words.isEmpty { throw ValidationError("Give the caption once: --text or the text.") }
+    }
+
+    /// How waiting for the queued message ended.
+    enum Outcome: Sendable {
+        case settled(OutgoingMessage.State)
+        /// The outbox tried and retried while the socket could not connect either.
+        case unreachable(ParleyError)
+        case timedOut
     }
 
     func run() async throws {
@@ -128,42 +143,71 @@ struct Send: AsyncParsableCommand {
             let meter = ProgressLine(label: queued.file.map { "Uploading \($0.name)" })
             // --wait seconds after the last sign of life: the queueing, or the upload's progress.
             let lastActivity = NIOLockedValueBox(ContinuousClock.now)
-            let outcome = await withTaskGroup(of: OutgoingMessage.State?.self) { group in
+            let outcome = await withTaskGroup(of: Outcome?.self) { group in
                 group.addTask {
                     for await update in updates where update.clientMessageId == queued.clientMessageId {
                         if let progress = update.uploadProgress {
                             lastActivity.withLockedValue { $0 = .now }
                             meter.show(progress)
                         }
-                        if update.state != .pending { return update.state }
+                        if update.state != .pending { return .settled(update.state) }
                     }
                     return nil
                 }
+                group.addTask { await serverUnreachable(client, baseline: [:]).map(Outcome.unreachable) }
                 group.addTask { [wait] in
                     while true {
                         let deadline = lastActivity.withLockedValue { $0 } + .seconds(wait)
-                        guard ContinuousClock.now < deadline else { return nil }
+                        guard ContinuousClock.now < deadline else { return .timedOut }
                         do { try await Task.sleep(until: deadline) } catch { return nil }
                     }
                 }
                 defer { group.cancelAll() }
-                return await group.next() ?? nil
+                while let result = await group.next() { if let result { return result } }
+                return Outcome.timedOut
             }
             meter.end()
+            let server = try options.serverURL.absoluteString
             switch outcome {
-            case .sent(let message):
+            case .settled(.sent(let message)):
                 say("Sent #\(message.seq) to \(message.conversationId).")
                 for file in message.files { say("  " + describe(file)) }
-            case .failed(let code, let message):
+            case .settled(.failed(let code, let message)):
                 try? client.cancelMessage(clientMessageId: queued.clientMessageId)
+                await client.shutdown()
                 throw ParleyError(code, message)
-            case .cancelled, .pending, .reacted, nil:
-                say(
-                    "Queued as \(queued.clientMessageId): the server did not answer in \(wait) s; it is sent next time."
+            case .settled(.cancelled), .settled(.pending), .settled(.reacted), .timedOut:
+                await client.shutdown()
+                throw ParleyError(
+                    .timeout,
+                    "Queued as \(queued.clientMessageId), not sent: the server at \(server) did not answer within "
+                        + "\(wait) s; it goes with the next parley command that reaches it (`parley outbox` lists it)."
+                )
+            case .unreachable(let error):
+                await client.shutdown()
+                throw ParleyError(
+                    error.code,
+                    "Queued as \(queued.clientMessageId), not sent: the server at \(server) cannot be reached; it goes "
+                        + "with the next parley command that reaches it (`parley outbox` lists it)."
                 )
             }
             await client.shutdown()
         }
+    }
+}
+
+/// Returns once the outbox shows that the server cannot be reached: a pending entry was tried twice more than in
+/// `baseline` (its attempts then; so at least one attempt failed and was retried) while the socket is not connected.
+/// A server that takes messages over HTTP, or answers slowly, never gets there. Nil when cancelled.
+func serverUnreachable(_ client: ParleyClient, baseline: [String: Int]) async -> ParleyError? {
+    while true {
+        let retried = client.outgoingMessages().contains {
+            $0.state == .pending && $0.attempts >= (baseline[$0.clientMessageId] ?? 0) + 2
+        }
+        if retried && client.connectionStatus != .connected {
+            return ParleyError(.serverUnreachable, "The server could not be reached.")
+        }
+        do { try await Task.sleep(for: .milliseconds(100)) } catch { return nil }
     }
 }
 
@@ -199,7 +243,12 @@ struct Download: AsyncParsableCommand {
 
 struct Outbox: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "List the messages not sent yet; retry or cancel one."
+        abstract: "Send what is queued, then list the messages not sent yet; retry or cancel one.",
+        discussion: """
+            Pending messages get up to --wait seconds to go out; each one sent meanwhile is reported \
+            (`sent <id>: #12 in c_...`), then what is left is listed. When the server cannot be reached, the last \
+            line says so; the messages stay queued.
+            """
     )
     @OptionGroup var options: ClientOptions
     @Option(help: "Send this failed message again (its client message id).") var retry: String?
@@ -209,20 +258,50 @@ struct Outbox: AsyncParsableCommand {
     func run() async throws {
         try await reportingFailures {
             let (client, _) = try await options.loggedInClient()
+            // Subscribed before anything changes, so that every entry sent during this run is seen.
+            let updates = client.outboxUpdates()
+            let start = client.outgoingMessages().filter { $0.state == .pending }
+            let before = Set(start.map(\.clientMessageId))
+            let baseline = Dictionary(start.map { ($0.clientMessageId, $0.attempts) }, uniquingKeysWith: max)
             if let retry { try client.retryMessage(clientMessageId: retry) }
             if let cancel { try client.cancelMessage(clientMessageId: cancel) }
             // Give pending messages up to --wait seconds to go out, as they do whenever parley runs.
-            let updates = client.outboxUpdates()
+            let done = NIOLockedValueBox([OutgoingMessage]())
             func pending() -> Bool { client.outgoingMessages().contains { $0.state == .pending } }
+            let unreachableError = NIOLockedValueBox<ParleyError?>(nil)
             if pending() {
                 await withTaskGroup(of: Void.self) { group in
-                    group.addTask { for await _ in updates where !pending() { return } }
+                    group.addTask {
+                        for await update in updates {
+                            switch update.state {
+                            case .sent, .reacted: done.withLockedValue { $0.append(update) }
+                            case .pending, .failed, .cancelled: break
+                            }
+                            if !pending() { return }
+                        }
+                    }
+                    group.addTask {
+                        let error = await serverUnreachable(client, baseline: baseline)
+                        unreachableError.withLockedValue { $0 = error }
+                    }
                     group.addTask { [wait] in try? await Task.sleep(for: .seconds(wait)) }
                     await group.next()
                     group.cancelAll()
                 }
             }
+            let sent = done.withLockedValue { $0 }
+            for message in sent {
+                let outcome =
+                    switch message.state {
+                    case .sent(let sent): ": #\(sent.seq) in \(sent.conversationId)"
+                    default: ""
+                    }
+                say("sent \(message.clientMessageId)\(outcome)  \(describeAction(message))")
+            }
+            // Pending at the start, gone now and not seen going (sent as this command started): sent too.
             let messages = client.outgoingMessages()
+            let left = Set(messages.map(\.clientMessageId)).union(sent.map(\.clientMessageId))
+            for id in before.subtracting(left).sorted() where id != cancel { say("sent \(id)") }
             for message in messages {
                 let state =
                     switch message.state {
@@ -231,23 +310,38 @@ struct Outbox: AsyncParsableCommand {
                     case .sent, .reacted: "done"
                     case .cancelled: "cancelled"
                     }
-                let action =
-                    switch message.action {
-                    case .send: message.replyTo.map { "reply to \($0): " } ?? ""
-                    case .edit(let target): "edit \(target): "
-                    case .delete(let target): "delete \(target)"
-                    case .react(let target, let key, let add): "\(add ? "react" : "unreact") \(key) on \(target)"
-                    }
-                var text = message.parts.compactMap(\.text).joined(separator: " ")
-                if let file = message.file {
-                    let upload = file.attachmentId.map { "uploaded as \($0)" } ?? "not uploaded"
-                    text = "[file \(file.name), \(humanSize(file.size)), \(upload)] " + text
-                }
-                say("\(message.clientMessageId)  \(state)  attempts \(message.attempts)  \(action)\(text)")
+                say("\(message.clientMessageId)  \(state)  attempts \(message.attempts)  \(describeAction(message))")
             }
             if messages.isEmpty { say("The outbox is empty.") }
+            if messages.contains(where: { $0.state == .pending }) {
+                let server = try options.serverURL.absoluteString
+                if unreachableError.withLockedValue({ $0 }) != nil {
+                    say(
+                        "Not sent: the server at \(server) cannot be reached; they go with the next command that reaches it."
+                    )
+                } else {
+                    say("Not sent yet: the server at \(server) did not take them within \(wait) s.")
+                }
+            }
             await client.shutdown()
         }
+    }
+
+    /// `reply to m_1: text`, `edit m_2: text`, `react 👍 on m_3`, `[file a.pdf, 1.2 MB, not uploaded] caption`.
+    func describeAction(_ message: OutgoingMessage) -> String {
+        let action =
+            switch message.action {
+            case .send: message.replyTo.map { "reply to \($0): " } ?? ""
+            case .edit(let target): "edit \(target): "
+            case .delete(let target): "delete \(target)"
+            case .react(let target, let key, let add): "\(add ? "react" : "unreact") \(key) on \(target)"
+            }
+        var text = message.parts.compactMap(\.text).joined(separator: " ")
+        if let file = message.file {
+            let upload = file.attachmentId.map { "uploaded as \($0)" } ?? "not uploaded"
+            text = "[file \(file.name), \(humanSize(file.size)), \(upload)] " + text
+        }
+        return action + text
     }
 }
 
@@ -276,6 +370,7 @@ struct Listen: AsyncParsableCommand {
     @OptionGroup var options: ClientOptions
 
     func run() async throws {
+        Console.shared.enableStyle()
         try await reportingFailures {
             let (client, user) = try await options.loggedInClient()
             say("Listening as \(user.uid). Ctrl-C to stop.")
@@ -283,20 +378,7 @@ struct Listen: AsyncParsableCommand {
                 for await status in client.connectionStatusUpdates() { say("* connection: \(status)") }
             }
             for await event in client.events() {
-                switch event.payload {
-                case .messageSent(let message): say(describe(message))
-                case .messageUpdated(let message): say("* edited: " + describe(message))
-                case .messageDeleted(let message): say("* " + describe(message))
-                case .reactionAdded(let reaction):
-                    say(
-                        "* \(reaction.uid) reacted \(reaction.key) to \(reaction.messageId) (#\(reaction.messageSeq); \(reaction.count) now)"
-                    )
-                case .reactionRemoved(let reaction):
-                    say(
-                        "* \(reaction.uid) took back \(reaction.key) from \(reaction.messageId) (#\(reaction.messageSeq); \(reaction.count) now)"
-                    )
-                default: say("* \(event.name) in \(event.conversationId ?? "-") by \(event.context.createdBy ?? "-")")
-                }
+                if let line = describe(event, me: user.uid, in: .listen) { say(line) }
             }
             statuses.cancel()
         }

@@ -9,14 +9,16 @@ struct ParleyCommand: AsyncParsableCommand {
         commandName: "parley",
         abstract: "A terminal chat client for Parley, built on the Parley SDK.",
         discussion: """
-            Options can also come from the environment: PARLEY_SERVER, PARLEY_APP_ID, PARLEY_PROFILE,
-            PARLEY_AUTH_KEY and PARLEY_API_KEY. Each profile keeps its own logged-in user, so two terminals with
-            two profiles can chat with each other.
+            Options can also come from the environment: PARLEY_SERVER, PARLEY_APP_ID, PARLEY_PROFILE, \
+            PARLEY_AUTH_KEY and PARLEY_API_KEY. Each profile keeps its own logged-in user, so two terminals with \
+            two profiles can chat with each other, and remembers the server and App ID it logged in at, so later \
+            commands on it need neither --server nor PARLEY_APP_ID.
 
-            Exit codes: 0 ok, 1 other failure, 2 usage (an invalid argument too),
-            3 authentication (not logged in, bad key or token), 4 unknown app, user, conversation, message, file
-            or ban, 5 server unreachable, 6 refused (not allowed, invalid or deleted message, reaction limit,
-            banned, file too large or invalid). A file that cannot be read is a usage error (2).
+            Exit codes: 0 ok, 1 other failure, 2 usage (an invalid argument too), \
+            3 authentication (not logged in, bad key or token), 4 unknown app, user, conversation, message, file \
+            or ban, 5 server unreachable or not answering (send: the message stays queued, not sent), 6 refused \
+            (not allowed, invalid or deleted message, reaction limit, banned, file too large or invalid). A file \
+            that cannot be read is a usage error (2).
             """,
         subcommands: [
             Login.self, Logout.self, WhoAmI.self, Profile.self, Conversations.self, Send.self, Download.self,
@@ -25,27 +27,64 @@ struct ParleyCommand: AsyncParsableCommand {
             ReportCommand.self, Admin.self,
         ]
     )
+
+    /// Runs the command. ArgumentParser exits 64 (`EX_USAGE`) on an invalid command line; parley exits 2 there, as
+    /// its own usage errors do and as the README documents.
+    static func main() async {
+        do {
+            var command = try parseAsRoot()
+            if var asynchronous = command as? any AsyncParsableCommand {
+                try await asynchronous.run()
+            } else {
+                try command.run()
+            }
+        } catch {
+            guard exitCode(for: error) == .validationFailure else { exit(withError: error) }
+            FileHandle.standardError.write(Data((fullMessage(for: error) + "\n").utf8))
+            exit(withError: ExitCode(usageExitCode))
+        }
+    }
 }
+
+/// The exit code of a usage error (an invalid command line or argument).
+let usageExitCode: Int32 = 2
 
 /// Options every command that talks to the server takes.
 struct ClientOptions: ParsableArguments {
-    @Option(help: "The server's URL (env PARLEY_SERVER).")
-    var server: String = ProcessInfo.processInfo.environment["PARLEY_SERVER"] ?? "http://127.0.0.1:8080"
+    @Option(
+        help: """
+            The server's URL (env PARLEY_SERVER; default: the one the profile logged in at, else \
+            http://127.0.0.1:8080).
+            """
+    )
+    var server: String?
 
-    @Option(name: .customLong("app-id"), help: "The App ID the server printed on first start (env PARLEY_APP_ID).")
+    @Option(
+        name: .customLong("app-id"),
+        help: """
+            The App ID the server printed on first start (env PARLEY_APP_ID; default: the one the profile logged \
+            in with).
+            """
+    )
     var appId: String?
 
     @Option(help: "Keeps this profile's logged-in user apart from others (env PARLEY_PROFILE).")
     var profile: String = ProcessInfo.processInfo.environment["PARLEY_PROFILE"] ?? "default"
 
-    @Option(
+    @Flag(
         help: "Manual socket mode: connect only on demand (the reference SDK's autoEstablishSocketConnection(false)).")
-    var manual: Bool = false
+    var manual = false
 
+    /// What the profile remembers from its last login (its server and App ID).
+    var record: ProfileRecord? { ProfileRecord.load(from: storageDirectory) }
+
+    /// The server given (flag, then environment), else the profile's, else the default; in one spelling.
     var serverURL: URL {
         get throws {
-            guard let url = URL(string: server), url.scheme == "http" || url.scheme == "https", url.host != nil else {
-                throw CLIFailure.usage("--server must be an http:// or https:// URL, not \(server).")
+            let given = server ?? ProcessInfo.processInfo.environment["PARLEY_SERVER"].flatMap { $0.isEmpty ? nil : $0 }
+            let text = given ?? record?.server ?? "http://127.0.0.1:8080"
+            guard let url = normalizedServerURL(text) else {
+                throw CLIFailure.usage("--server must be an http:// or https:// URL, not \(text).")
             }
             return url
         }
@@ -53,8 +92,10 @@ struct ClientOptions: ParsableArguments {
 
     var resolvedAppId: String {
         get throws {
-            guard let id = appId ?? ProcessInfo.processInfo.environment["PARLEY_APP_ID"], !id.isEmpty else {
-                throw CLIFailure.usage("Give the App ID with --app-id or PARLEY_APP_ID.")
+            let given = appId ?? ProcessInfo.processInfo.environment["PARLEY_APP_ID"].flatMap { $0.isEmpty ? nil : $0 }
+            guard let id = given ?? record?.appId else {
+                throw CLIFailure.usage(
+                    "Give the App ID with --app-id or PARLEY_APP_ID (parley-server prints it on first start).")
             }
             return id
         }
@@ -77,13 +118,38 @@ struct ClientOptions: ParsableArguments {
         return try await ParleyClient.initialize(appId: try resolvedAppId, settings: settings)
     }
 
+    /// Remembers the server and App ID this profile logged in at (after a login).
+    func rememberLogin() throws {
+        ProfileRecord(server: try serverURL.absoluteString, appId: try resolvedAppId).save(in: storageDirectory)
+    }
+
     /// A client with a logged-in user.
     func loggedInClient() async throws -> (ParleyClient, User) {
         let client = try await makeClient()
         guard let user = client.getLoggedInUser() else {
-            throw ParleyError(.notLoggedIn, "Not logged in on profile \(profile): run `parley login <uid>` first.")
+            await client.shutdown()
+            throw try notLoggedIn()
         }
         return (client, user)
+    }
+
+    /// Why there is no user: nobody logged in on the profile, or at another server or app than this command's.
+    func notLoggedIn() throws -> ParleyError {
+        let url = try serverURL.absoluteString
+        let app = try resolvedAppId
+        if let record, record.server != url || record.appId != app {
+            let other = record.server != url ? "at \(record.server)" : "with App ID \(record.appId)"
+            let fix = record.server != url ? "--server \(record.server)" : "--app-id \(record.appId)"
+            return ParleyError(
+                .notLoggedIn,
+                "Not logged in on profile \(profile) at \(url) (App ID \(app)): the profile logged in \(other). "
+                    + "Give \(fix) (or leave it out), or run `parley login <uid> --profile \(profile)` here."
+            )
+        }
+        return ParleyError(
+            .notLoggedIn,
+            "Not logged in on profile \(profile) at \(url): run `parley login <uid> --profile \(profile)` first."
+        )
     }
 }
 
@@ -122,7 +188,7 @@ func withFailureReporting(_ body: () async throws -> Void) async throws {
         try await body()
     } catch let failure as CLIFailure {
         printError(failure.description)
-        throw ExitCode(2)
+        throw ExitCode(usageExitCode)
     } catch let error as ParleyError {
         printError("\(error.message) [\(error.code)]")
         throw ExitCode(cliExitCode(for: error.code))
@@ -149,9 +215,9 @@ func printError(_ message: String) {
     FileHandle.standardError.write(Data("parley: \(message)\n".utf8))
 }
 
-/// Writes a line to standard output at once (stdout may be a pipe).
+/// Writes a line to standard output at once (stdout may be a pipe), above the line being typed in `chat`.
 func say(_ line: String) {
-    FileHandle.standardOutput.write(Data((line + "\n").utf8))
+    Console.shared.write(line: line)
 }
 
 /// One line for a message: `[12:00:01] #12 alice: text (edited) [👍 2] (3 replies)`; a reply names its thread.

@@ -63,6 +63,9 @@ public struct ParleyApplication: Service {
             } onGracefulShutdown: {
                 Task { await group.triggerGracefulShutdown() }
             }
+        } catch let error as IOError where error.errnoCode == EADDRINUSE {
+            try? await store.close()
+            throw AddressInUseError(underlying: "\(error)")
         } catch {
             try? await store.close()
             throw error
@@ -87,6 +90,14 @@ public struct ParleyApplication: Service {
     }
 }
 
+/// A listener of the server (its port, or the metrics port) could not bind: another process uses the address.
+public struct AddressInUseError: Error, CustomStringConvertible {
+    /// The system's error, for logs.
+    public var underlying: String
+
+    public var description: String { "An address the server binds is in use (\(underlying))." }
+}
+
 /// On graceful shutdown, closes every WebSocket with 1001 (refusing new ones) and waits at most the close timeout
 /// until they are gone; what is left then is dropped. One second later every connection still open (an HTTP request
 /// that has not finished) is closed too: shutdown never waits longer than the close timeout plus one second for the
@@ -100,9 +111,11 @@ struct SocketCloser: Service {
 
     func run() async throws {
         try? await gracefulShutdown()
+        // A server that never listened (its port is taken, say) has nothing to shut down: saying so would mislead.
+        let served = readiness.current == .serving
         // Not ready from now on: load balancers stop sending clients while these close.
         readiness.markDraining()
-        logger.info("Shutting down: closing \(sockets.count) WebSocket connection(s)")
+        if served { logger.info("Shutting down: closing \(sockets.count) WebSocket connection(s)") }
         let deadline = ContinuousClock.now + closeTimeout
         admission.closeEveryConnection(after: (closeTimeout + .seconds(1)).timeAmount)
         sockets.closeAll(code: WebSocketCloseCode.goingAway, reason: .serverShuttingDown)

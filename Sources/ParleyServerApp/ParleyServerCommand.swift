@@ -185,6 +185,11 @@ struct ServeOptions: ParsableArguments {
             throw ValidationError("--node-timeout-seconds must be longer than --node-heartbeat-seconds (> 0).")
         }
         try settings.checkEveryFileKeyIsKnown()
+        // A taken port stops the start before the database is opened, with one line that says what to do.
+        try requireFree(configuration.hostname, configuration.port, option: "--port")
+        if let metrics = configuration.metrics.listener {
+            try requireFree(metrics.hostname, metrics.port, option: "--metrics-port")
+        }
 
         let store = try await location.openStore(
             logger: logger, asServer: true, creation: create ? .ifMissingOrEmpty : .ifMissing
@@ -205,8 +210,29 @@ struct ServeOptions: ParsableArguments {
             )
         }
         let application = try await buildApplication(configuration, store: store, cluster: cluster, logger: logger)
-        try await application.runService()
+        do {
+            try await application.runService()
+        } catch let error as AddressInUseError {
+            // Taken between the check and the start.
+            logger.debug("\(error)")
+            let metricsPort = configuration.metrics.listener.map { " (or the metrics port, \($0.port))" } ?? ""
+            throw portInUse(configuration.hostname, configuration.port, option: "--port", also: metricsPort)
+        }
         logger.info("Stopped")
+    }
+
+    /// Throws the one-line failure of a taken port when `port` on `hostname` cannot be bound now (port 0 always can).
+    func requireFree(_ hostname: String, _ port: Int, option: String) throws {
+        guard port != 0, !PortProbe.canBind(hostname: hostname, port: port) else { return }
+        throw portInUse(hostname, port, option: option)
+    }
+
+    func portInUse(_ hostname: String, _ port: Int, option: String, also: String = "") -> ExitCode {
+        let line =
+            "parley-server: port \(port) on \(hostname) is in use\(also): stop what uses it or choose another "
+            + "with \(option)\n"
+        FileHandle.standardError.write(Data(line.utf8))
+        return ExitCode(1)
     }
 }
 
@@ -610,5 +636,29 @@ struct ObservabilityOptions: ParsableArguments {
             level: try await level(logLevel, "log-level", .info), json: format == "json",
             requestLogLevel: try await level(requestLogLevel, "request-log-level", .debug), metrics: metrics
         )
+    }
+}
+
+/// Whether a listener could bind an address now: a socket with `SO_REUSEADDR` (as the server's listener has) bound to
+/// its first address, then closed. Only `EADDRINUSE` counts as taken; anything else is left to the server to report.
+enum PortProbe {
+    static func canBind(hostname: String, port: Int) -> Bool {
+        var hints = addrinfo()
+        hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV
+        hints.ai_family = AF_UNSPEC
+        #if os(Linux)
+            hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+        #else
+            hints.ai_socktype = SOCK_STREAM
+        #endif
+        var addresses: UnsafeMutablePointer<addrinfo>?
+        guard getaddrinfo(hostname, String(port), &hints, &addresses) == 0, let first = addresses else { return true }
+        defer { freeaddrinfo(addresses) }
+        let descriptor = socket(first.pointee.ai_family, first.pointee.ai_socktype, first.pointee.ai_protocol)
+        guard descriptor >= 0 else { return true }
+        defer { close(descriptor) }
+        var one: Int32 = 1
+        setsockopt(descriptor, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+        return bind(descriptor, first.pointee.ai_addr, first.pointee.ai_addrlen) == 0 || errno != EADDRINUSE
     }
 }
