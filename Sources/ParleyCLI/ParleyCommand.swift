@@ -114,6 +114,8 @@ struct ClientOptions: ParsableArguments {
             .serverURL(try serverURL)
             .storageDirectory(storageDirectory)
             .autoEstablishSocketConnection(!manual)
+            // Each profile is a user of its own: its token stays in its folder (the Keychain keeps one per App ID).
+            .credentialStore(FileCredentialStore(directory: storageDirectory.appendingPathComponent("credentials")))
             .build()
         return try await ParleyClient.initialize(appId: try resolvedAppId, settings: settings)
     }
