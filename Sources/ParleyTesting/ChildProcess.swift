@@ -118,9 +118,12 @@ public struct ProgramOutcome: Sendable {
 public enum ProgramRun {
     /// Runs `executable` with `arguments` and `environment`, its standard input from `input` (nil: nothing); killed
     /// after `timeout`.
+    ///
+    /// A program that runs until stopped (`parley listen`) is interrupted (SIGINT) as soon as its output so far
+    /// satisfies `stopWhen` (read every 50 ms), or killed at `timeout`.
     public static func run(
         _ executable: String, arguments: [String], environment: [String: String], input: URL? = nil,
-        timeout: Duration = .seconds(60)
+        timeout: Duration = .seconds(60), stopWhen: (@Sendable (String) -> Bool)? = nil
     ) async throws -> ProgramOutcome {
         let folder = try TemporaryDirectory(prefix: "parley-program")
         defer { folder.remove() }
@@ -144,12 +147,21 @@ public enum ProgramRun {
         let status = await withCheckedContinuation { (continuation: CheckedContinuation<Int32, Never>) in
             let waiter = Thread {
                 // Polled every 5 ms on this thread, so that the deadline needs no timer.
+                var polls = 0
+                var interrupted = false
                 while true {
                     if let status = child.terminationStatus {
                         continuation.resume(returning: status)
                         return
                     }
                     if ContinuousClock.now >= deadline { child.signal(SIGKILL) }
+                    polls += 1
+                    if let stopWhen, !interrupted, polls % 10 == 0,
+                        let output = try? String(contentsOfFile: outPath, encoding: .utf8), stopWhen(output)
+                    {
+                        interrupted = true
+                        child.signal(SIGINT)
+                    }
                     usleep(5_000)
                 }
             }

@@ -17,14 +17,15 @@ struct CLINewcomerTests {
     /// of the test process leaks in.
     static func parley(
         _ arguments: [String], home: TemporaryDirectory, environment: [String: String?] = [:], input: URL? = nil,
-        timeout: Duration = .seconds(60)
+        timeout: Duration = .seconds(60), stopWhen: (@Sendable (String) -> Bool)? = nil
     ) async throws -> Outcome {
         var variables = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("PARLEY_") }
         variables["PARLEY_HOME"] = home.path
         variables["NO_COLOR"] = nil
         for (name, value) in environment { variables[name] = value }
         return try await ProgramRun.run(
-            CLIBinary.executable.path, arguments: arguments, environment: variables, input: input, timeout: timeout
+            CLIBinary.executable.path, arguments: arguments, environment: variables, input: input, timeout: timeout,
+            stopWhen: stopWhen
         )
     }
 
@@ -132,8 +133,10 @@ struct CLINewcomerTests {
         let server = try await TestServer.start()
         let home = try TemporaryDirectory(prefix: "parley-cli-home")
         try await Self.login(["alice", "bob", "carol"], server: server.baseURL, app: server.app, home: home)
-        // `listen` runs until stopped: here for 8 s, while alice acts once it is connected.
-        async let listening = Self.parley(["listen", "--profile", "bob"], home: home, timeout: .seconds(8))
+        // `listen` runs until stopped: here until it has shown the role change (the last of alice's acts), at most 60 s.
+        async let listening = Self.parley(
+            ["listen", "--profile", "bob"], home: home, timeout: .seconds(60),
+            stopWhen: { $0.contains("is now admin in") })
         let connected = await server.snapshot { $0.liveConnections >= 1 }
         #expect(connected.liveConnections >= 1)
         let created = try await Self.parley(["group", "create", "Friends", "bob", "--profile", "alice"], home: home)

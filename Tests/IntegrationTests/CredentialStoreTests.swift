@@ -7,7 +7,7 @@ import Testing
 
 /// Where the auth token lives (docs/SDK.md, "Credentials"): in the credential store, never in the session file; a
 /// session file of an earlier version has its token moved there; logout removes it.
-@Suite(.timeLimit(.minutes(1))) struct CredentialStoreTests {
+@Suite(.timeLimit(.minutes(3))) struct CredentialStoreTests {
     /// A store in memory: what the app (or a test) would pass instead of the Keychain.
     final class MemoryStore: CredentialStore {
         let tokens = NIOLockedValueBox<[String: String]>([:])

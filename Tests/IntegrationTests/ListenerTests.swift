@@ -8,7 +8,7 @@ import Testing
 
 /// The listener rules of docs/SDK.md, proven against a live server: every listener gets every event, on the queue the
 /// settings name; a removed listener gets nothing more; the Builder's default connection mode is auto.
-@Suite(.timeLimit(.minutes(1))) struct ListenerTests {
+@Suite(.timeLimit(.minutes(3))) struct ListenerTests {
     /// Records events and whether each arrived on the queue with `key` set.
     final class QueueCheckingListener: ParleyEventListener {
         let key: DispatchSpecificKey<String>

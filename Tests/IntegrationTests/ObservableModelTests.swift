@@ -6,7 +6,7 @@ import Testing
 
 /// The SwiftUI models (docs/SDK.md, "SwiftUI models"), event by event against a live server, on the main actor as a
 /// view would use them.
-@MainActor @Suite(.timeLimit(.minutes(1))) struct ObservableModelTests {
+@MainActor @Suite(.timeLimit(.minutes(3))) struct ObservableModelTests {
     /// Polls `condition` on the main actor until it holds (at most 10 s); whether it did.
     func eventually(_ condition: () -> Bool) async -> Bool {
         let deadline = ContinuousClock.now + .seconds(10)

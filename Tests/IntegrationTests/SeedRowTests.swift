@@ -8,7 +8,7 @@ import Testing
 /// ChatCenterUI's rows of docs/SDK.md that need more than an instance: the static `setDeviceToken` (before any client
 /// exists, and followed by the clients that do), `getUnreadMessagesCount(completion:)`, and links opened only when the
 /// delegate allows.
-@Suite(.timeLimit(.minutes(1))) struct SeedRowTests {
+@Suite(.timeLimit(.minutes(3))) struct SeedRowTests {
     static let token = Data((0..<32).map { UInt8($0) })
     static let newToken = Data((0..<32).map { UInt8(255 - $0) })
 

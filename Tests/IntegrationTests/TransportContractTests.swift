@@ -14,7 +14,7 @@ import Testing
 /// events, sends over the socket, hears the server's close code (a revoked token: 4001, no retry) and disconnects.
 /// ``URLSessionWebSocketTransport`` runs here through its seam, over a real WebSocket of SwiftNIO's (libcurl, under
 /// URLSession on Linux, has no WebSocket): everything but the system task itself is exercised.
-@Suite(.timeLimit(.minutes(1))) struct TransportContractTests {
+@Suite(.timeLimit(.minutes(3))) struct TransportContractTests {
     enum Kind: String, CaseIterable, Sendable {
         case nio
         case urlSession

@@ -206,10 +206,12 @@ import Observation
             let updates = list.updates()
             following.add(
                 Task { [weak self] in
-                    for await messages in updates {
+                    for await _ in updates {
                         guard let self else { return }
-                        self.messages = messages
-                        self.hasOlder = self.list?.hasOlder ?? false
+                        // The list's state now, not the snapshot the stream kept: a newer one may be in already
+                        // (``loadOlder()`` reads it at once).
+                        self.messages = list.messages
+                        self.hasOlder = list.hasOlder
                     }
                 })
         } catch {
