@@ -8,7 +8,7 @@ import Testing
 /// codes, the profile's server, a stopped server, `listen`'s lines, `chat` from a file, a taken port.
 @Suite(
     .enabled(if: CLIBinary.isAvailable, "CLI tests SKIPPED: they need the parley binary (swift build --build-tests)."),
-    .timeLimit(.minutes(2))
+    .timeLimit(.minutes(2)), .serialized
 )
 struct CLINewcomerTests {
     typealias Outcome = ProgramOutcome
