@@ -43,11 +43,29 @@ let package = Package(
     targets: [
         // Wire types shared by the server and the SDK: REST bodies, WebSocket frames, events, error codes.
         .target(name: "ParleyProtocol"),
-        // REST operations generated from Sources/ParleyAPI/openapi.yaml (the source of truth for the REST API).
+        // The REST API's types, generated from Sources/ParleyAPI/openapi.yaml (the source of truth for the REST API);
+        // its client (the SDK's) and its server are generated apart over them, so an app's build generates no server
+        // code.
         .target(
             name: "ParleyAPI",
             dependencies: [
                 "ParleyProtocol",
+                .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
+            ],
+            plugins: [.plugin(name: "OpenAPIGenerator", package: "swift-openapi-generator")]
+        ),
+        .target(
+            name: "ParleyAPIClient",
+            dependencies: [
+                "ParleyProtocol", "ParleyAPI",
+                .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
+            ],
+            plugins: [.plugin(name: "OpenAPIGenerator", package: "swift-openapi-generator")]
+        ),
+        .target(
+            name: "ParleyAPIServer",
+            dependencies: [
+                "ParleyProtocol", "ParleyAPI",
                 .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
             ],
             plugins: [.plugin(name: "OpenAPIGenerator", package: "swift-openapi-generator")]
@@ -79,7 +97,7 @@ let package = Package(
         .target(
             name: "ParleyServer",
             dependencies: [
-                "ParleyProtocol", "ParleyAPI", "ParleyStore", "ParleyStoreSQLite",
+                "ParleyProtocol", "ParleyAPI", "ParleyAPIServer", "ParleyStore", "ParleyStoreSQLite",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "OpenAPIHummingbird", package: "swift-openapi-hummingbird"),
                 .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
@@ -122,7 +140,7 @@ let package = Package(
         .target(
             name: "Parley",
             dependencies: [
-                "ParleyProtocol", "ParleyAPI",
+                "ParleyProtocol", "ParleyAPI", "ParleyAPIClient",
                 .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
                 .product(name: "OpenAPIURLSession", package: "swift-openapi-urlsession"),
                 // The WebSocket where URLSession has none (Linux): SwiftNIO's. Apple platforms use URLSession's and
@@ -177,6 +195,9 @@ let package = Package(
             name: "ParleyBench",
             dependencies: [
                 "ParleyProtocol",
+                // The offline store's scenario (offline-store) opens the SDK's store directly.
+                "Parley",
+                .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
                 .product(name: "NIOCore", package: "swift-nio"),

@@ -20,8 +20,13 @@ public struct AppSettings: Sendable {
     public var autoEstablishSocketConnection: Bool
     /// Receive presence for every user of the app, not only for users who share a conversation.
     public var subscribePresenceForAllUsers: Bool
-    /// Folder of the saved session (the logged-in user and token).
+    /// Folder of what the SDK keeps on the device: the saved session, the outbox, stream positions and the offline
+    /// store.
     public var storageDirectory: URL
+    /// How many of each conversation's newest messages the device keeps to show offline
+    /// (``ParleyClient/storedMessages(conversationId:)``); older ones are evicted first. 0 keeps no messages and no
+    /// conversation list. Default: 200.
+    public var offlineMessageLimit: Int = 200
     /// The queue on which listeners are called. Defaults to the main queue on Apple platforms and to a private
     /// serial queue elsewhere.
     public var callbackQueue: DispatchQueue
@@ -67,6 +72,8 @@ public struct AppSettings: Sendable {
         }
         public func subscribePresenceForAllUsers() -> Builder { with { $0.subscribePresenceForAllUsers = true } }
         public func storageDirectory(_ url: URL) -> Builder { with { $0.storageDirectory = url } }
+        /// How many messages per conversation the device keeps (``AppSettings/offlineMessageLimit``); 0 for none.
+        public func offlineMessageLimit(_ limit: Int) -> Builder { with { $0.offlineMessageLimit = max(0, limit) } }
         public func callbackQueue(_ queue: DispatchQueue) -> Builder { with { $0.callbackQueue = queue } }
         public func connectionTuning(_ tuning: ConnectionTuning) -> Builder { with { $0.connectionTuning = tuning } }
         /// The source of foreground/background changes; nil for none (always foreground).

@@ -73,6 +73,7 @@ public final class MessageList: Sendable {
             state.timeline.load(page, older: true)
             state.nextCursor = page.nextCursor
         }
+        if thread == nil { client.offline.merge(page, of: conversationId) }
     }
 
     /// Stops following the conversation and ends the update streams.
@@ -134,6 +135,7 @@ public final class MessageList: Sendable {
             for event in state.early { state.timeline.apply(event) }
             state.early = []
         }
+        if thread == nil { client.offline.merge(page, of: conversationId) }
     }
 
     /// A page, without the messages of users the reader blocked (unless the settings show them).
@@ -192,7 +194,7 @@ extension ParleyClient {
 ///   the reader's own reactions.
 ///
 /// An event applies to a message only when its `seq` is above the position the message was read at.
-struct MessageTimeline: Sendable, Hashable {
+struct MessageTimeline: Sendable, Hashable, Codable {
     let viewer: String
     let thread: String?
     private(set) var messages: [Message] = []
@@ -227,6 +229,33 @@ struct MessageTimeline: Sendable, Hashable {
             readAt[pageParent.id] = position
         }
         if !older { newest = max(newest, position) }
+    }
+
+    /// Takes a page read from the server into a timeline kept on the device (``OfflineStore``): a message it does not
+    /// hold joins; one it holds takes the page's state when the page was read after the message last changed here.
+    mutating func merge(_ page: MessagePage) {
+        let position = page.lastSeq ?? 0
+        var index = Dictionary(messages.enumerated().map { ($1.id, $0) }, uniquingKeysWith: { first, _ in first })
+        for message in page.messages {
+            if let at = index[message.id] {
+                guard position > readAt[message.id, default: 0] else { continue }
+                messages[at] = message
+            } else {
+                index[message.id] = messages.count
+                messages.append(message)
+            }
+            readAt[message.id] = position
+        }
+        messages.sort { $0.seq < $1.seq }
+        newest = max(newest, position)
+    }
+
+    /// Keeps the newest `limit` messages (the timeline of the offline store).
+    mutating func keepNewest(_ limit: Int) {
+        guard messages.count > limit else { return }
+        let dropped = messages.prefix(messages.count - limit)
+        for message in dropped { readAt.removeValue(forKey: message.id) }
+        messages.removeFirst(dropped.count)
     }
 
     /// Applies one event of the conversation; returns whether anything changed.

@@ -1,4 +1,5 @@
 import ParleyAPI
+import ParleyAPIClient
 import ParleyProtocol
 
 /// The app as its operator sees it (docs/PROTOCOL.md, "The app's operator"): its figures, the web origins allowed to

@@ -1,4 +1,5 @@
 import ParleyAPI
+import ParleyAPIClient
 import ParleyProtocol
 
 /// Webhooks: the app's server registers the endpoints of its backend (docs/PROTOCOL.md, "Webhooks").

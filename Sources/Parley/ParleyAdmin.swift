@@ -1,5 +1,6 @@
 import Foundation
 import ParleyAPI
+import ParleyAPIClient
 
 /// Server-to-server calls with the app's secret REST API key: create users, issue and revoke auth tokens.
 ///

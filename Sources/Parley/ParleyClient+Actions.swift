@@ -1,5 +1,6 @@
 import Foundation
 import ParleyAPI
+import ParleyAPIClient
 
 /// Profile, conversation management, receipts, typing, unread counts and presence.
 extension ParleyClient {

@@ -1,4 +1,5 @@
 import ParleyAPI
+import ParleyAPIClient
 
 extension ParleyClient {
     /// The direct conversation with `uid`, created on first use.

@@ -2,6 +2,7 @@ import Dispatch
 import Foundation
 import Logging
 import ParleyAPI
+import ParleyAPIClient
 
 /// The app lifecycle: push token, entering and leaving the signed-in zone, the open chat, notifications, the unread
 /// badge and the delegate. docs/SDK.md has the table of stages.

@@ -1,5 +1,6 @@
 import Foundation
 import ParleyAPI
+import ParleyAPIClient
 
 /// Who a message goes to.
 public enum Receiver: Sendable, Hashable, Codable {

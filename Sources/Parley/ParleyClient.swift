@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import NIOConcurrencyHelpers
 import ParleyAPI
+import ParleyAPIClient
 
 /// The Parley SDK: one client per app, safe to use from any thread or task.
 ///
@@ -33,6 +34,8 @@ public final class ParleyClient: Sendable {
     let logger: Logger
     let pipeline: EventPipeline
     let outbox: Outbox
+    /// The conversations and recent messages kept on the device.
+    let offline: OfflineStore
     let outboxBroadcaster: Broadcaster<any OutboxListener, OutgoingMessage>
     let push: PushRegistrationStore
     let delegates: DelegateHub
@@ -99,6 +102,10 @@ public final class ParleyClient: Sendable {
             $0.onMessageStateChanged($1)
         }
         let outbox = Outbox(directory: settings.storageDirectory, appId: appId) { outboxUpdates.publish($0) }
+        let offline = OfflineStore(
+            directory: settings.storageDirectory, appId: appId, limit: settings.offlineMessageLimit, logger: logger
+        )
+        self.offline = offline
         self.outboxBroadcaster = outboxUpdates
         self.outbox = outbox
         self.appId = appId
@@ -130,6 +137,8 @@ public final class ParleyClient: Sendable {
                 {
                     return
                 }
+                // Stored before listeners hear of it: what they then read from the store includes it.
+                offline.record(event)
                 events.publish(event)
                 delegates.observe(event)
             },
@@ -200,6 +209,7 @@ public final class ParleyClient: Sendable {
             state.withLockedValue { $0.session = saved }
             pipeline.begin(uid: saved.user.uid)
             outbox.begin(uid: saved.user.uid)
+            offline.begin(uid: saved.user.uid)
         }
         driverBox.withLockedValue { $0 = driver }
     }
@@ -351,6 +361,7 @@ public final class ParleyClient: Sendable {
         try sessionStore.save(session)
         pipeline.begin(uid: user.uid)
         outbox.begin(uid: user.uid)
+        offline.begin(uid: user.uid)
         let replaced = state.withLockedValue { state -> Bool in
             let replaced = state.session != nil
             state.session = session
@@ -390,6 +401,7 @@ public final class ParleyClient: Sendable {
         try sessionStore.clear()
         pipeline.end()
         outbox.end()
+        offline.end()
         blockedUsers.withLockedValue { $0 = [] }
         let chat = state.withLockedValue { state -> ChatSession? in
             defer {

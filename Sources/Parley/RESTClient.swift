@@ -3,9 +3,10 @@ import HTTPTypes
 import OpenAPIRuntime
 import OpenAPIURLSession
 import ParleyAPI
+import ParleyAPIClient
 
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// The REST API, through the client generated from the server's OpenAPI document, with Parley's credentials
@@ -20,7 +21,7 @@ struct RESTClient: Sendable {
         let configuration = URLSessionConfiguration.ephemeral
         configuration.timeoutIntervalForRequest = 20
         api = Client(
-            serverURL: serverURL, configuration: parleyOpenAPIConfiguration,
+            parley: serverURL,
             transport: URLSessionTransport(configuration: .init(session: URLSession(configuration: configuration))),
             middlewares: [CredentialsMiddleware(credentials: credentials), ErrorBodyMiddleware()]
         )

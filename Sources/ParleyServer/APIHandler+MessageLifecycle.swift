@@ -1,4 +1,5 @@
 import ParleyAPI
+import ParleyAPIServer
 import ParleyProtocol
 import ParleyStore
 

@@ -1,5 +1,6 @@
 import Foundation
 import ParleyAPI
+import ParleyAPIServer
 import ParleyProtocol
 import ParleyStore
 

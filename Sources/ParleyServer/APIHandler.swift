@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import NIOCore
 import ParleyAPI
+import ParleyAPIServer
 import ParleyProtocol
 import ParleyStore
 

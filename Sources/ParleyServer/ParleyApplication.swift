@@ -5,6 +5,7 @@ import Logging
 import NIOCore
 import OpenAPIHummingbird
 import ParleyAPI
+import ParleyAPIServer
 import ParleyProtocol
 import ParleyStore
 import ParleyStoreSQLite
@@ -222,9 +223,7 @@ public func buildApplication(
         sends: limits.sends, transferGrace: configuration.edge.requestBodyTimeout, time: time, logger: logger
     ).register(on: router)
     if let token = configuration.metrics.token { metricsEndpoint.register(on: router, token: token) }
-    try api.registerHandlers(
-        on: router, configuration: parleyOpenAPIConfiguration, middlewares: [EmptyBodyMiddleware()]
-    )
+    try api.registerParleyHandlers(on: router, middlewares: [EmptyBodyMiddleware()])
 
     let http = Application(
         router: router,

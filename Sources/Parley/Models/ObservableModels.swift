@@ -35,22 +35,17 @@ import Observation
 /// The user's conversations, most recently active first, each with its last message and unread count: an inbox
 /// screen.
 @MainActor @Observable public final class InboxModel {
-    public struct Entry: Identifiable, Hashable, Sendable {
-        public var conversation: Conversation
-        /// The newest message (nil in a conversation without any yet).
-        public var lastMessage: Message?
-        /// Messages from others the user has not read.
-        public var unread: Int
-        public var id: String { conversation.id }
-        /// When the conversation was last active: its last message, else its last change.
-        public var activityAt: Int64 { max(lastMessage?.sentAt ?? 0, conversation.updatedAt) }
-    }
+    /// A row: the conversation, its newest message and the unread count.
+    public typealias Entry = ConversationSummary
 
     /// Most recently active first.
     public private(set) var entries: [Entry] = []
     /// The unread total over every conversation.
     public private(set) var totalUnread = 0
     public private(set) var isLoading = false
+    /// Whether ``entries`` are what the device kept (shown at once by ``load()``) rather than the server's answer:
+    /// true until the server answers, and while it cannot be reached.
+    public private(set) var isStored = false
     /// The last failure of ``load()`` or of following a change.
     public private(set) var error: ParleyError?
 
@@ -64,25 +59,29 @@ import Observation
         self.limit = limit
     }
 
-    /// Reads the conversations, their last messages and unread counts, then follows their events.
+    /// Shows what the device kept at once, then reads the conversations, their last messages and unread counts
+    /// from the server, and follows their events.
     public func load() async {
         isLoading = true
         defer { isLoading = false }
         let events = client.events()
+        if entries.isEmpty {
+            entries = client.storedConversations()
+            totalUnread = entries.reduce(0) { $0 + $1.unread }
+            isStored = true
+        }
+        var failed = false
         do {
-            let list = try await client.conversations(limit: limit)
-            let unread = try await client.unreadCounts()
-            var entries: [Entry] = []
-            for conversation in list.conversations {
-                entries.append(try await entry(for: conversation, unread: unread))
-            }
-            self.entries = Self.sorted(entries)
-            totalUnread = unread.total
+            entries = try await client.inbox(limit: limit)
+            totalUnread = entries.reduce(0) { $0 + $1.unread }
+            isStored = false
             error = nil
         } catch {
             self.error = RESTClient.parleyError(error)
+            failed = true
         }
         following.cancelAll()
+        if failed { following.add(reloadOnReconnect(client) { [weak self] in await self?.load() }) }
         following.add(
             Task { [weak self] in
                 for await event in events {
@@ -90,12 +89,6 @@ import Observation
                     await self.apply(event)
                 }
             })
-    }
-
-    private func entry(for conversation: Conversation, unread: UnreadSummary) async throws -> Entry {
-        let last = try await client.fetchMessages(conversationId: conversation.id, limit: 1).messages.last
-        let count = unread.conversations.first { $0.conversationId == conversation.id }?.unread ?? 0
-        return Entry(conversation: conversation, lastMessage: last, unread: count)
     }
 
     private func apply(_ event: Event) async {
@@ -139,19 +132,16 @@ import Observation
     /// A conversation the list did not have (a first message in it, or it came back).
     private func insert(conversationId: String) async {
         do {
-            let conversation = try await client.conversation(id: conversationId)
-            let unread = try await client.unreadCounts()
+            let entry = try await client.conversationSummary(id: conversationId)
             guard !entries.contains(where: { $0.id == conversationId }) else { return }
-            entries.append(try await entry(for: conversation, unread: unread))
-            totalUnread = unread.total
+            entries.append(entry)
+            entries = Self.sorted(entries)
         } catch {
             self.error = RESTClient.parleyError(error)
         }
     }
 
-    private static func sorted(_ entries: [Entry]) -> [Entry] {
-        entries.sorted { ($0.activityAt, $0.id) > ($1.activityAt, $1.id) }
-    }
+    private static func sorted(_ entries: [Entry]) -> [Entry] { ConversationSummary.byActivity(entries) }
 
     /// Stops following the client.
     public func stop() { following.cancelAll() }
@@ -175,6 +165,9 @@ import Observation
     /// Whether older messages remain (``loadOlder()``).
     public private(set) var hasOlder = false
     public private(set) var isLoading = false
+    /// Whether ``messages`` are what the device kept (shown at once by ``load(pageSize:)``) rather than the server's:
+    /// true until the server answers, and while it cannot be reached.
+    public private(set) var isStored = false
     public private(set) var error: ParleyError?
 
     @ObservationIgnored private let client: ParleyClient
@@ -186,12 +179,17 @@ import Observation
         self.conversationId = conversationId
     }
 
-    /// Reads the newest page and follows the conversation: messages, the outbox, typing and receipts.
+    /// Shows the messages the device kept at once, then reads the newest page and follows the conversation: messages,
+    /// the outbox, typing and receipts.
     public func load(pageSize: Int = 50) async {
         isLoading = true
         defer { isLoading = false }
         stop()
         let id = conversationId
+        if messages.isEmpty {
+            messages = client.storedMessages(conversationId: id)
+            isStored = true
+        }
         let events = client.events(
             names: [.participantTyping, .participantTypingOff, .messageRead], conversationId: id
         )
@@ -202,6 +200,7 @@ import Observation
             following.onCancel { list.close() }
             messages = list.messages
             hasOlder = list.hasOlder
+            isStored = false
             error = nil
             let updates = list.updates()
             following.add(
@@ -216,6 +215,7 @@ import Observation
                 })
         } catch {
             self.error = RESTClient.parleyError(error)
+            following.add(reloadOnReconnect(client) { [weak self] in await self?.load(pageSize: pageSize) })
         }
         outgoing = client.outgoingMessages().filter { Self.isSend($0, to: id) }
         following.add(
@@ -289,6 +289,20 @@ import Observation
     public func stop() { following.cancelAll() }
 
     deinit { following.cancelAll() }
+}
+
+/// After a failed load (no network, say): loads again once the socket next connects, in a task of its own (a load
+/// cancels the tasks it replaces, this one among them).
+@MainActor private func reloadOnReconnect(
+    _ client: ParleyClient, _ load: @escaping @MainActor () async -> Void
+) -> Task<Void, Never> {
+    let statuses = client.connectionStatusUpdates()
+    return Task {
+        for await status in statuses where status == .connected {
+            Task { await load() }
+            return
+        }
+    }
 }
 
 /// The tasks a model follows the client with, cancelled together (also from `deinit`, which is not on the main actor).
