@@ -65,7 +65,10 @@ public struct AppSettings: Sendable {
 
         public init() {}
 
-        public func serverURL(_ url: URL) -> Builder { with { $0.serverURL = url } }
+        /// The server (http or https); kept in one spelling (``AppSettings/normalizedServerURL(_:)``).
+        public func serverURL(_ url: URL) -> Builder {
+            with { $0.serverURL = AppSettings.normalizedServerURL(url.absoluteString) ?? url }
+        }
         public func setRegion(region: String) -> Builder { with { $0.region = region } }
         public func autoEstablishSocketConnection(_ enabled: Bool) -> Builder {
             with { $0.autoEstablishSocketConnection = enabled }
@@ -98,6 +101,29 @@ public struct AppSettings: Sendable {
             change(&copy.settings)
             return copy
         }
+    }
+
+    /// A server URL in one spelling: scheme and host in lower case, no default port, no trailing `/`, no query or
+    /// fragment; nil when `text` is not an http(s) URL with a host. A saved session belongs to a server: a client set
+    /// up with `HTTP://Chat.example.com:443/` finds the session saved at `https://chat.example.com`.
+    public static func normalizedServerURL(_ text: String) -> URL? {
+        guard var parts = URLComponents(string: text.trimmingCharacters(in: .whitespaces)),
+            let scheme = parts.scheme?.lowercased(), scheme == "http" || scheme == "https",
+            let host = parts.host, !host.isEmpty
+        else { return nil }
+        parts.scheme = scheme
+        parts.host = host.lowercased()
+        if (scheme == "http" && parts.port == 80) || (scheme == "https" && parts.port == 443) { parts.port = nil }
+        while parts.path.hasSuffix("/") { parts.path.removeLast() }
+        parts.query = nil
+        parts.fragment = nil
+        return parts.url
+    }
+
+    /// Whether a saved session's server (`saved`, as written then) is this settings' server, in any spelling.
+    func isServer(_ saved: String) -> Bool {
+        let mine = Self.normalizedServerURL(serverURL.absoluteString)?.absoluteString ?? serverURL.absoluteString
+        return (Self.normalizedServerURL(saved)?.absoluteString ?? saved) == mine
     }
 
     static var defaultStorageDirectory: URL {

@@ -152,7 +152,7 @@ extension ParleyClient {
     public func authorize() async throws -> User {
         if let user = getLoggedInUser() { return user }
         guard let saved = try sessionStore.load(), saved.appId == appId,
-            saved.serverURL == settings.serverURL.absoluteString
+            settings.isServer(saved.serverURL)
         else { throw ParleyError(.notLoggedIn, "No saved session: log in first.") }
         pipeline.begin(uid: saved.user.uid)
         outbox.begin(uid: saved.user.uid)

@@ -204,7 +204,7 @@ public final class ParleyClient: Sendable {
             }
         )
         if let saved = try sessionStore.load(), saved.appId == appId,
-            saved.serverURL == settings.serverURL.absoluteString
+            settings.isServer(saved.serverURL)
         {
             state.withLockedValue { $0.session = saved }
             pipeline.begin(uid: saved.user.uid)
@@ -384,7 +384,7 @@ public final class ParleyClient: Sendable {
     public func logout() async throws {
         var current = state.withLockedValue { $0.session }
         if current == nil, let saved = try sessionStore.load(), saved.appId == appId,
-            saved.serverURL == settings.serverURL.absoluteString
+            settings.isServer(saved.serverURL)
         {
             current = saved
         }

@@ -1,4 +1,5 @@
 import Foundation
+import Parley
 
 /// What the CLI remembers of a profile besides the SDK's session: the server and the app it logged in at, so that
 /// later commands on the profile need neither `--server` nor `PARLEY_APP_ID`, and a command that names another
@@ -26,19 +27,6 @@ struct ProfileRecord: Codable, Equatable {
     }
 }
 
-/// A server URL in one spelling: scheme and host in lower case, no default port, no trailing `/`. The SDK keeps a
-/// session for the exact URL it logged in at, so `http://127.0.0.1:8080/` and `HTTP://127.0.0.1:8080` must reach it
-/// as `http://127.0.0.1:8080`. Nil when `text` is not an http(s) URL with a host.
-func normalizedServerURL(_ text: String) -> URL? {
-    guard var parts = URLComponents(string: text.trimmingCharacters(in: .whitespaces)),
-        let scheme = parts.scheme?.lowercased(), scheme == "http" || scheme == "https",
-        let host = parts.host, !host.isEmpty
-    else { return nil }
-    parts.scheme = scheme
-    parts.host = host.lowercased()
-    if (scheme == "http" && parts.port == 80) || (scheme == "https" && parts.port == 443) { parts.port = nil }
-    while parts.path.hasSuffix("/") { parts.path.removeLast() }
-    parts.query = nil
-    parts.fragment = nil
-    return parts.url
-}
+/// A server URL in one spelling (the SDK's): the SDK keeps a session for the server it logged in at, so
+/// `http://127.0.0.1:8080/` and `HTTP://127.0.0.1:8080` must reach it as `http://127.0.0.1:8080`.
+func normalizedServerURL(_ text: String) -> URL? { AppSettings.normalizedServerURL(text) }

@@ -28,6 +28,34 @@ import Testing
         storage.url.appendingPathComponent("session-\(server.app.appId).json")
     }
 
+    @Test func aSessionIsFoundUnderAnySpellingOfItsServer() async throws {
+        let server = try await TestServer.start()
+        let storage = try TemporaryDirectory(prefix: "parley-credentials")
+        let client = try await ParleyClient.initialize(appId: server.app.appId, settings: settings(server, storage))
+        try await client.login(uid: "alice", authKey: server.app.authKey)
+        await client.shutdown()
+        let base = server.baseURL.absoluteString
+        for spelling in [base + "/", base.replacingOccurrences(of: "http://", with: "HTTP://") + "//"] {
+            var settings = try settings(server, storage)
+            settings.serverURL = try #require(URL(string: spelling))  // set directly: compared in one spelling
+            let again = try ParleyClient(appId: server.app.appId, settings: settings)
+            #expect(again.getLoggedInUser()?.uid == "alice", "\(spelling)")
+            await again.shutdown()
+            let built = AppSettings.Builder().serverURL(try #require(URL(string: spelling))).build()
+            #expect(built.serverURL.absoluteString == base)
+        }
+        #expect(
+            AppSettings.normalizedServerURL("https://Chat.Example.com:443/v1/?q=1#f")?.absoluteString
+                == "https://chat.example.com/v1")
+        #expect(AppSettings.normalizedServerURL("ftp://chat.example.com") == nil)
+        #expect(AppSettings.normalizedServerURL("not a url") == nil)
+        // Another server is another session.
+        var other = try settings(server, storage)
+        other.serverURL = try #require(URL(string: "http://localhost:\(server.port)"))
+        #expect(try ParleyClient(appId: server.app.appId, settings: other).getLoggedInUser() == nil)
+        try await server.stop()
+    }
+
     @Test func theTokenGoesToTheStoreNotTheSessionFileAndLogoutRemovesIt() async throws {
         let server = try await TestServer.start()
         let storage = try TemporaryDirectory(prefix: "parley-credentials")
