@@ -72,8 +72,47 @@ import Testing
         try await server.stop()
     }
 
+    /// A view model on the main actor listens with its methods on the main actor: a `@preconcurrency` conformance, no
+    /// `nonisolated`, no `MainActor.assumeIsolated` (Swift checks each call's isolation at run time). The callback
+    /// queue is the main queue: the default on Apple platforms, set here as Linux's default is a private queue.
+    @MainActor final class InboxViewModel {
+        var texts: [String] = []
+        var status: ConnectionStatus?
+    }
+
+    @MainActor @Test func aMainActorTypeListensWithoutWorkarounds() async throws {
+        let server = try await TestServer.start()
+        var settings = try testSettings(server: server)
+        settings.callbackQueue = .main
+        let bob = try ParleyClient(appId: server.app.appId, settings: settings)
+        try await bob.start()
+        try await bob.login(uid: "bob", authKey: server.app.authKey)
+        let model = InboxViewModel()
+        bob.addEventListener("inbox", model)
+        bob.addConnectionListener("banner", model)
+        await bob.waitUntilConnected()
+        let alice = try await server.login("alice")
+        let conversation = try await server.createConversation(token: alice, type: .direct, with: ["bob"])
+        let answer = try await server.request(
+            "POST", "/v1/conversations/\(conversation.id)/messages", token: alice,
+            body: SendMessageRequest(parts: [.text("to the main actor")])
+        )
+        #expect(answer.status == 201)
+        let deadline = ContinuousClock.now + .seconds(10)
+        while model.texts.isEmpty && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(model.texts == ["to the main actor"])
+        #expect(model.status == .connected)
+        await bob.shutdown()
+        try await server.stop()
+    }
+
     @Test func theBuildersDefaultConnectsBySelf() {
         let settings = AppSettings.Builder().build()
         #expect(settings.autoEstablishSocketConnection)
     }
+}
+
+extension ListenerTests.InboxViewModel: @preconcurrency ParleyEventListener, @preconcurrency ConnectionListener {
+    func onMessageSent(_ message: Message, event: Event) { texts.append(message.text) }
+    func onStatusChanged(_ status: ConnectionStatus) { self.status = status }
 }
