@@ -39,6 +39,8 @@ let package = Package(
         // The server's config file (JSON or YAML) and environment, under its command-line options.
         .package(url: "https://github.com/apple/swift-configuration.git", from: "1.4.0", traits: [.defaults, "YAML"]),
         .package(url: "https://github.com/apple/swift-system.git", from: "1.5.0"),
+        // `swift package generate-documentation`: the SDK's DocC reference (scripts/check-docs, docs/SDK.md).
+        .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.4.0"),
     ],
     targets: [
         // Wire types shared by the server and the SDK: REST bodies, WebSocket frames, events, error codes.

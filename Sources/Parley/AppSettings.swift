@@ -43,10 +43,10 @@ public struct AppSettings: Sendable {
     /// Where ``ParleyClient/openLink(_:)`` opens links the delegate allows: the system's on iOS and macOS, none on
     /// Linux.
     public var linkOpener: (any LinkOpener)? = AppSettings.defaultLinkOpener
-    /// The WebSocket; nil: ``URLSessionWebSocketTransport`` on Apple platforms, ``WSClientTransport`` elsewhere.
+    /// The WebSocket; nil: ``URLSessionWebSocketTransport`` on Apple platforms, `WSClientTransport` elsewhere.
     public var webSocketTransport: (any WebSocketTransport)?
     /// Where the signed-in user's auth token is kept; nil: the Keychain on Apple platforms
-    /// (``KeychainCredentialStore``), `credentials/` in the storage directory elsewhere (``FileCredentialStore``).
+    /// (`KeychainCredentialStore`), `credentials/` in the storage directory elsewhere (``FileCredentialStore``).
     public var credentialStore: (any CredentialStore)?
     /// Where the client takes the token given to the static ``ParleyClient/setDeviceToken(_:environment:)`` from.
     @_spi(Testing) public var deviceTokenCenter: DeviceTokenCenter = .shared
@@ -63,21 +63,30 @@ public struct AppSettings: Sendable {
             appLifecycle: AppSettings.defaultAppLifecycle, networkReachability: AppSettings.defaultReachability
         )
 
+        /// A builder with the defaults: `http://127.0.0.1:8080`, auto mode, the platform's storage, lifecycle, network
+        /// and link sources.
         public init() {}
 
-        /// The server (http or https); kept in one spelling (``AppSettings/normalizedServerURL(_:)``).
+        /// The Parley server (``AppSettings/serverURL``), http or https; kept in one spelling
+        /// (``AppSettings/normalizedServerURL(_:)``).
         public func serverURL(_ url: URL) -> Builder {
             with { $0.serverURL = AppSettings.normalizedServerURL(url.absoluteString) ?? url }
         }
+        /// A label for the deployment (``AppSettings/region``); informational.
         public func setRegion(region: String) -> Builder { with { $0.region = region } }
+        /// Auto mode (true, the default) or manual mode (``AppSettings/autoEstablishSocketConnection``).
         public func autoEstablishSocketConnection(_ enabled: Bool) -> Builder {
             with { $0.autoEstablishSocketConnection = enabled }
         }
+        /// Receive presence for every user of the app (``AppSettings/subscribePresenceForAllUsers``).
         public func subscribePresenceForAllUsers() -> Builder { with { $0.subscribePresenceForAllUsers = true } }
+        /// Where the SDK keeps the session, the outbox and the offline store (``AppSettings/storageDirectory``).
         public func storageDirectory(_ url: URL) -> Builder { with { $0.storageDirectory = url } }
         /// How many messages per conversation the device keeps (``AppSettings/offlineMessageLimit``); 0 for none.
         public func offlineMessageLimit(_ limit: Int) -> Builder { with { $0.offlineMessageLimit = max(0, limit) } }
+        /// The queue listeners are called on (``AppSettings/callbackQueue``).
         public func callbackQueue(_ queue: DispatchQueue) -> Builder { with { $0.callbackQueue = queue } }
+        /// Timing of the connection (``AppSettings/connectionTuning``).
         public func connectionTuning(_ tuning: ConnectionTuning) -> Builder { with { $0.connectionTuning = tuning } }
         /// The source of foreground/background changes; nil for none (always foreground).
         public func appLifecycle(_ source: (any AppLifecycleSource)?) -> Builder { with { $0.appLifecycle = source } }
@@ -85,6 +94,7 @@ public struct AppSettings: Sendable {
         public func networkReachability(_ source: (any NetworkReachabilitySource)?) -> Builder {
             with { $0.networkReachability = source }
         }
+        /// Whether to hide what blocked users write in groups (``AppSettings/hidesBlockedUsersMessages``); default true.
         public func hideBlockedUsersMessages(_ hide: Bool) -> Builder { with { $0.hidesBlockedUsersMessages = hide } }
         /// The WebSocket transport; nil for the platform's default.
         public func webSocketTransport(_ transport: (any WebSocketTransport)?) -> Builder {
@@ -94,6 +104,7 @@ public struct AppSettings: Sendable {
         public func credentialStore(_ store: (any CredentialStore)?) -> Builder { with { $0.credentialStore = store } }
         /// Where ``ParleyClient/openLink(_:)`` opens links; nil for nowhere.
         public func linkOpener(_ opener: (any LinkOpener)?) -> Builder { with { $0.linkOpener = opener } }
+        /// The settings built so far.
         public func build() -> AppSettings { settings }
 
         private func with(_ change: (inout AppSettings) -> Void) -> Builder {
@@ -199,9 +210,11 @@ public struct ConnectionTuning: Sendable, Hashable {
     public var backgroundGrace: Duration = .seconds(30)
     /// First reconnection delay ceiling; each failed attempt doubles it up to ``maximumBackoff``.
     public var initialBackoff: Duration = .milliseconds(500)
+    /// The longest delay between reconnection attempts.
     public var maximumBackoff: Duration = .seconds(30)
     /// How long a WebSocket request (a send) waits for the server's answer before falling back to HTTP.
     public var requestTimeout: Duration = .seconds(10)
 
+    /// The defaults, suited to mobile apps.
     public init() {}
 }

@@ -59,7 +59,7 @@ public final class ChatSession: Sendable {
     }
 
     /// Sends a text message to the conversation (through the durable outbox, like
-    /// ``ParleyClient/sendTextMessage(_:to:metadata:clientMessageId:)``).
+    /// ``ParleyClient/sendTextMessage(_:to:metadata:replyTo:mentions:clientMessageId:)``).
     @discardableResult
     public func send(_ text: String, metadata: JSONValue? = nil) async throws -> Message {
         try requireOpen()

@@ -23,6 +23,7 @@ public enum ConnectionStatus: Sendable, Hashable, CustomStringConvertible {
         }
     }
 
+    /// A short description for logs, with the attempt, delay and error code when there are some.
     public var description: String {
         switch self {
         case .disconnected: return "disconnected"

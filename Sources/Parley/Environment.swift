@@ -3,11 +3,13 @@ import NIOConcurrencyHelpers
 
 /// Whether the app is in the foreground or the background.
 public enum AppLifecycleState: Sendable, Hashable {
+    /// The app is active on screen.
     case foreground
+    /// The app is in the background (auto mode closes the socket).
     case background
 }
 
-/// Where the SDK learns the app's lifecycle. On iOS the default is ``UIApplicationLifecycle``; elsewhere there is
+/// Where the SDK learns the app's lifecycle. On iOS the default is `UIApplicationLifecycle`; elsewhere there is
 /// none (the app counts as in the foreground) unless the app passes one, such as ``ManualAppLifecycle``.
 public protocol AppLifecycleSource: Sendable {
     /// Every change of state from now on.
@@ -15,7 +17,7 @@ public protocol AppLifecycleSource: Sendable {
 }
 
 /// Where the SDK learns whether the device has a network. On Apple platforms the default is
-/// ``NWPathReachability``; elsewhere there is none (the network counts as available) unless the app passes one,
+/// `NWPathReachability`; elsewhere there is none (the network counts as available) unless the app passes one,
 /// such as ``ManualReachability``.
 public protocol NetworkReachabilitySource: Sendable {
     /// Whether the network is available: the current value (when known), then every change.
@@ -26,6 +28,7 @@ public protocol NetworkReachabilitySource: Sendable {
 public final class ManualAppLifecycle: AppLifecycleSource {
     private let subscribers = Subscribers<AppLifecycleState>()
 
+    /// A source that reports nothing until ``set(_:)`` is called (the client counts as in the foreground).
     public init() {}
 
     /// Reports a new state to every client using this source.
@@ -38,6 +41,7 @@ public final class ManualAppLifecycle: AppLifecycleSource {
 public final class ManualReachability: NetworkReachabilitySource {
     private let subscribers = Subscribers<Bool>()
 
+    /// A source that reports nothing until ``set(available:)`` is called (the network counts as available).
     public init() {}
 
     /// Reports whether the network is available.
@@ -46,8 +50,8 @@ public final class ManualReachability: NetworkReachabilitySource {
     public func availability() -> AsyncStream<Bool> { subscribers.stream() }
 }
 
-/// Opens links for ``ParleyClient/openLink(_:)``: the system's on iOS (``UIApplicationLinkOpener``) and macOS
-/// (``WorkspaceLinkOpener``); none on Linux unless the app passes one.
+/// Opens links for ``ParleyClient/openLink(_:)``: the system's on iOS (`UIApplicationLinkOpener`) and macOS
+/// (`WorkspaceLinkOpener`); none on Linux unless the app passes one.
 public protocol LinkOpener: Sendable {
     /// Opens `url`; whether it could.
     func open(_ url: URL) async -> Bool
@@ -69,6 +73,7 @@ public protocol LinkOpener: Sendable {
     private let state = NIOLockedValueBox<Token?>(nil)
     private let subscribers = Subscribers<Token>()
 
+    /// A center of its own, without a token (a test's).
     public init() {}
 
     var latest: Token? { state.withLockedValue { $0 } }
@@ -106,6 +111,7 @@ final class Subscribers<Value: Sendable>: Sendable {
 
     /// The app's lifecycle from UIKit's notifications (`didEnterBackground`, `willEnterForeground`).
     public struct UIApplicationLifecycle: AppLifecycleSource {
+        /// A source over `UIApplication`'s notifications.
         public init() {}
 
         public func states() -> AsyncStream<AppLifecycleState> {
@@ -132,6 +138,7 @@ final class Subscribers<Value: Sendable>: Sendable {
 
     /// Opens links with `UIApplication.open(_:)`.
     public struct UIApplicationLinkOpener: LinkOpener {
+        /// An opener over `UIApplication.shared`.
         public init() {}
 
         public func open(_ url: URL) async -> Bool {
@@ -163,6 +170,7 @@ final class Subscribers<Value: Sendable>: Sendable {
 
     /// Opens links with `NSWorkspace`.
     public struct WorkspaceLinkOpener: LinkOpener {
+        /// An opener over `NSWorkspace.shared`.
         public init() {}
 
         public func open(_ url: URL) async -> Bool {
@@ -176,6 +184,7 @@ final class Subscribers<Value: Sendable>: Sendable {
 
     /// Reachability from `NWPathMonitor`: available while the path is satisfied.
     public struct NWPathReachability: NetworkReachabilitySource {
+        /// A source that starts a path monitor for each stream it gives.
         public init() {}
 
         public func availability() -> AsyncStream<Bool> {

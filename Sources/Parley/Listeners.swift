@@ -34,7 +34,7 @@ public protocol ParleyEventListener: AnyObject, Sendable {
     func onParticipantRemoved(_ participant: Participant, event: Event)
     /// `conversation.participantBanned`: a user was banned from a group, or their ban changed. When they were in it,
     /// ``onParticipantRemoved(_:event:)`` came just before. You get it too when it is you (you are no longer in the
-    /// group; ``ConversationBan/until`` says when you may join again).
+    /// group; `ConversationBan.until` says when you may join again).
     func onParticipantBanned(_ ban: ConversationBan, event: Event)
     /// `conversation.participantUnbanned`: a user's ban from a group was lifted (`ban` is the ban that was); they may
     /// join or be added again. You get it too when it is you.

@@ -15,6 +15,7 @@ import NIOConcurrencyHelpers
 /// applied when a page was read is not applied again to that page's messages (each page carries the `lastSeq` it was
 /// read at), so counts never go twice. After `parley.resyncRequired` the list reloads its newest page.
 public final class MessageList: Sendable {
+    /// The conversation the list shows.
     public let conversationId: String
     /// The first message of the thread this list shows; nil for the whole conversation.
     public let thread: String?

@@ -18,6 +18,7 @@ extension ParleyAdmin {
         try await rest.call { try await $0.listWebhooks().ok.body.json }.webhooks
     }
 
+    /// One endpoint (without its secret); `ERR_WEBHOOK_NOT_FOUND` when the app has none with this id.
     public func webhook(_ id: String) async throws -> WebhookEndpoint {
         try await rest.call { try await $0.getWebhook(path: .init(webhookId: id)).ok.body.json }
     }

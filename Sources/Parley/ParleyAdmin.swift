@@ -14,6 +14,7 @@ import ParleyAPIClient
 public struct ParleyAdmin: Sendable {
     let rest: RESTClient
 
+    /// A client of the server at `serverURL` with the app's REST API key.
     public init(serverURL: URL, restAPIKey: String) {
         rest = RESTClient(serverURL: serverURL) { (nil, restAPIKey) }
     }
@@ -27,6 +28,7 @@ public struct ParleyAdmin: Sendable {
         return try await rest.call { try await $0.createUser(body: .json(body)).created.body.json }
     }
 
+    /// A user of the app; `ERR_UID_NOT_FOUND` when there is none with this uid.
     public func user(uid: String) async throws -> User {
         try await rest.call { try await $0.getUser(path: .init(uid: uid)).ok.body.json }
     }
@@ -43,8 +45,10 @@ public struct ParleyAdmin: Sendable {
     /// Issues an auth token for a user; `ttlSeconds` nil for one that lives until revoked.
     public func issueAuthToken(uid: String, ttlSeconds: Int64? = nil) async throws -> IssuedAuthToken {
         try await rest.call {
-            try await $0.issueAuthToken(path: .init(uid: uid), body: .json(IssueAuthTokenRequest(ttlSeconds: ttlSeconds)))
-                .created.body.json
+            try await $0.issueAuthToken(
+                path: .init(uid: uid), body: .json(IssueAuthTokenRequest(ttlSeconds: ttlSeconds))
+            )
+            .created.body.json
         }
     }
 

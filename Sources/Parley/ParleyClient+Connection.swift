@@ -13,6 +13,7 @@ extension ParleyClient {
         statusBroadcaster.add(id, listener)
     }
 
+    /// Removes the connection listener with this id; it is called no more.
     public func removeConnectionListener(_ id: String) {
         statusBroadcaster.remove(id)
     }

@@ -10,7 +10,7 @@ extension ParleyClient {
         return conversation
     }
 
-    /// Creates a group with you as owner. `roles` changes what each role may do (``ConversationRoles/defaults``
+    /// Creates a group with you as owner. `roles` changes what each role may do (`ConversationRoles.defaults`
     /// otherwise): a read-only announcement channel, say, with `.init(member: .init(canSend: false))`. The answer
     /// lists the participants.
     public func createGroup(
@@ -39,7 +39,9 @@ extension ParleyClient {
     /// A page of your conversations, most recently active first.
     public func conversations(limit: Int = 50, cursor: String? = nil) async throws -> ConversationList {
         _ = try requireSession()
-        return try await rest.call { try await $0.listConversations(query: .init(limit: limit, cursor: cursor)).ok.body.json }
+        return try await rest.call {
+            try await $0.listConversations(query: .init(limit: limit, cursor: cursor)).ok.body.json
+        }
     }
 
     /// A conversation you participate in.

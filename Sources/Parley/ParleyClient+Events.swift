@@ -5,6 +5,7 @@ extension ParleyClient {
         eventBroadcaster.add(id, listener)
     }
 
+    /// Removes the event listener with this id; it gets no more events.
     public func removeEventListener(_ id: String) {
         eventBroadcaster.remove(id)
     }

@@ -3,8 +3,8 @@ import Foundation
 extension ParleyClient {
     // MARK: Uploading
 
-    /// Uploads a file for a conversation and returns the server's ``Attachment``; a message names it with a `file`
-    /// part (``MessagePart/file(_:preview:)``). Most apps call ``sendFile(at:to:name:contentType:caption:preview:replyTo:mentions:clientMessageId:)``
+    /// Uploads a file for a conversation and returns the server's `Attachment`; a message names it with a `file`
+    /// part (`MessagePart.file(_:preview:)`). Most apps call ``sendFile(at:to:name:contentType:caption:preview:replyTo:mentions:clientMessageId:)``
     /// instead, which uploads and sends through the durable outbox.
     ///
     /// The file is streamed from disk (never read into memory). An upload that no message carries is removed by the
@@ -16,6 +16,8 @@ extension ParleyClient {
     /// ```
     ///
     /// - Parameters:
+    ///   - fileURL: The file to upload.
+    ///   - conversationId: The conversation whose messages may carry it.
     ///   - name: The name receivers see; the file's own name by default.
     ///   - contentType: The media type; guessed from the extension by default (`application/octet-stream` when
     ///     unknown).
@@ -82,10 +84,15 @@ extension ParleyClient {
     /// message is being sent it throws `ERR_OUTBOX_MESSAGE_SENDING`.
     ///
     /// - Parameters:
+    ///   - fileURL: The file to send; copied before this returns.
+    ///   - receiver: A user (their direct conversation) or a conversation.
     ///   - name: The name receivers see; the file's own name by default.
     ///   - contentType: The media type; guessed from the extension by default.
     ///   - caption: A text sent with the file, in the same message.
-    ///   - preview: A BlurHash or a `data:` URL of a thumbnail, at most ``FileInfo/maxPreviewBytes`` bytes.
+    ///   - preview: A BlurHash or a `data:` URL of a thumbnail, at most `FileInfo.maxPreviewBytes` bytes.
+    ///   - replyTo: The id of the message this one replies to (the first message of a thread).
+    ///   - mentions: uids the message mentions.
+    ///   - clientMessageId: The entry's id, and the message's: a retry with it never makes a second message.
     /// - Throws: `ERR_NOT_LOGGED_IN`; `ERR_FILE_UNREADABLE`; `ERR_INVALID_ARGUMENT` (a bad name, type or preview);
     ///   `ERR_MESSAGE_TOO_LARGE` (the caption); `ERR_STORAGE` (the copy or the outbox could not be written).
     @discardableResult
@@ -232,6 +239,8 @@ extension ParleyClient {
     /// ```
     ///
     /// - Parameters:
+    ///   - fileId: The file's id (`FileInfo.id`, `f_...`).
+    ///   - conversationId: The conversation of the message that carries it.
     ///   - destination: A file (created, or replaced once the download is complete and checked), or an existing
     ///     folder: the file then goes into it under its own name.
     ///   - progress: Called as bytes arrive (every 1 % or 64 KiB, and at the end).
@@ -264,7 +273,7 @@ extension ParleyClient {
         return target
     }
 
-    /// ``downloadFile(_:in:to:progress:)-(String,_,_,_)`` for a message's ``FileInfo``.
+    /// ``downloadFile(_:in:to:progress:)-(String,_,_,_)`` for a message's `FileInfo`.
     @discardableResult
     public func downloadFile(
         _ file: FileInfo, in conversationId: String, to destination: URL,
@@ -322,6 +331,7 @@ extension ParleyClient {
     }
 }
 
+/// The codes of files.
 extension ErrorCode {
     /// A file to upload or send is missing, a folder, or not readable (or the outbox's copy of it is gone). Check
     /// the path; queue the file again.

@@ -78,7 +78,7 @@ extension ParleyClient {
         }
     }
 
-    /// ``setDeviceToken(_:environment:)`` with the token in hexadecimal.
+    /// ``setDeviceToken(_:environment:)-swift.method`` with the token in hexadecimal.
     public func setDeviceToken(hex: String, environment: PushEnvironment = .production) async throws {
         guard let token = Device.normalizedToken(hex) else {
             throw ParleyError(.invalidDeviceToken, "A push token is an even number of 16 to 400 hexadecimal digits.")

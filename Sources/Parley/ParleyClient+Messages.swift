@@ -33,9 +33,14 @@ extension ParleyClient {
     /// Cancelling the waiting task stops the wait, not the message.
     ///
     /// - Parameters:
+    ///   - parts: The content: text, data and file parts.
+    ///   - receiver: A user (their direct conversation, created on first use) or a conversation.
+    ///   - metadata: Custom data the app attaches to the message.
+    ///   - alert: Text for the push notification; the message's text by default.
     ///   - replyTo: The id of the message this one replies to (the first message of a thread).
     ///   - mentions: uids the message mentions: they get a push even while their app is open elsewhere, and see it
     ///     in ``fetchUnreadMentions(limit:cursor:)`` until they read it. uids who are not participants are left out.
+    ///   - clientMessageId: The message's own id: however often the send is retried, the server stores it once.
     /// - Throws: `ERR_NOT_LOGGED_IN`; `ERR_MESSAGE_EMPTY` or `ERR_MESSAGE_TOO_LARGE` before anything is sent;
     ///   `ERR_CONVERSATION_NOT_FOUND`, `ERR_NOT_A_PARTICIPANT`, `ERR_UID_NOT_FOUND`, `ERR_FORBIDDEN`,
     ///   `ERR_MESSAGE_NOT_FOUND` or `ERR_MESSAGE_DELETED` (the message replied to) from the server (the message then
@@ -92,8 +97,12 @@ extension ParleyClient {
     /// replace its own when given. Everyone in the conversation gets `conversationMessage.update`. Goes through the
     /// outbox after what you queued before it; an edit that changes nothing returns the message as it is.
     ///
-    /// - Parameter message: The message's id, or ``MessageRef/queued(clientMessageId:)`` for one still in the
-    ///   outbox.
+    /// - Parameters:
+    ///   - message: The message's id, or ``MessageRef/queued(clientMessageId:)`` for one still in the outbox.
+    ///   - conversationId: The message's conversation.
+    ///   - parts: The new content.
+    ///   - metadata: New custom data; nil keeps the message's.
+    ///   - mentions: New mentions; nil keeps the message's.
     /// - Throws: `ERR_MESSAGE_EMPTY`, `ERR_MESSAGE_TOO_LARGE` before anything is sent; `ERR_MESSAGE_NOT_FOUND`,
     ///   `ERR_MESSAGE_DELETED`, `ERR_FORBIDDEN` from the server.
     @discardableResult
@@ -146,7 +155,7 @@ extension ParleyClient {
         try await deleteMessage(.id(messageId), in: conversationId)
     }
 
-    /// Callback form of ``deleteMessage(_:in:)``.
+    /// Callback form of ``deleteMessage(_:in:)-(MessageRef,String)``.
     public func deleteMessage(
         _ message: MessageRef, in conversationId: String, onSuccess: @escaping @Sendable (Message) -> Void,
         onError: @escaping @Sendable (ParleyError) -> Void
@@ -241,6 +250,7 @@ extension ParleyClient {
     /// Adds a listener of outgoing messages' states (replacing one with the same id).
     public func addOutboxListener(_ id: String, _ listener: any OutboxListener) { outboxBroadcaster.add(id, listener) }
 
+    /// Removes the outbox listener with this id.
     public func removeOutboxListener(_ id: String) { outboxBroadcaster.remove(id) }
 
     /// Every state change of an outgoing message from now on.

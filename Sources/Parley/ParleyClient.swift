@@ -18,6 +18,7 @@ import ParleyAPIClient
 public final class ParleyClient: Sendable {
     /// The App ID the client was initialized with.
     public let appId: String
+    /// The settings the client was made with.
     public let settings: AppSettings
 
     let rest: RESTClient
@@ -63,6 +64,8 @@ public final class ParleyClient: Sendable {
     /// use ``initialize(appId:settings:)``, which does both. Reads the saved session, if any.
     ///
     /// - Parameters:
+    ///   - appId: The app's App ID.
+    ///   - settings: The server and how to talk to it.
     ///   - clock: The clock of every timing rule (heartbeat, backoff, background grace, request timeouts).
     ///     Tests pass a virtual clock.
     public convenience init(

@@ -21,6 +21,7 @@ public struct ParleyError: Error, Sendable, Hashable, CustomStringConvertible, C
     /// With `ERR_RATE_LIMITED`: how long the server asks the client to wait before trying again.
     public var retryAfter: Duration?
 
+    /// Creates an error.
     public init(
         _ code: ErrorCode, _ message: String, status: Int? = nil, underlying: String? = nil, retryAfter: Duration? = nil
     ) {
@@ -36,7 +37,9 @@ public struct ParleyError: Error, Sendable, Hashable, CustomStringConvertible, C
     /// CometChat-style accessor for ``message``.
     public var errorDescription: String { message }
 
+    /// The code and the message: never a token or a key.
     public var description: String { "\(code.rawValue): \(message)" }
+    /// The description with the status and the underlying failure, for logs.
     public var debugDescription: String {
         var text = description
         if let status { text += " [status \(status)]" }
@@ -46,6 +49,7 @@ public struct ParleyError: Error, Sendable, Hashable, CustomStringConvertible, C
 }
 
 // MARK: SDK codes (in addition to the server codes of `ErrorCode`).
+/// The SDK's codes.
 extension ErrorCode {
     /// No user is logged in. Call `login` first.
     public static let notLoggedIn: ErrorCode = "ERR_NOT_LOGGED_IN"

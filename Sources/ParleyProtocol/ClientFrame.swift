@@ -18,6 +18,7 @@ public enum ClientFrame: Sendable, Hashable, Codable {
     /// `{"type":"reaction",...}`: add or remove a reaction; answered by an ack carrying the message's reactions.
     case reaction(ReactionFrame)
 
+    /// Decodes a frame by its `type`; throws ``UnknownFrameType`` for a type this version does not know.
     public init(from decoder: any Decoder) throws {
         switch try decoder.frameType() {
         case "connect": self = .connect(try ConnectFrame(from: decoder))
@@ -33,6 +34,7 @@ public enum ClientFrame: Sendable, Hashable, Codable {
         }
     }
 
+    /// Encodes the frame as one JSON object with its `type`.
     public func encode(to encoder: any Encoder) throws {
         switch self {
         case .connect(let frame): try encoder.encodeTagged("connect", frame)
@@ -49,6 +51,7 @@ public enum ClientFrame: Sendable, Hashable, Codable {
 
 /// Thrown when decoding a frame whose `type` is not known to this version.
 public struct UnknownFrameType: Error, Sendable {
+    /// The `type` the frame had.
     public var type: String
 }
 
@@ -56,7 +59,7 @@ public struct UnknownFrameType: Error, Sendable {
 ///
 /// The client speaks first so that nothing the server sends can race the client's switch from HTTP to WebSocket.
 public struct ConnectFrame: Codable, Sendable, Hashable {
-    /// The protocol version the client speaks (``ParleyProtocolVersion/current``).
+    /// The protocol version the client speaks (`ParleyProtocolVersion.current`).
     public var protocolVersion: Int
     /// Receive `presence.update` for every user of the app, not only for users who share a conversation.
     public var subscribePresenceForAllUsers: Bool?
@@ -67,6 +70,7 @@ public struct ConnectFrame: Codable, Sendable, Hashable {
     /// `WebSocket`). A connection authenticates with the header or with this, not both.
     public var token: String?
 
+    /// Creates a `connect` frame; the protocol version defaults to this module's.
     public init(
         protocolVersion: Int = ParleyProtocolVersion.current, subscribePresenceForAllUsers: Bool? = nil,
         resume: ResumeRequest? = nil, token: String? = nil
@@ -80,7 +84,9 @@ public struct ConnectFrame: Codable, Sendable, Hashable {
 
 /// An application-level ping: lets the client measure liveness independently of WebSocket control frames.
 public struct PingFrame: Codable, Sendable, Hashable {
+    /// An id the server's pong echoes, to match the answer to the ping.
     public var id: String?
+    /// Creates a ping, with an optional id to match its pong.
     public init(id: String? = nil) { self.id = id }
 }
 
@@ -88,17 +94,22 @@ public struct PingFrame: Codable, Sendable, Hashable {
 public struct SendFrame: Codable, Sendable, Hashable {
     /// Client-chosen correlation id, echoed in the ack or error.
     public var ref: String
+    /// The conversation to send to.
     public var conversationId: String
     /// The sender's id for this message: a retry with the same id never creates a second message.
     public var clientMessageId: String?
+    /// The content.
     public var parts: [MessagePart]
+    /// Custom data the app attaches to the message.
     public var metadata: JSONValue?
+    /// Text for the push notification; defaults to the message's text.
     public var alert: String?
     /// The id of the message this one replies to.
     public var replyTo: String?
     /// uids to mention.
     public var mentions: [String]?
 
+    /// Creates a `send` frame.
     public init(
         ref: String, conversationId: String, clientMessageId: String? = nil, parts: [MessagePart],
         metadata: JSONValue? = nil, alert: String? = nil, replyTo: String? = nil, mentions: [String]? = nil
@@ -116,8 +127,11 @@ public struct SendFrame: Codable, Sendable, Hashable {
 
 /// The user started (`isTyping` true, repeated while typing) or stopped typing.
 public struct TypingFrame: Codable, Sendable, Hashable {
+    /// The conversation typed in.
     public var conversationId: String
+    /// True while typing (repeated), false when the user stopped.
     public var isTyping: Bool
+    /// Creates a `typing` frame.
     public init(conversationId: String, isTyping: Bool) {
         self.conversationId = conversationId
         self.isTyping = isTyping
@@ -126,10 +140,15 @@ public struct TypingFrame: Codable, Sendable, Hashable {
 
 /// Marks messages delivered and/or read up to a sequence number; answered by an error with `ref` on refusal.
 public struct ReceiptFrame: Codable, Sendable, Hashable {
+    /// Client-chosen correlation id, echoed by an error that refuses the receipt.
     public var ref: String?
+    /// The conversation whose messages are marked.
     public var conversationId: String
+    /// Marks every message up to this sequence number delivered.
     public var deliveredSeq: Int64?
+    /// Marks every message up to this sequence number read.
     public var readSeq: Int64?
+    /// Creates a `receipt` frame.
     public init(ref: String? = nil, conversationId: String, deliveredSeq: Int64? = nil, readSeq: Int64? = nil) {
         self.ref = ref
         self.conversationId = conversationId
@@ -140,13 +159,20 @@ public struct ReceiptFrame: Codable, Sendable, Hashable {
 
 /// Edit a message: the fields mean what they mean in `PATCH /v1/conversations/{id}/messages/{messageId}`.
 public struct EditFrame: Codable, Sendable, Hashable {
+    /// Client-chosen correlation id, echoed in the ack or error.
     public var ref: String
+    /// The message's conversation.
     public var conversationId: String
+    /// The message to edit.
     public var messageId: String
+    /// The new content: replaces the old parts.
     public var parts: [MessagePart]
+    /// The new custom data; absent keeps the old.
     public var metadata: JSONValue?
+    /// The new mentions; absent keeps the old.
     public var mentions: [String]?
 
+    /// Creates an `edit` frame.
     public init(
         ref: String, conversationId: String, messageId: String, parts: [MessagePart], metadata: JSONValue? = nil,
         mentions: [String]? = nil
@@ -162,10 +188,14 @@ public struct EditFrame: Codable, Sendable, Hashable {
 
 /// Delete a message.
 public struct DeleteFrame: Codable, Sendable, Hashable {
+    /// Client-chosen correlation id, echoed in the ack or error.
     public var ref: String
+    /// The message's conversation.
     public var conversationId: String
+    /// The message to delete.
     public var messageId: String
 
+    /// Creates a `delete` frame.
     public init(ref: String, conversationId: String, messageId: String) {
         self.ref = ref
         self.conversationId = conversationId
@@ -175,12 +205,18 @@ public struct DeleteFrame: Codable, Sendable, Hashable {
 
 /// Add (`remove` absent or false) or remove a reaction.
 public struct ReactionFrame: Codable, Sendable, Hashable {
+    /// Client-chosen correlation id, echoed in the ack or error.
     public var ref: String
+    /// The message's conversation.
     public var conversationId: String
+    /// The message reacted to.
     public var messageId: String
+    /// The reaction: an emoji or a short key (1-64 bytes, no whitespace or control characters).
     public var key: String
+    /// True removes the caller's reaction; absent or false adds it.
     public var remove: Bool?
 
+    /// Creates a `reaction` frame.
     public init(ref: String, conversationId: String, messageId: String, key: String, remove: Bool? = nil) {
         self.ref = ref
         self.conversationId = conversationId

@@ -13,9 +13,11 @@ public enum ConversationType: String, Codable, Sendable, Hashable, CaseIterable 
 public struct Conversation: Codable, Sendable, Hashable {
     /// Server-assigned identifier.
     public var id: String
+    /// Direct or group.
     public var type: ConversationType
     /// Group name (nil for direct conversations).
     public var name: String?
+    /// Group description.
     public var description: String?
     /// Whether anyone in the app may join (groups only).
     public var isPublic: Bool
@@ -23,7 +25,9 @@ public struct Conversation: Codable, Sendable, Hashable {
     public var metadata: JSONValue?
     /// uid of the creator.
     public var createdBy: String
+    /// When the conversation was created (epoch ms).
     public var createdAt: Int64
+    /// When its details last changed (epoch ms).
     public var updatedAt: Int64
     /// The sequence number of the conversation's latest durable event (0 when there is none).
     public var lastSeq: Int64
@@ -38,6 +42,7 @@ public struct Conversation: Codable, Sendable, Hashable {
     /// conversation; nil elsewhere (list them with `GET /v1/conversations/{id}/participants`).
     public var participants: [Participant]?
 
+    /// Creates a conversation from its fields.
     public init(
         id: String, type: ConversationType, name: String? = nil, description: String? = nil, isPublic: Bool = false,
         metadata: JSONValue? = nil, createdBy: String, createdAt: Int64, updatedAt: Int64, lastSeq: Int64,
@@ -65,6 +70,7 @@ public struct Conversation: Codable, Sendable, Hashable {
         case participantCount, deletedAt, roles, participants
     }
 
+    /// Decodes a conversation; one stored before roles existed gets ``ConversationRoles/defaults``.
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         id = try container.decode(String.self, forKey: .id)
@@ -99,6 +105,7 @@ public struct RolePermissions: Codable, Sendable, Hashable {
     /// Delete messages other participants sent.
     public var canDeleteOthersMessages: Bool
 
+    /// Creates one role's permissions.
     public init(
         canSend: Bool, canAddParticipants: Bool, canRemoveParticipants: Bool, canEditOthersMessages: Bool,
         canDeleteOthersMessages: Bool
@@ -113,10 +120,14 @@ public struct RolePermissions: Codable, Sendable, Hashable {
 
 /// What each role may do in a conversation: the catalog's `conversation.payload.roles`.
 public struct ConversationRoles: Codable, Sendable, Hashable {
+    /// What the owner may do.
     public var owner: RolePermissions
+    /// What admins may do.
     public var admin: RolePermissions
+    /// What members may do.
     public var member: RolePermissions
 
+    /// Creates the permissions of every role.
     public init(owner: RolePermissions, admin: RolePermissions, member: RolePermissions) {
         self.owner = owner
         self.admin = admin
@@ -184,12 +195,18 @@ extension RolePermissions {
 /// A change of one role's permissions in a create or update request: what is present replaces, what is absent stays
 /// (at creation: stays the default).
 public struct RolePermissionsChange: Codable, Sendable, Hashable {
+    /// Send messages (and edit their own); absent: unchanged.
     public var canSend: Bool?
+    /// Add participants to a group; absent: unchanged.
     public var canAddParticipants: Bool?
+    /// Remove members from a group; absent: unchanged.
     public var canRemoveParticipants: Bool?
+    /// Edit messages other participants sent; absent: unchanged.
     public var canEditOthersMessages: Bool?
+    /// Delete messages other participants sent; absent: unchanged.
     public var canDeleteOthersMessages: Bool?
 
+    /// Creates a change; what is left nil stays.
     public init(
         canSend: Bool? = nil, canAddParticipants: Bool? = nil, canRemoveParticipants: Bool? = nil,
         canEditOthersMessages: Bool? = nil, canDeleteOthersMessages: Bool? = nil
@@ -204,10 +221,14 @@ public struct RolePermissionsChange: Codable, Sendable, Hashable {
 
 /// A change of roles in a create or update request; a role left out keeps its permissions.
 public struct ConversationRolesChange: Codable, Sendable, Hashable {
+    /// The change of the owner's permissions; nil keeps them.
     public var owner: RolePermissionsChange?
+    /// The change of admins' permissions; nil keeps them.
     public var admin: RolePermissionsChange?
+    /// The change of members' permissions; nil keeps them.
     public var member: RolePermissionsChange?
 
+    /// Creates a change of roles; a role left nil keeps its permissions.
     public init(
         owner: RolePermissionsChange? = nil, admin: RolePermissionsChange? = nil, member: RolePermissionsChange? = nil
     ) {
@@ -216,6 +237,7 @@ public struct ConversationRolesChange: Codable, Sendable, Hashable {
         self.member = member
     }
 
+    /// The change of `role`'s permissions, nil when it keeps them.
     public subscript(role: ParticipantRole) -> RolePermissionsChange? {
         switch role {
         case .owner: owner

@@ -6,16 +6,23 @@
 public struct ErrorCode: RawRepresentable, Hashable, Sendable, Codable, CustomStringConvertible,
     ExpressibleByStringLiteral
 {
+    /// The code, for example `ERR_NOT_LOGGED_IN`.
     public let rawValue: String
+    /// Creates a code from its string.
     public init(rawValue: String) { self.rawValue = rawValue }
+    /// Creates a code from its string.
     public init(_ rawValue: String) { self.rawValue = rawValue }
+    /// Creates a code from a string literal.
     public init(stringLiteral value: String) { self.rawValue = value }
+    /// The code itself.
     public var description: String { rawValue }
 
+    /// Decodes a code from a JSON string.
     public init(from decoder: any Decoder) throws {
         self.rawValue = try decoder.singleValueContainer().decode(String.self)
     }
 
+    /// Encodes the code as a JSON string.
     public func encode(to encoder: any Encoder) throws {
         var container = encoder.singleValueContainer()
         try container.encode(rawValue)

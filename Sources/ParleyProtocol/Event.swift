@@ -5,15 +5,21 @@
 public struct EventName: RawRepresentable, Hashable, Sendable, Codable, CustomStringConvertible,
     ExpressibleByStringLiteral
 {
+    /// The name, for example `conversationMessage.sent`.
     public let rawValue: String
+    /// Creates a name from its string.
     public init(rawValue: String) { self.rawValue = rawValue }
+    /// Creates a name from a string literal.
     public init(stringLiteral value: String) { self.rawValue = value }
+    /// The name itself.
     public var description: String { rawValue }
 
+    /// Decodes a name from a JSON string.
     public init(from decoder: any Decoder) throws {
         self.rawValue = try decoder.singleValueContainer().decode(String.self)
     }
 
+    /// Encodes the name as a JSON string.
     public func encode(to encoder: any Encoder) throws {
         var container = encoder.singleValueContainer()
         try container.encode(rawValue)
@@ -68,6 +74,7 @@ public struct EventContext: Codable, Sendable, Hashable {
     /// uid of the user whose action produced the event (nil for server-made events).
     public var createdBy: String?
 
+    /// Creates a context; nil for an event the server made.
     public init(createdBy: String? = nil) {
         self.createdBy = createdBy
     }
@@ -231,15 +238,22 @@ extension EventPayload {
 public struct Event: Sendable, Hashable, Codable {
     /// Unique: `<conversationId>:<seq>` for durable events.
     public var id: String
+    /// The app the event belongs to.
     public var appId: String
+    /// What happened; says which ``payload`` the event carries.
     public var name: EventName
+    /// The conversation of a conversation event (always set on durable events).
     public var conversationId: String?
+    /// The conversation's sequence number of a durable event; nil on ephemeral ones.
     public var seq: Int64?
     /// When the server produced the event (epoch ms).
     public var timestamp: Int64
+    /// Who caused the event.
     public var context: EventContext
+    /// The kind-specific content.
     public var payload: EventPayload
 
+    /// Creates an event.
     public init(
         id: String, appId: String, name: EventName, conversationId: String? = nil, seq: Int64? = nil,
         timestamp: Int64, context: EventContext, payload: EventPayload
@@ -261,6 +275,7 @@ public struct Event: Sendable, Hashable, Codable {
         case id, appId, name, conversationId, seq, timestamp, context, payload
     }
 
+    /// Decodes an event; its payload by its name, and an unknown name's as ``EventPayload/unknown(_:)``.
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         self.id = try container.decode(String.self, forKey: .id)
@@ -273,6 +288,7 @@ public struct Event: Sendable, Hashable, Codable {
         self.payload = try EventPayload.decode(name, from: container)
     }
 
+    /// Encodes the event as the server sends it.
     public func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: CodingKeys.self)
         try container.encode(id, forKey: .id)

@@ -10,14 +10,18 @@ public struct MessagePart: Codable, Sendable, Hashable {
         case file
     }
 
+    /// What the part holds: says which of `text`, `data` and `file` is set.
     public var type: Kind
+    /// The text of a `text` part.
     public var text: String?
+    /// The custom JSON of a `data` part.
     public var data: JSONValue?
     /// An app-defined label for the part.
     public var name: String?
     /// The file of a `file` part.
     public var file: FileInfo?
 
+    /// Creates a part; ``text(_:)``, ``data(_:name:)`` and ``file(_:preview:)`` are shorter.
     public init(type: Kind, text: String? = nil, data: JSONValue? = nil, name: String? = nil, file: FileInfo? = nil) {
         self.type = type
         self.text = text
@@ -48,6 +52,7 @@ public struct MessagePart: Codable, Sendable, Hashable {
 public struct Message: Codable, Sendable, Hashable {
     /// Server-assigned, globally unique.
     public var id: String
+    /// The conversation the message belongs to.
     public var conversationId: String
     /// The conversation sequence number of this message.
     public var seq: Int64
@@ -57,6 +62,7 @@ public struct Message: Codable, Sendable, Hashable {
     public var clientMessageId: String?
     /// The content; empty once the message is deleted.
     public var parts: [MessagePart]
+    /// Custom data the app attaches to the message.
     public var metadata: JSONValue?
     /// Text for a push notification; defaults to the text of the message.
     public var alert: String?
@@ -81,6 +87,7 @@ public struct Message: Codable, Sendable, Hashable {
     /// The reactions, by key, in the order each key was first given (history reads only; nil when there are none).
     public var reactions: [ReactionSummary]?
 
+    /// Creates a message from its fields.
     public init(
         id: String, conversationId: String, seq: Int64, sender: String, clientMessageId: String? = nil,
         parts: [MessagePart], metadata: JSONValue? = nil, alert: String? = nil, sentAt: Int64, replyTo: String? = nil,
@@ -136,6 +143,7 @@ public struct ReactionSummary: Codable, Sendable, Hashable {
     /// Whether the reader is one of them.
     public var reacted: Bool
 
+    /// Creates a summary of one reaction key.
     public init(key: String, count: Int, reacted: Bool) {
         self.key = key
         self.count = count
@@ -146,14 +154,18 @@ public struct ReactionSummary: Codable, Sendable, Hashable {
 /// The payload of `conversationMessage.reactionAdded` and `conversationMessage.reactionRemoved`: who added or removed
 /// which key on which message, and how many participants have that key on it now.
 public struct MessageReaction: Codable, Sendable, Hashable {
+    /// The message reacted to.
     public var messageId: String
     /// The message's sequence number.
     public var messageSeq: Int64
+    /// The reaction: an emoji or a short key.
     public var key: String
+    /// Who added or removed it.
     public var uid: String
     /// How many participants have this key on the message after the change.
     public var count: Int
 
+    /// Creates a reaction change.
     public init(messageId: String, messageSeq: Int64, key: String, uid: String, count: Int) {
         self.messageId = messageId
         self.messageSeq = messageSeq

@@ -5,6 +5,7 @@ public struct MessageLimits: Sendable, Hashable {
     /// Most bytes of the parts, metadata and alert together, counted as UTF-8 of their JSON.
     public var maxBytes: Int
 
+    /// Creates limits; the defaults are the server's (20 parts, 64 KiB).
     public init(maxParts: Int = 20, maxBytes: Int = 64 * 1024) {
         self.maxParts = maxParts
         self.maxBytes = maxBytes

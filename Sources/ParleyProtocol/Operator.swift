@@ -1,6 +1,8 @@
 /// `GET /v1/app` (REST API key): the app as its operator sees it.
 public struct AppOverview: Codable, Sendable, Hashable {
+    /// The App ID.
     public var appId: String
+    /// The app's name.
     public var name: String
     /// Epoch milliseconds.
     public var createdAt: Int64
@@ -11,8 +13,10 @@ public struct AppOverview: Codable, Sendable, Hashable {
     public var maxFileBytes: Int64
     /// Whether the app has a limit of its own (``UpdateAppSettingsRequest/maxFileBytes``).
     public var hasOwnFileLimit: Bool
+    /// Stored and live figures of the app.
     public var stats: AppStats
 
+    /// Creates an overview.
     public init(
         appId: String, name: String, createdAt: Int64, allowedOrigins: [String], maxFileBytes: Int64,
         hasOwnFileLimit: Bool = false, stats: AppStats
@@ -29,6 +33,7 @@ public struct AppOverview: Codable, Sendable, Hashable {
 
 /// Figures of one app: stored ones for the whole deployment, live ones for the node that answers.
 public struct AppStats: Codable, Sendable, Hashable {
+    /// Users of the app.
     public var users: Int
     /// Conversations not deleted.
     public var conversations: Int
@@ -39,6 +44,7 @@ public struct AppStats: Codable, Sendable, Hashable {
     /// The app's users online as this node sees them (their presence grace included).
     public var onlineUsers: Int
 
+    /// Creates figures.
     public init(users: Int, conversations: Int, liveConnections: Int, connectedUsers: Int, onlineUsers: Int) {
         self.users = users
         self.conversations = conversations
@@ -56,8 +62,10 @@ public struct UpdateAppSettingsRequest: Codable, Sendable, Hashable {
     /// applies).
     public var maxFileBytes: Int64?
 
+    /// The most origins an app may allow.
     public static let maxAllowedOrigins = 20
 
+    /// Creates a change; what is left nil keeps its value.
     public init(allowedOrigins: [String]? = nil, maxFileBytes: Int64? = nil) {
         self.allowedOrigins = allowedOrigins
         self.maxFileBytes = maxFileBytes
@@ -66,10 +74,14 @@ public struct UpdateAppSettingsRequest: Codable, Sendable, Hashable {
 
 /// `POST /v1/app/keys`: the app's new keys, shown once. The old ones stop working at once.
 public struct AppKeys: Codable, Sendable, Hashable {
+    /// The App ID (unchanged).
     public var appId: String
+    /// The new Auth Key (development logins).
     public var authKey: String
+    /// The new REST API key (the app's server).
     public var restAPIKey: String
 
+    /// Creates a set of keys.
     public init(appId: String, authKey: String, restAPIKey: String) {
         self.appId = appId
         self.authKey = authKey
@@ -79,9 +91,12 @@ public struct AppKeys: Codable, Sendable, Hashable {
 
 /// `GET /v1/users` (REST API key): a page of the app's users in uid order.
 public struct UserList: Codable, Sendable, Hashable {
+    /// The users of the page.
     public var users: [User]
+    /// Pass as `cursor` to get the next page; nil on the last page.
     public var nextCursor: String?
 
+    /// Creates a page of users.
     public init(users: [User], nextCursor: String? = nil) {
         self.users = users
         self.nextCursor = nextCursor

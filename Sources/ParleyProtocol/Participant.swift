@@ -1,13 +1,18 @@
 /// What a participant may do in a conversation. See docs/PROTOCOL.md for the permission table.
 public enum ParticipantRole: String, Codable, Sendable, Hashable, CaseIterable {
+    /// The creator of a group: alone changes roles, deletes and restores it; nobody removes or bans the owner.
     case owner
+    /// Changes the group's details; adds, removes, mutes and bans members as the roles allow.
     case admin
+    /// Reads and takes part as the roles allow (both participants of a direct conversation are members).
     case member
 }
 
 /// A user's membership of a conversation.
 public struct Participant: Codable, Sendable, Hashable {
+    /// The participant's user.
     public var uid: String
+    /// What the participant may do.
     public var role: ParticipantRole
     /// When the user joined (epoch ms).
     public var joinedAt: Int64
@@ -21,6 +26,7 @@ public struct Participant: Codable, Sendable, Hashable {
     /// When the mute ends (epoch ms); absent for a mute that lasts until it is lifted.
     public var mutedUntil: Int64?
 
+    /// Creates a participant.
     public init(
         uid: String, role: ParticipantRole, joinedAt: Int64, deliveredSeq: Int64 = 0, readSeq: Int64 = 0,
         muted: Bool? = nil, mutedUntil: Int64? = nil

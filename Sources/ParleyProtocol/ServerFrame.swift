@@ -15,6 +15,7 @@ public enum ServerFrame: Sendable, Hashable, Codable {
     /// Missed events of a conversation cannot be replayed.
     case resync(ResyncFrame)
 
+    /// Decodes a frame by its `type`; throws ``UnknownFrameType`` for a type this version does not know.
     public init(from decoder: any Decoder) throws {
         switch try decoder.frameType() {
         case "hello": self = .hello(try HelloFrame(from: decoder))
@@ -28,6 +29,7 @@ public enum ServerFrame: Sendable, Hashable, Codable {
         }
     }
 
+    /// Encodes the frame as one JSON object with its `type`.
     public func encode(to encoder: any Encoder) throws {
         switch self {
         case .hello(let frame): try encoder.encodeTagged("hello", frame)
@@ -43,6 +45,7 @@ public enum ServerFrame: Sendable, Hashable, Codable {
 
 /// The WebSocket protocol version this module speaks.
 public enum ParleyProtocolVersion {
+    /// The version of the frames in this module (docs/PROTOCOL.md); ``ConnectFrame`` sends it.
     public static let current = 1
 }
 
@@ -52,6 +55,7 @@ public struct HelloFrame: Codable, Sendable, Hashable {
     public var protocolVersion: Int
     /// Identifies this connection in server logs.
     public var connectionId: String
+    /// The app of the connection.
     public var appId: String
     /// The authenticated user.
     public var user: User
@@ -60,6 +64,7 @@ public struct HelloFrame: Codable, Sendable, Hashable {
     /// The server's clock (epoch ms).
     public var serverTime: Int64
 
+    /// Creates the frame.
     public init(
         protocolVersion: Int, connectionId: String, appId: String, user: User, heartbeatIntervalMs: Int64,
         serverTime: Int64
@@ -75,7 +80,9 @@ public struct HelloFrame: Codable, Sendable, Hashable {
 
 /// Carries one event.
 public struct EventFrame: Codable, Sendable, Hashable {
+    /// The event.
     public var event: Event
+    /// Creates the frame.
     public init(event: Event) { self.event = event }
 }
 
@@ -91,6 +98,7 @@ public struct AckFrame: Codable, Sendable, Hashable {
     /// The answer to a `reaction` frame: the message's reactions after the change.
     public var reactions: ReactionList?
 
+    /// Creates an ack.
     public init(ref: String, message: Message? = nil, duplicate: Bool? = nil, reactions: ReactionList? = nil) {
         self.ref = ref
         self.message = message
@@ -103,11 +111,14 @@ public struct AckFrame: Codable, Sendable, Hashable {
 public struct ErrorFrame: Codable, Sendable, Hashable {
     /// The `ref` of the client frame this answers, when there is one.
     public var ref: String?
+    /// The stable code (docs/PROTOCOL.md lists them).
     public var code: ErrorCode
+    /// A description for developers; may change between versions.
     public var message: String
     /// With `ERR_RATE_LIMITED`: milliseconds until the refused frame may be sent again.
     public var retryAfterMs: Int64?
 
+    /// Creates an error frame.
     public init(ref: String? = nil, code: ErrorCode, message: String, retryAfterMs: Int64? = nil) {
         self.ref = ref
         self.code = code
@@ -118,8 +129,11 @@ public struct ErrorFrame: Codable, Sendable, Hashable {
 
 /// The answer to a client ping.
 public struct PongFrame: Codable, Sendable, Hashable {
+    /// The id of the ping this answers.
     public var id: String?
+    /// The server's clock (epoch ms).
     public var serverTime: Int64
+    /// Creates a pong.
     public init(id: String? = nil, serverTime: Int64) {
         self.id = id
         self.serverTime = serverTime

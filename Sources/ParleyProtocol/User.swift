@@ -15,6 +15,7 @@ public struct User: Codable, Sendable, Hashable {
     /// When the profile last changed (epoch ms).
     public var updatedAt: Int64
 
+    /// Creates a user from its fields.
     public init(
         uid: String, name: String, avatarURL: String? = nil, metadata: JSONValue? = nil, createdAt: Int64,
         updatedAt: Int64

@@ -68,6 +68,7 @@ public struct CreateWebhookRequest: Codable, Sendable, Hashable {
     /// A note for the app's developers, at most 256 bytes.
     public var description: String?
 
+    /// Creates a request.
     public init(url: String, events: [String], description: String? = nil) {
         self.url = url
         self.events = events
@@ -77,13 +78,17 @@ public struct CreateWebhookRequest: Codable, Sendable, Hashable {
 
 /// `PATCH /v1/webhooks/{webhookId}`: what to change; absent fields stay.
 public struct UpdateWebhookRequest: Codable, Sendable, Hashable {
+    /// The new URL.
     public var url: String?
+    /// The new topics or event names; the list replaces the old.
     public var events: [String]?
+    /// The new note.
     public var description: String?
     /// True enables a disabled endpoint again (its failure run starts over and its waiting deliveries go out); false
     /// disables it.
     public var enabled: Bool?
 
+    /// Creates a request; what is left nil stays.
     public init(url: String? = nil, events: [String]? = nil, description: String? = nil, enabled: Bool? = nil) {
         self.url = url
         self.events = events
@@ -95,22 +100,32 @@ public struct UpdateWebhookRequest: Codable, Sendable, Hashable {
 /// A webhook endpoint as the app's server sees it (the secret only when it is made:
 /// ``WebhookEndpointWithSecret``).
 public struct WebhookEndpoint: Codable, Sendable, Hashable {
+    /// The endpoint's id (`wh_...`).
     public var id: String
+    /// Where the events are posted.
     public var url: String
     /// As registered: topics or event names.
     public var events: [String]
+    /// A note for the app's developers.
     public var description: String?
     /// False once disabled, by the app's server or after a run of failures (`disabledReason` says which).
     public var enabled: Bool
+    /// Why it was disabled, for example "Disabled after 50 failed attempts in a row.".
     public var disabledReason: String?
+    /// When it was disabled (epoch ms).
     public var disabledAt: Int64?
     /// Failed attempts since the last delivered one.
     public var consecutiveFailures: Int
+    /// When a delivery last succeeded (epoch ms).
     public var lastSuccessAt: Int64?
+    /// When an attempt last failed (epoch ms).
     public var lastFailureAt: Int64?
+    /// When the endpoint was registered (epoch ms).
     public var createdAt: Int64
+    /// When it last changed (epoch ms).
     public var updatedAt: Int64
 
+    /// Creates an endpoint from its stored fields.
     public init(
         id: String, url: String, events: [String], description: String? = nil, enabled: Bool,
         disabledReason: String? = nil, disabledAt: Int64? = nil, consecutiveFailures: Int = 0,
@@ -134,10 +149,12 @@ public struct WebhookEndpoint: Codable, Sendable, Hashable {
 /// `POST /v1/webhooks` and `POST /v1/webhooks/{webhookId}/secret`: the endpoint and its signing secret, shown this
 /// once.
 public struct WebhookEndpointWithSecret: Codable, Sendable, Hashable {
+    /// The endpoint.
     public var endpoint: WebhookEndpoint
     /// The key of `X-Parley-Signature` (`whsec_` and 64 hex digits).
     public var secret: String
 
+    /// Creates the pair.
     public init(endpoint: WebhookEndpoint, secret: String) {
         self.endpoint = endpoint
         self.secret = secret
@@ -146,13 +163,17 @@ public struct WebhookEndpointWithSecret: Codable, Sendable, Hashable {
 
 /// `GET /v1/webhooks`.
 public struct WebhookEndpointList: Codable, Sendable, Hashable {
+    /// The app's endpoints.
     public var webhooks: [WebhookEndpoint]
+    /// Creates a list of endpoints.
     public init(webhooks: [WebhookEndpoint]) { self.webhooks = webhooks }
 }
 
 /// Where a delivery is: waiting to be sent (or sent again), or given up after its last attempt.
 public enum WebhookDeliveryState: String, Codable, Sendable, Hashable, CaseIterable {
+    /// Waiting for its next attempt.
     case pending
+    /// Given up after its last attempt.
     case failed
 }
 
@@ -160,11 +181,15 @@ public enum WebhookDeliveryState: String, Codable, Sendable, Hashable, CaseItera
 public struct WebhookDelivery: Codable, Sendable, Hashable {
     /// The same on every attempt (`X-Parley-Delivery` and `id` of the body): receivers drop repeats by it.
     public var id: String
+    /// The endpoint.
     public var webhookId: String
+    /// The event's name.
     public var event: EventName
     /// The conversation of a conversation event.
     public var conversationId: String?
+    /// Pending or failed.
     public var state: WebhookDeliveryState
+    /// Attempts made so far.
     public var attempts: Int
     /// When the next attempt is due (pending ones).
     public var nextAttemptAt: Int64?
@@ -172,9 +197,12 @@ public struct WebhookDelivery: Codable, Sendable, Hashable {
     public var lastStatus: Int?
     /// Why the last attempt failed.
     public var lastError: String?
+    /// When the last attempt was made (epoch ms).
     public var lastAttemptAt: Int64?
+    /// When the event was queued for the endpoint (epoch ms).
     public var createdAt: Int64
 
+    /// Creates a delivery from its stored fields.
     public init(
         id: String, webhookId: String, event: EventName, conversationId: String? = nil, state: WebhookDeliveryState,
         attempts: Int, nextAttemptAt: Int64? = nil, lastStatus: Int? = nil, lastError: String? = nil,
@@ -196,8 +224,11 @@ public struct WebhookDelivery: Codable, Sendable, Hashable {
 
 /// `GET /v1/webhooks/{webhookId}/deliveries`: oldest first.
 public struct WebhookDeliveryList: Codable, Sendable, Hashable {
+    /// The deliveries of the page.
     public var deliveries: [WebhookDelivery]
+    /// Pass as `cursor` to get the next page; nil on the last page.
     public var nextCursor: String?
+    /// Creates a page of deliveries.
     public init(deliveries: [WebhookDelivery], nextCursor: String? = nil) {
         self.deliveries = deliveries
         self.nextCursor = nextCursor

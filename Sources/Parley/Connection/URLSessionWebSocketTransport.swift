@@ -7,8 +7,8 @@ import NIOConcurrencyHelpers
 
 /// The SDK's WebSocket on Apple platforms: `URLSessionWebSocketTask`, the system's network stack (its proxy, VPN
 /// and cellular handling, one stack with the REST calls). It compiles on Linux, where FoundationNetworking has the
-/// types but libcurl has no WebSocket: there the SDK uses ``WSClientTransport``, and the tests run this transport's
-/// logic through its seam (``WebSocketTaskSeam``) over a real connection.
+/// types but libcurl has no WebSocket: there the SDK uses `WSClientTransport`, and the tests run this transport's
+/// logic through its seam (`WebSocketTaskSeam`) over a real connection.
 public struct URLSessionWebSocketTransport: WebSocketTransport {
     /// Makes the task of one connection, reporting its opening and closing to `observer`.
     let makeTask: @Sendable (URLRequest, WebSocketTaskObserver) -> any WebSocketTaskSeam
@@ -33,6 +33,7 @@ public struct URLSessionWebSocketTransport: WebSocketTransport {
         self.makeTask = makeTask
     }
 
+    /// Starts a connection to `url` with the token in its `Authorization` header, on a `URLSession` of its own.
     public func open(url: String, authToken: String) -> any TransportConnection {
         URLSessionConnection(url: url, authToken: authToken, openTimeout: openTimeout, makeTask: makeTask)
     }

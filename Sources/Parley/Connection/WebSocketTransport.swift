@@ -22,10 +22,12 @@ public protocol TransportConnection: Sendable {
     func close(code: UInt16)
 }
 
-/// Opens WebSocket connections: ``URLSessionWebSocketTransport`` on Apple platforms, ``WSClientTransport`` (SwiftNIO)
+/// Opens WebSocket connections: ``URLSessionWebSocketTransport`` on Apple platforms, `WSClientTransport` (SwiftNIO)
 /// elsewhere, or the app's own (`AppSettings.Builder().webSocketTransport(_:)`). The connection rules above it are the
 /// same whatever the transport.
 public protocol WebSocketTransport: Sendable {
+    /// Starts a connection to `url` (`ws` or `wss`) with `authToken` as its bearer token; its ``TransportConnection/events``
+    /// report the open, the frames and the end.
     func open(url: String, authToken: String) -> any TransportConnection
 }
 
@@ -44,10 +46,12 @@ public protocol WebSocketTransport: Sendable {
         var openTimeout: Duration = .seconds(20)
         var logger: Logger
 
+        /// A transport that logs to `logger`.
         public init(logger: Logger) {
             self.logger = logger
         }
 
+        /// Starts a connection to `url` with the token in its `Authorization` header, in a task of its own.
         public func open(url: String, authToken: String) -> any TransportConnection {
             WSClientConnection(
                 url: url, authToken: authToken, maxFrameSize: maxFrameSize, openTimeout: openTimeout, logger: logger

@@ -9,7 +9,7 @@ import Foundation
 /// Where the SDK keeps the signed-in user's auth token, a secret: the rest of the session (the user, the server) is a
 /// JSON file in the storage directory, the token is here.
 ///
-/// The defaults: the Keychain on Apple platforms (``KeychainCredentialStore``: readable after the first unlock, never
+/// The defaults: the Keychain on Apple platforms (`KeychainCredentialStore`: readable after the first unlock, never
 /// backed up or moved to another device), a file only its owner can read on Linux (``FileCredentialStore``).
 /// `AppSettings.Builder().credentialStore(_:)` replaces it (an app group's Keychain, a test's store in memory).
 public protocol CredentialStore: Sendable {
@@ -24,8 +24,10 @@ public protocol CredentialStore: Sendable {
 /// Tokens in files of their own (`<directory>/<account>.token`), created readable and writable by their owner only
 /// (0600, in a 0700 folder), replaced atomically.
 public struct FileCredentialStore: CredentialStore {
+    /// The folder of the token files.
     public let directory: URL
 
+    /// A store in `directory` (created when the first token is saved).
     public init(directory: URL) {
         self.directory = directory
     }
@@ -88,9 +90,12 @@ public struct FileCredentialStore: CredentialStore {
     /// (`kSecAttrAccessibleAfterFirstUnlockThisDeviceOnly`): a background refresh can read them, a restored backup
     /// cannot.
     public struct KeychainCredentialStore: CredentialStore {
+        /// The Keychain service of the tokens (`kSecAttrService`).
         public let service: String
+        /// The Keychain access group shared with the app's extensions (`kSecAttrAccessGroup`); nil for the app's own.
         public let accessGroup: String?
 
+        /// A store of `service`'s generic passwords, in `accessGroup` when given.
         public init(service: String = "parley.auth-token", accessGroup: String? = nil) {
             self.service = service
             self.accessGroup = accessGroup

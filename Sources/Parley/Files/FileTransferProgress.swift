@@ -11,6 +11,7 @@ public struct FileTransferProgress: Sendable, Hashable, Codable {
     /// The file's size.
     public var totalBytes: Int64
 
+    /// Creates a progress.
     public init(completedBytes: Int64, totalBytes: Int64) {
         self.completedBytes = completedBytes
         self.totalBytes = totalBytes

@@ -8,12 +8,14 @@ import Observation
 
 /// The connection's status, for a banner or an indicator.
 @MainActor @Observable public final class ConnectionModel {
+    /// The connection status now.
     public private(set) var status: ConnectionStatus
     /// Whether the socket is connected.
     public var isConnected: Bool { status == .connected }
 
     @ObservationIgnored private let following = FollowingTasks()
 
+    /// Follows `client`'s connection status from now on.
     public init(client: ParleyClient) {
         status = client.connectionStatus
         let updates = client.connectionStatusUpdates()
@@ -42,6 +44,7 @@ import Observation
     public private(set) var entries: [Entry] = []
     /// The unread total over every conversation.
     public private(set) var totalUnread = 0
+    /// Whether ``load()`` is running.
     public private(set) var isLoading = false
     /// Whether ``entries`` are what the device kept (shown at once by ``load()``) rather than the server's answer:
     /// true until the server answers, and while it cannot be reached.
@@ -54,6 +57,7 @@ import Observation
     /// How many conversations ``load()`` reads.
     @ObservationIgnored public let limit: Int
 
+    /// A model of `client`'s inbox, reading `limit` conversations at each ``load()``.
     public init(client: ParleyClient, limit: Int = 50) {
         self.client = client
         self.limit = limit
@@ -152,6 +156,7 @@ import Observation
 /// One conversation's messages in order, with what the user sent that the server has not stored yet, who is typing
 /// and how far each participant has read: a chat screen.
 @MainActor @Observable public final class ConversationModel {
+    /// The conversation shown.
     public let conversationId: String
     /// The stored messages, in ascending sequence order, each in its latest state.
     public private(set) var messages: [Message] = []
@@ -164,16 +169,19 @@ import Observation
     public private(set) var readUpTo: [String: Int64] = [:]
     /// Whether older messages remain (``loadOlder()``).
     public private(set) var hasOlder = false
+    /// Whether a load (``load(pageSize:)``, ``loadOlder()``) is running.
     public private(set) var isLoading = false
     /// Whether ``messages`` are what the device kept (shown at once by ``load(pageSize:)``) rather than the server's:
     /// true until the server answers, and while it cannot be reached.
     public private(set) var isStored = false
+    /// The last failure of a load, a send or of following a change.
     public private(set) var error: ParleyError?
 
     @ObservationIgnored private let client: ParleyClient
     @ObservationIgnored private var list: MessageList?
     @ObservationIgnored private let following = FollowingTasks()
 
+    /// A model of one conversation of `client`; call ``load(pageSize:)`` to fill it.
     public init(client: ParleyClient, conversationId: String) {
         self.client = client
         self.conversationId = conversationId

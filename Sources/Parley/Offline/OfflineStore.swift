@@ -4,15 +4,18 @@ import NIOConcurrencyHelpers
 
 /// A conversation as an inbox shows it: the conversation, its newest message and the user's unread count.
 public struct ConversationSummary: Codable, Sendable, Hashable, Identifiable {
+    /// The conversation.
     public var conversation: Conversation
     /// The newest message (nil in a conversation without any yet).
     public var lastMessage: Message?
     /// Messages from others the user has not read.
     public var unread: Int
+    /// The conversation's id.
     public var id: String { conversation.id }
     /// When the conversation was last active: its last message, else its last change.
     public var activityAt: Int64 { max(lastMessage?.sentAt ?? 0, conversation.updatedAt) }
 
+    /// Creates a summary.
     public init(conversation: Conversation, lastMessage: Message?, unread: Int) {
         self.conversation = conversation
         self.lastMessage = lastMessage

@@ -9,7 +9,9 @@ public struct OutgoingFile: Sendable, Hashable, Codable {
     public var storedFileName: String
     /// The name the upload gets (shown to the receivers).
     public var name: String
+    /// The media type the upload gets.
     public var contentType: String
+    /// The file's size in bytes.
     public var size: Int64
     /// The sender's preview for the `file` part (a BlurHash or a `data:` URL), if any.
     public var preview: String?
@@ -19,6 +21,7 @@ public struct OutgoingFile: Sendable, Hashable, Codable {
     /// How far the upload has come, while it runs (not saved).
     public var progress: FileTransferProgress?
 
+    /// Creates an outbox file.
     public init(
         storedFileName: String, name: String, contentType: String, size: Int64, preview: String? = nil,
         attachmentId: String? = nil, progress: FileTransferProgress? = nil

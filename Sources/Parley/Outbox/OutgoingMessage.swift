@@ -36,10 +36,15 @@ public struct OutgoingMessage: Sendable, Hashable, Codable, Identifiable {
 
     /// The entry's id; for a send, the message's client message id.
     public var clientMessageId: String
+    /// Where the message goes (or the conversation of the message changed).
     public var receiver: Receiver
+    /// What the entry does: send, edit, delete or react.
     public var action: Action
+    /// A send's content, or an edit's new content.
     public var parts: [MessagePart]
+    /// Custom data the app attaches to the message.
     public var metadata: JSONValue?
+    /// Text for a send's push notification; defaults to the message's text.
     public var alert: String?
     /// The id of the message a send replies to.
     public var replyTo: String?
@@ -47,6 +52,7 @@ public struct OutgoingMessage: Sendable, Hashable, Codable, Identifiable {
     public var mentions: [String]?
     /// When the app made it (epoch ms, device clock).
     public var createdAt: Int64
+    /// Pending, sent, reacted, failed or cancelled.
     public var state: State
     /// Attempts made so far.
     public var attempts: Int
@@ -57,8 +63,10 @@ public struct OutgoingMessage: Sendable, Hashable, Codable, Identifiable {
     /// While a file is uploaded: how far it has come (also in ``file``).
     public var uploadProgress: FileTransferProgress? { file?.progress }
 
+    /// The entry's id: ``clientMessageId``.
     public var id: String { clientMessageId }
 
+    /// Creates an entry (a send by default, pending).
     public init(
         clientMessageId: String, receiver: Receiver, action: Action = .send, parts: [MessagePart],
         metadata: JSONValue? = nil, alert: String? = nil, replyTo: String? = nil, mentions: [String]? = nil,
@@ -83,6 +91,7 @@ public struct OutgoingMessage: Sendable, Hashable, Codable, Identifiable {
             file
     }
 
+    /// Decodes an entry; one saved by an earlier version without action or file is a send without a file.
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         clientMessageId = try container.decode(String.self, forKey: .clientMessageId)
@@ -115,9 +124,12 @@ public struct OutgoingMessage: Sendable, Hashable, Codable, Identifiable {
 /// A message an edit, a deletion or a reaction applies to: by its server id, or, for a message still in the outbox
 /// (sent while offline, say), by its client message id; the SDK uses the server id once the send is done.
 public enum MessageRef: Sendable, Hashable, Codable, CustomStringConvertible {
+    /// A message the server stored, by its id.
     case id(String)
+    /// A message still in the outbox, by its client message id.
     case queued(clientMessageId: String)
 
+    /// The id, or `queued:` and the client message id.
     public var description: String {
         switch self {
         case .id(let id): id
@@ -144,9 +156,11 @@ enum OutboxOutcome: Sendable {
 
 /// Receives the state changes of outgoing messages (pending, sent, failed, cancelled), in order.
 public protocol OutboxListener: AnyObject, Sendable {
+    /// Called on the callback queue with the entry in its new state.
     func onMessageStateChanged(_ message: OutgoingMessage)
 }
 
+/// The outbox's codes.
 extension ErrorCode {
     /// The outbox has no message with this client message id (it was sent, cancelled, or never queued).
     public static let outboxMessageNotFound: ErrorCode = "ERR_OUTBOX_MESSAGE_NOT_FOUND"
