@@ -329,7 +329,7 @@ package final class OfflineStore: Sendable {
             var line = try JSONEncoder().encode(event)
             line.append(UInt8(ascii: "\n"))
             if !FileManager.default.fileExists(atPath: url.path) {
-                FileManager.default.createFile(atPath: url.path, contents: nil)
+                _ = FileManager.default.createFile(atPath: url.path, contents: nil)
             }
             let handle = try FileHandle(forWritingTo: url)
             defer { try? handle.close() }
