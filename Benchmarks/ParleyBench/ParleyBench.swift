@@ -13,7 +13,7 @@ struct ParleyBench: AsyncParsableCommand {
             """,
         subcommands: [
             ConnectScenario.self, FanoutScenario.self, RoomsScenario.self, PersistScenario.self, StormScenario.self,
-            FilesScenario.self, OfflineStoreScenario.self,
+            FilesScenario.self, OfflineStoreScenario.self, MembersScenario.self,
             ConnectWorker.self,
         ]
     )

@@ -383,13 +383,13 @@ extension SQLiteStore: UnreadWithBatch, SynchronousBatches {
         throws -> Participant
     {
         let seen = row.conversation.lastSeq
-        try db.execute(
+        // Cached: adding a thousand members runs it a thousand times in one transaction.
+        try db.cachedStatement(
             sql: """
                 INSERT INTO participants (conversation_pk, uid, role, joined_at, delivered_seq, read_seq, read_message_count)
                 VALUES (?, ?, ?, ?, ?, ?, (SELECT message_count FROM conversations WHERE pk = ?))
-                """,
-            arguments: [row.pk, uid, role.rawValue, now, seen, seen, row.pk]
-        )
+                """
+        ).execute(arguments: [row.pk, uid, role.rawValue, now, seen, seen, row.pk])
         return Participant(uid: uid, role: role, joinedAt: now, deliveredSeq: seen, readSeq: seen)
     }
 

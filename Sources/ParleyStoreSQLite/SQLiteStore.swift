@@ -525,11 +525,27 @@ public final class SQLiteStore: ParleyStore {
         ).flatMap(ParticipantRole.init(rawValue:))
     }
 
+    /// A conversation's participants, in the order they joined. Columns are named and read by position from a cursor
+    /// (a group of thousands: `Row.fetchAll` copies each row, and a column read by name compares lowercased names).
     static func fetchParticipants(_ db: Database, conversationPK: Int64) throws -> [Participant] {
-        try Row.fetchAll(
-            db, sql: "SELECT * FROM participants WHERE conversation_pk = ? ORDER BY joined_at, uid",
+        let rows = try Row.fetchCursor(
+            db.cachedStatement(
+                sql: """
+                    SELECT uid, role, joined_at, delivered_seq, read_seq, muted, muted_until FROM participants
+                    WHERE conversation_pk = ? ORDER BY joined_at, uid
+                    """
+            ),
             arguments: [conversationPK]
-        ).map(participant)
+        )
+        var participants: [Participant] = []
+        while let row = try rows.next() {
+            participants.append(
+                Participant(
+                    uid: row[0], role: ParticipantRole(rawValue: row[1]) ?? .member, joinedAt: row[2],
+                    deliveredSeq: row[3], readSeq: row[4], muted: (row[5] as Bool) ? true : nil, mutedUntil: row[6]
+                ))
+        }
+        return participants
     }
 
     static func participant(_ row: Row) -> Participant {

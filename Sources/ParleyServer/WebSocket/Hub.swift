@@ -66,11 +66,20 @@ final class Hub: Sendable {
 
     /// Queues `frame` on every connection of every user in `uids`.
     func deliver(_ frame: ByteBuffer, appId: String, to uids: some Sequence<String>) {
+        deliver(CollectionOfOne(frame), appId: appId, to: uids)
+    }
+
+    /// Queues `frames`, in order, on every connection of every user in `uids`. The users are looked up once for all
+    /// the frames: a command whose events all go to the same recipients (1,000 `participantAdded` to a group of 1,001)
+    /// costs one lookup per recipient, not one per recipient and event.
+    func deliver(_ frames: some Collection<ByteBuffer>, appId: String, to uids: some Sequence<String>) {
+        guard !frames.isEmpty else { return }
+        var targets: [ServerConnection] = []
+        for uid in uids { targets += connections(appId: appId, uid: uid) }
+        guard !targets.isEmpty else { return }
         var wakeUps = WakeUps()
-        for uid in uids {
-            for connection in connections(appId: appId, uid: uid) {
-                wakeUps.push(frame, on: connection)
-            }
+        for frame in frames {
+            for connection in targets { wakeUps.push(frame, on: connection) }
         }
         wakeUps.run()
     }

@@ -140,11 +140,25 @@ final class EventPublisher: Sendable {
         }
     }
 
+    /// Delivers events in order. A run of events of one app with the same recipients (a command's events share its
+    /// recipients) is delivered in one go: the recipients' connections are looked up once for the run.
     private func deliver(_ events: [RoutedEvent]) {
-        for routed in events {
-            let event = routed.stored.event
-            hub.deliver(FrameEncoding.eventFrame(json: routed.stored.json), appId: event.appId, to: routed.recipients)
-            followUp(event, recipients: routed.recipients)
+        var start = events.startIndex
+        while start < events.endIndex {
+            let first = events[start]
+            var end = start + 1
+            while end < events.endIndex, events[end].stored.event.appId == first.stored.event.appId,
+                events[end].recipients == first.recipients
+            {
+                end += 1
+            }
+            let run = events[start..<end]
+            hub.deliver(
+                run.map { FrameEncoding.eventFrame(json: $0.stored.json) }, appId: first.stored.event.appId,
+                to: first.recipients
+            )
+            for routed in run { followUp(routed.stored.event, recipients: routed.recipients) }
+            start = end
         }
     }
 
