@@ -202,7 +202,8 @@ extension SQLiteStore: UnreadWithBatch, SynchronousBatches {
                 conversation.roles.storedJSON, update.now, row.pk,
             ]
         )
-        return try publishConversation(conversation, .conversationUpdate, row: row, actor: update.actor, now: update.now, in: db)
+        return try publishConversation(
+            conversation, .conversationUpdate, row: row, actor: update.actor, now: update.now, in: db)
     }
 
     static func setDeleted(_ deleted: Bool, _ action: Command.ConversationAction, in db: Database)
@@ -265,11 +266,13 @@ extension SQLiteStore: UnreadWithBatch, SynchronousBatches {
     static func join(_ action: Command.ConversationAction, in db: Database) throws
         -> CommandResult
     {
-        let (row, role) = try visibleConversation(db, appId: action.appId, id: action.conversationId, viewer: action.actor)
+        let (row, role) = try visibleConversation(
+            db, appId: action.appId, id: action.conversationId, viewer: action.actor)
         if role != nil {
             let participant = try fetchParticipant(db, conversationPK: row.pk, uid: action.actor)!
             return CommandResult(
-                outcome: .participant(participant), events: [], recipients: try participantUIDs(db, conversationPK: row.pk)
+                outcome: .participant(participant), events: [],
+                recipients: try participantUIDs(db, conversationPK: row.pk)
             )
         }
         // Visible without being a participant means public: anyone in the app may join, but those banned from it.
@@ -402,7 +405,8 @@ extension SQLiteStore: UnreadWithBatch, SynchronousBatches {
 
     static func fetchParticipant(_ db: Database, conversationPK: Int64, uid: String) throws -> Participant? {
         try Row.fetchOne(
-            db, sql: "SELECT * FROM participants WHERE conversation_pk = ? AND uid = ?", arguments: [conversationPK, uid]
+            db, sql: "SELECT * FROM participants WHERE conversation_pk = ? AND uid = ?",
+            arguments: [conversationPK, uid]
         ).map(participant)
     }
 
@@ -462,7 +466,8 @@ extension SQLiteStore: UnreadWithBatch, SynchronousBatches {
             participant.readSeq = read
         }
         return CommandResult(
-            outcome: .participant(participant), events: events, recipients: try participantUIDs(db, conversationPK: row.pk)
+            outcome: .participant(participant), events: events,
+            recipients: try participantUIDs(db, conversationPK: row.pk)
         )
     }
 
@@ -564,13 +569,15 @@ struct EventWriter {
         guard
             let userSeq = try Int64.fetchOne(
                 db.cachedStatement(
-                    sql: "UPDATE users SET last_user_seq = last_user_seq + 1 WHERE app_id = ? AND uid = ? RETURNING last_user_seq"
+                    sql:
+                        "UPDATE users SET last_user_seq = last_user_seq + 1 WHERE app_id = ? AND uid = ? RETURNING last_user_seq"
                 ),
                 arguments: [appId, uid]
             )
         else { throw DomainError.uidNotFound(uid) }
         try db.cachedStatement(
-            sql: "INSERT INTO memberships (app_id, uid, user_seq, conversation_pk, joined, seq) VALUES (?, ?, ?, ?, ?, ?)"
+            sql:
+                "INSERT INTO memberships (app_id, uid, user_seq, conversation_pk, joined, seq) VALUES (?, ?, ?, ?, ?, ?)"
         ).execute(arguments: [appId, uid, userSeq, conversationPK, joined, joined ? (joinSeq ?? lastSeq) : lastSeq])
     }
 

@@ -30,7 +30,9 @@ final class EventPublisher: Sendable {
         var conversationId: String
     }
 
-    init(hub: Hub, typing: TypingTracker, unread: UnreadNotifier, relay: Relay, link: (any ClusterLink)?, logger: Logger) {
+    init(
+        hub: Hub, typing: TypingTracker, unread: UnreadNotifier, relay: Relay, link: (any ClusterLink)?, logger: Logger
+    ) {
         self.hub = hub
         self.typing = typing
         self.unread = unread
@@ -67,7 +69,8 @@ final class EventPublisher: Sendable {
             }
             let after = lastPublished(key) ?? 0
             let fresh = result.events.filter {
-                $0.event.appId == range.appId && $0.event.conversationId == range.conversationId && ($0.event.seq ?? 0) > after
+                $0.event.appId == range.appId && $0.event.conversationId == range.conversationId
+                    && ($0.event.seq ?? 0) > after
             }
             deliver(fresh.map { RoutedEvent(stored: $0, recipients: result.recipients) })
             record(key, range.throughSeq)
@@ -113,7 +116,8 @@ final class EventPublisher: Sendable {
             } catch {
                 // The clients see the gap by sequence number and fetch what is missing themselves.
                 logger.warning(
-                    "Events of another node could not be read", metadata: ["conversation": "\(key.conversationId)", "error": "\(error)"]
+                    "Events of another node could not be read",
+                    metadata: ["conversation": "\(key.conversationId)", "error": "\(error)"]
                 )
                 return
             }
@@ -135,7 +139,9 @@ final class EventPublisher: Sendable {
 
     private func record(_ key: ConversationKey, _ seq: Int64) {
         published.withLockedValue { published in
-            if published.count >= Self.maxRemembered, published[key] == nil { published.removeAll(keepingCapacity: true) }
+            if published.count >= Self.maxRemembered, published[key] == nil {
+                published.removeAll(keepingCapacity: true)
+            }
             published[key] = max(published[key] ?? 0, seq)
         }
     }
