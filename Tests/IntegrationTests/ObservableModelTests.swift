@@ -7,16 +7,6 @@ import Testing
 /// The SwiftUI models (docs/SDK.md, "SwiftUI models"), event by event against a live server, on the main actor as a
 /// view would use them.
 @MainActor @Suite(.timeLimit(.minutes(3))) struct ObservableModelTests {
-    /// Polls `condition` on the main actor until it holds (at most 10 s); whether it did.
-    func eventually(_ condition: () -> Bool) async -> Bool {
-        let deadline = ContinuousClock.now + .seconds(10)
-        while !condition() {
-            guard ContinuousClock.now < deadline else { return false }
-            try? await Task.sleep(for: .milliseconds(10))
-        }
-        return true
-    }
-
     func client(_ uid: String, _ server: TestServer, autoConnect: Bool = true) async throws -> ParleyClient {
         let client = try ParleyClient(
             appId: server.app.appId, settings: testSettings(server: server, autoConnect: autoConnect))

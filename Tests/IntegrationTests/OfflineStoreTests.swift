@@ -8,16 +8,6 @@ import Testing
 /// client started again with the server out of reach, kept right by events and resume, evicted oldest first, and
 /// wiped by logout.
 @MainActor @Suite(.timeLimit(.minutes(3))) struct OfflineStoreTests {
-    /// Polls `condition` on the main actor until it holds (at most 10 s); whether it did.
-    func eventually(_ condition: () -> Bool) async -> Bool {
-        let deadline = ContinuousClock.now + .seconds(10)
-        while !condition() {
-            guard ContinuousClock.now < deadline else { return false }
-            try? await Task.sleep(for: .milliseconds(10))
-        }
-        return true
-    }
-
     /// Bob's client over `storage`, through `url`, keeping `limit` messages per conversation; reconnects quickly.
     func bob(_ url: URL, _ storage: TemporaryDirectory, appId: String, limit: Int) throws -> ParleyClient {
         var tuning = ConnectionTuning()
