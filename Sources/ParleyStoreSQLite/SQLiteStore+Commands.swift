@@ -298,16 +298,18 @@ extension SQLiteStore: UnreadWithBatch, SynchronousBatches {
         var writer = EventWriter(db: db, row: row, now: add.now, actor: add.actor)
         var count = row.conversation.participantCount
         var seen = Set<String>()
+        // Read for all the entries at once (a thousand members: three queries, not three thousand), then checked in the
+        // entries' order, so the first entry at fault is the one named.
+        let uids = Array(Set(add.entries.map(\.uid)))
+        let users = try existingUsers(db, appId: add.appId, uids: uids)
+        let bans = try activeBans(db, row: row, uids: uids, now: add.now)
+        let members = try participatingUIDs(db, conversationPK: row.pk, uids: uids)
         for entry in add.entries where seen.insert(entry.uid).inserted {
             let newRole = entry.role ?? .member
             try ConversationRules.requireGrant(role, newRole)
-            guard try fetchUser(db, appId: add.appId, uid: entry.uid) != nil else {
-                throw DomainError.uidNotFound(entry.uid)
-            }
-            if let ban = try activeBan(db, row: row, uid: entry.uid, now: add.now) {
-                throw Safety.bannedRefusal(ban, addedBy: true)
-            }
-            guard try self.role(db, conversationPK: row.pk, uid: entry.uid) == nil else { continue }
+            guard users.contains(entry.uid) else { throw DomainError.uidNotFound(entry.uid) }
+            if let ban = bans[entry.uid] { throw Safety.bannedRefusal(ban, addedBy: true) }
+            guard !members.contains(entry.uid) else { continue }
             let participant = try insertParticipant(db, row: row, uid: entry.uid, role: newRole, now: add.now)
             count += 1
             try writer.append(.participantAdded, .participantAdded(participant))
@@ -317,6 +319,40 @@ extension SQLiteStore: UnreadWithBatch, SynchronousBatches {
         return CommandResult(
             outcome: .participants(participants), events: writer.events, recipients: participants.map(\.uid)
         )
+    }
+
+    /// Runs `body` on `uids` in chunks of 500 (SQLite binds at most 32,766 parameters), each with its `?, ?, ...`.
+    static func inChunks<T>(_ uids: [String], _ body: (_ chunk: ArraySlice<String>, _ marks: String) throws -> T)
+        rethrows -> [T]
+    {
+        var results: [T] = []
+        for start in stride(from: 0, to: uids.count, by: 500) {
+            let chunk = uids[start..<min(start + 500, uids.count)]
+            results.append(try body(chunk, Array(repeating: "?", count: chunk.count).joined(separator: ",")))
+        }
+        return results
+    }
+
+    /// Which of `uids` are users of the app.
+    static func existingUsers(_ db: Database, appId: String, uids: [String]) throws -> Set<String> {
+        Set(
+            try inChunks(uids) { chunk, marks in
+                try String.fetchAll(
+                    db, sql: "SELECT uid FROM users WHERE app_id = ? AND uid IN (\(marks))",
+                    arguments: StatementArguments([appId] + Array(chunk))
+                )
+            }.joined())
+    }
+
+    /// Which of `uids` take part in the conversation.
+    static func participatingUIDs(_ db: Database, conversationPK: Int64, uids: [String]) throws -> Set<String> {
+        Set(
+            try inChunks(uids) { chunk, marks in
+                try String.fetchAll(
+                    db, sql: "SELECT uid FROM participants WHERE conversation_pk = ? AND uid IN (\(marks))",
+                    arguments: StatementArguments([conversationPK.databaseValue] + chunk.map(\.databaseValue))
+                )
+            }.joined())
     }
 
     static func updateParticipant(_ update: Command.UpdateParticipant, in db: Database) throws

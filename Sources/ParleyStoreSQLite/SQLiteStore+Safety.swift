@@ -273,6 +273,31 @@ extension SQLiteStore {
     }
 
     /// `uid`'s ban from the conversation when it holds at `now` (a row whose `until` passed is no ban).
+    /// The bans in force at `now` of those of `uids` who have one, by uid.
+    static func activeBans(_ db: Database, row: ConversationRow, uids: [String], now: Int64) throws
+        -> [String: ConversationBan]
+    {
+        var bans: [String: ConversationBan] = [:]
+        _ = try inChunks(uids) { chunk, marks in
+            let rows = try Row.fetchCursor(
+                db,
+                sql: """
+                    SELECT uid, banned_by, reason, until, created_at FROM bans
+                    WHERE conversation_pk = ? AND (until IS NULL OR until > ?) AND uid IN (\(marks))
+                    """,
+                arguments: StatementArguments([row.pk.databaseValue, now.databaseValue] + chunk.map(\.databaseValue))
+            )
+            while let ban = try rows.next() {
+                let uid: String = ban[0]
+                bans[uid] = ConversationBan(
+                    conversationId: row.conversation.id, uid: uid, bannedBy: ban[1], reason: ban[2], until: ban[3],
+                    createdAt: ban[4]
+                )
+            }
+        }
+        return bans
+    }
+
     static func activeBan(_ db: Database, row: ConversationRow, uid: String, now: Int64) throws -> ConversationBan? {
         try Row.fetchOne(
             db.cachedStatement(
