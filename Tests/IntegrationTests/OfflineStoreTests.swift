@@ -166,4 +166,29 @@ import Testing
         await client.shutdown()
         try await server.stop()
     }
+
+    /// A user whose store never held an inbox row (only messages of a conversation that existed before the login):
+    /// another user logging in on the device still sees none of it.
+    @Test func anotherUsersLoginNeverSeesMessagesKeptBeforeAnyInbox() async throws {
+        let server = try await TestServer.start()
+        let storage = try TemporaryDirectory(prefix: "parley-offline")
+        let alice = try await server.login("alice")
+        _ = try await server.login("bob")  // bob exists: the group is made before his app logs in
+        let group = try await server.createConversation(token: alice, type: .group, with: ["bob"])
+        let client = try bob(server.baseURL, storage, appId: server.app.appId, limit: 50)
+        try await client.start()
+        try await client.login(uid: "bob", authKey: server.app.authKey)
+        await client.waitUntilConnected()
+        let answer = try await server.request(
+            "POST", "/v1/conversations/\(group.id)/messages", token: alice,
+            body: SendMessageRequest(parts: [.text("for bob only")])
+        )
+        #expect(answer.status == 201)
+        #expect(await eventually { client.storedMessages(conversationId: group.id).map(\.text) == ["for bob only"] })
+        #expect(client.storedConversations().isEmpty)
+        _ = try await client.login(uid: "carol", authKey: server.app.authKey)
+        #expect(client.storedMessages(conversationId: group.id).isEmpty)
+        await client.shutdown()
+        try await server.stop()
+    }
 }

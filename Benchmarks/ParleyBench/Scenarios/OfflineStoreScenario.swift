@@ -56,7 +56,7 @@ struct OfflineStoreScenario: AsyncParsableCommand {
 
         // A day of use after the page: a third new messages, a third edits, a third reactions.
         var seq = Int64(messages)
-        let recordStart = ContinuousClock.now
+        let recordStart = Monotonic.nanoseconds()
         for index in 0..<journal {
             seq += 1
             let payload: EventPayload
@@ -85,15 +85,15 @@ struct OfflineStoreScenario: AsyncParsableCommand {
                     timestamp: 1_800_000_000_000 + seq, context: EventContext(createdBy: "alice"), payload: payload
                 ))
         }
-        let recordMicroseconds = Self.milliseconds(ContinuousClock.now - recordStart) * 1000 / Double(max(1, journal))
+        let recordMicroseconds = Monotonic.seconds(since: recordStart) * 1_000_000 / Double(max(1, journal))
 
         var durations: [Double] = []
         for _ in 0..<opens {
-            let start = ContinuousClock.now
+            let start = Monotonic.nanoseconds()
             let store = OfflineStore(directory: folder, appId: "bench", limit: messages, logger: logger)
             store.begin(uid: "reader")
             let read = store.messages(conversationId: conversationId)
-            durations.append(Self.milliseconds(ContinuousClock.now - start))
+            durations.append(Monotonic.seconds(since: start) * 1000)
             guard read.count == messages else {
                 throw ValidationError("read \(read.count) messages, expected \(messages)")
             }
@@ -119,10 +119,6 @@ struct OfflineStoreScenario: AsyncParsableCommand {
             encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
             try encoder.encode(figures).write(to: URL(fileURLWithPath: json))
         }
-    }
-
-    static func milliseconds(_ duration: Duration) -> Double {
-        Double(duration.components.seconds) * 1000 + Double(duration.components.attoseconds) / 1e15
     }
 
     /// A message as chats have them: a sentence or two, some with a reply or a reaction.

@@ -38,12 +38,12 @@ public struct ConversationSummary: Codable, Sendable, Hashable, Identifiable {
 ///   exactly as the app's listeners do. A conversation the server says must be resynchronised
 ///   (`parley.resyncRequired`) loses its stored messages until a page is read again: stale messages are never shown.
 ///
-/// On disk, in `offline-<appId>/` of the storage directory: `inbox.json` (the summaries and unread counts), and for
-/// each conversation a snapshot of its newest messages (`<id>.json`, at most ``AppSettings/offlineMessageLimit``,
-/// evicted oldest first) plus a journal of the events applied since (`<id>.events`, one JSON line each, folded into
-/// the snapshot once it holds as many events as the limit). Opening a conversation reads one snapshot and replays its
-/// journal; an event costs one appended line, not a rewrite. The folder belongs to one user: `logout()`, and a login
-/// as someone else, remove it.
+/// On disk, in `offline-<appId>/` of the storage directory: `inbox.json` (whose user the folder holds, the summaries
+/// and unread counts), and for each conversation a snapshot of its newest messages (`c-<id>.json`, at most
+/// ``AppSettings/offlineMessageLimit``, evicted oldest first) plus a journal of the events applied since
+/// (`c-<id>.<generation>.events`, one JSON line each, folded into the next generation's snapshot once it holds as many
+/// events as the limit). Opening a conversation reads one snapshot and replays its journal; an event costs one appended
+/// line, not a rewrite. The folder belongs to one user: `logout()`, and a login as someone else, remove it.
 package final class OfflineStore: Sendable {
     private struct Inbox: Codable {
         var uid: String
@@ -101,13 +101,17 @@ package final class OfflineStore: Sendable {
 
     // MARK: The user
 
-    /// Opens `uid`'s store: what an earlier run kept for this user, nothing for anyone else (whose files go).
+    /// Opens `uid`'s store: what an earlier run kept for this user, nothing for anyone else. Files that no inbox
+    /// vouches for as `uid`'s (another user's, or an unreadable inbox's) go, and the inbox is written at once, so that
+    /// every file in the folder is known to be `uid`'s from now on.
     package func begin(uid: String) {
         guard isEnabled else { return }
         let saved = try? JSONDecoder().decode(Inbox.self, from: Data(contentsOf: inboxURL))
-        if let saved, saved.uid != uid { wipe() }
+        let mine = saved?.uid == uid ? saved : nil
+        if mine == nil { wipe() }
         state.withLockedValue { state in
-            state = State(uid: uid, inbox: saved?.uid == uid ? saved!.conversations : [:])
+            state = State(uid: uid, inbox: mine?.conversations ?? [:])
+            saveInbox(state)
         }
     }
 
@@ -285,13 +289,12 @@ package final class OfflineStore: Sendable {
     }
 
     private func removeMessages(of conversationId: String, in state: inout State) {
-        // The generation is known once the conversation was read; read it now otherwise.
-        _ = load(conversationId, in: &state)
-        let generation = state.loaded[conversationId]?.generation
+        // The journal's name needs the generation: the conversation is read for it when it is not in memory.
+        let generation = load(conversationId, in: &state).generation
         state.loaded.removeValue(forKey: conversationId)
         state.recency.removeAll { $0 == conversationId }
         try? FileManager.default.removeItem(at: snapshotURL(conversationId))
-        if let generation { try? FileManager.default.removeItem(at: journalURL(conversationId, generation)) }
+        try? FileManager.default.removeItem(at: journalURL(conversationId, generation))
     }
 
     // MARK: Files
