@@ -82,6 +82,10 @@ public struct ParleyApplication: Service {
         await webhooks.log.wait(until: condition)
     }
 
+    /// Whether this node's webhook service found no enabled endpoint at its last look: the message path then wakes it
+    /// no more (docs/ARCHITECTURE.md, "Webhooks"). For operators' tools and tests.
+    public var webhooksIdle: Bool { webhooks.isIdle }
+
     /// Runs until SIGINT or SIGTERM, then shuts down gracefully.
     public func runService() async throws {
         let group = ServiceGroup(
@@ -184,7 +188,7 @@ public func buildApplication(
     let api = APIHandler(
         store: store, authenticator: authenticator, writer: writer, relay: relay, presence: presence, time: time,
         limits: limits, configuration: configuration, logger: logger, readiness: readiness,
-        webhooksQueued: webhooks.wake, liveCounts: { hub.counts(appId: $0) }, allowedOrigins: allowedOrigins
+        webhooksQueued: webhooks.endpointsChanged, liveCounts: { hub.counts(appId: $0) }, allowedOrigins: allowedOrigins
     )
     let sockets = SocketRegistry()
     let expiry = TokenExpiry(time: time)

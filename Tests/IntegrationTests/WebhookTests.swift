@@ -220,6 +220,40 @@ import Testing
         try await database?.drop()
     }
 
+    /// Without an endpoint, the messages' commits stop waking the webhook service once it has looked; an endpoint
+    /// registered later gets what follows at once.
+    @Test(arguments: backends)
+    func anEndpointRegisteredOnAnIdleServerGetsTheNextMessages(_ backend: Backend) async throws {
+        let receiver = try await WebhookReceiver.start()
+        let (server, database) = try await Self.server(backend)
+        let alice = try await server.login("alice")
+        _ = try await server.login("bob")
+        let group = try await server.createConversation(token: alice, with: ["bob"])
+        try await Self.send("before", to: group.id, as: alice, on: server)
+        #expect(await eventually { server.application.webhooksIdle })
+
+        let endpoint = try await Self.register(server, receiver, events: ["conversationMessage.sent"])
+        #expect(!server.application.webhooksIdle)
+        try await Self.send("after", to: group.id, as: alice, on: server)
+        let accepted = try Self.acceptedOnce(await receiver.waitForAccepted(deliveries: 1), secret: endpoint.secret)
+        let texts = accepted.compactMap { delivery -> String? in
+            guard case .messageSent(let message) = delivery.data.payload else { return nil }
+            return message.text
+        }
+        #expect(texts == ["after"])
+        #expect(!server.application.webhooksIdle)
+
+        // Deleted again: idle once more, and sending goes on.
+        let removed = try await server.request(
+            "DELETE", "/v1/webhooks/\(endpoint.endpoint.id)", apiKey: server.app.restAPIKey)
+        #expect(removed.status == 204)
+        try await Self.send("after the endpoint", to: group.id, as: alice, on: server)
+        #expect(await eventually { server.application.webhooksIdle })
+        try await server.stop()
+        try await receiver.stop()
+        try await database?.drop()
+    }
+
     @Test(arguments: backends)
     func anEndpointThatFailsThenRecoversGetsEverythingWithRetries(_ backend: Backend) async throws {
         let receiver = try await WebhookReceiver.start()

@@ -18,6 +18,13 @@ import ServiceLifecycle
 ///    attempts in a row disable the endpoint;
 /// 3. sleeps until woken, until the next retry is due, or for ``WebhookConfiguration/pollInterval``.
 ///
+/// With no enabled endpoint (what most deployments have), the message path's rings (``wake()``, after every batch the
+/// writer commits) are ignored once a pass has found none: a ring cost this service two reads, a task group and the
+/// thread hand-offs that come with them, on every batch, for nothing (the outbox stays empty without an endpoint).
+/// What can enable one rings ``endpointsChanged()`` (this node's REST calls, after their commit), which makes the next
+/// pass look again; with several nodes, where another node's calls enable endpoints, an idle dispatcher also looks
+/// every ``WebhookConfiguration/pollInterval``.
+///
 /// A restart loses nothing: the outbox and the deliveries are rows, and a lease ends with its node (at once on a
 /// graceful stop, when it expires after a crash). What a crash can repeat is a request in flight at that moment, with
 /// the same delivery id.
@@ -33,6 +40,9 @@ final class WebhookDispatcher: Service {
     private let logger: Logger
     private let doorbell = Doorbell()
     private let stopping = NIOLockedValueBox(false)
+    /// Whether the last pass found no enabled endpoint, and the count of ``endpointsChanged()`` calls (a pass only
+    /// records "none" if no call came while it read).
+    private let idle = NIOLockedValueBox((noEndpoints: false, changes: 0))
     /// The attempts this node made.
     let log = WebhookAttemptLog()
 
@@ -56,8 +66,23 @@ final class WebhookDispatcher: Service {
         self.logger = logger
     }
 
-    /// Events were committed: look now rather than at the next poll. Never blocks.
+    /// Events were committed: look now rather than at the next poll, unless the last look found no enabled endpoint
+    /// (then nothing can have been queued for one). Never blocks.
     func wake() {
+        guard !idle.withLockedValue({ $0.noEndpoints }) else { return }
+        doorbell.ring()
+    }
+
+    /// Whether the last pass found no enabled endpoint (``wake()`` then does nothing).
+    var isIdle: Bool { idle.withLockedValue { $0.noEndpoints } }
+
+    /// Something this node did may have enabled an endpoint or queued an event for one (a REST call, after its
+    /// commit): look now, whatever the last look found.
+    func endpointsChanged() {
+        idle.withLockedValue { idle in
+            idle.noEndpoints = false
+            idle.changes += 1
+        }
         doorbell.ring()
     }
 
@@ -91,9 +116,14 @@ final class WebhookDispatcher: Service {
     /// One round of work; true when there may be more right away.
     private func pass() async -> Bool {
         do {
-            // The message path rings after every batch: with no endpoint anywhere, one read and nothing else (the
-            // outbox stays empty then; rows queued for an endpoint disabled since make no delivery).
-            guard try await store.hasEnabledWebhookEndpoints() else { return false }
+            // With no endpoint anywhere, one read and nothing else (the outbox stays empty then; rows queued for an
+            // endpoint disabled since make no delivery); the message path's rings are ignored from then on.
+            let changes = idle.withLockedValue { $0.changes }
+            let enabled = try await store.hasEnabledWebhookEndpoints()
+            idle.withLockedValue { idle in
+                if idle.changes == changes { idle.noEndpoints = !enabled }
+            }
+            guard enabled else { return false }
             let now = time.epochMilliseconds()
             let expanded = try await store.expandWebhookOutbox(limit: Self.outboxBatch, now: now)
             guard !stopping.withLockedValue({ $0 }) else { return false }
@@ -105,11 +135,14 @@ final class WebhookDispatcher: Service {
         }
     }
 
-    /// Until woken, the next retry, or the poll interval; with no endpoint registered anywhere, only until woken (an
-    /// event committed here, or an endpoint enabled), so that an idle server sets no timer.
+    /// Until woken, the next retry, or the poll interval; with no endpoint enabled, on a single node only until woken
+    /// (``endpointsChanged()``), so that an idle server sets no timer, and with several nodes for the poll interval
+    /// (another node may enable one).
     private func waitForWork() async {
         var wait: Duration?
-        if (try? await store.hasEnabledWebhookEndpoints()) != false {
+        if idle.withLockedValue({ $0.noEndpoints }) {
+            if !ownsEveryLease { wait = configuration.pollInterval }
+        } else if (try? await store.hasEnabledWebhookEndpoints()) != false {
             wait = configuration.pollInterval
             if let due = try? await store.nextWebhookDeliveryDue() {
                 wait = min(configuration.pollInterval, Duration.milliseconds(max(due - time.epochMilliseconds(), 0)))
