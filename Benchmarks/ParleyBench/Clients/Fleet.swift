@@ -2,18 +2,30 @@ import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 
-/// Opens many ``BenchSocket``s, a bounded number at a time, spread over several source addresses.
+/// Opens many ``BenchSocket``s, a bounded number at a time, spread over several source addresses (and, with several
+/// nodes, over the nodes).
 struct Fleet: Sendable {
-    let target: SocketAddress
-    let hostHeader: String
+    /// Where a socket connects: one per node.
+    struct Target: Sendable {
+        var address: SocketAddress
+        var hostHeader: String
+    }
+
+    /// The server's nodes; a socket goes to the first unless ``connect(tokens:indices:retries:node:callbacks:beforeRetry:)``
+    /// says otherwise.
+    let targets: [Target]
+    /// The first node's address and Host header (the only ones with one node).
+    var target: SocketAddress { targets[0].address }
+    var hostHeader: String { targets[0].hostHeader }
     let sources: [SocketAddress]
     let group: any EventLoopGroup
     let concurrency: Int
     let connectTimeout: TimeAmount
 
     init(server: ServerUnderTest, options: ClientOptions, group: any EventLoopGroup) throws {
-        target = try SocketAddress(ipAddress: server.host, port: server.port)
-        hostHeader = "\(server.host):\(server.port)"
+        targets = try server.nodes.map {
+            Target(address: try SocketAddress(ipAddress: $0.host, port: $0.port), hostHeader: "\($0.host):\($0.port)")
+        }
         sources = try options.sources.map { try SocketAddress(ipAddress: $0, port: 0) }
         self.group = group
         concurrency = max(1, options.concurrency)
@@ -36,21 +48,24 @@ struct Fleet: Sendable {
         var seconds: Double { Double(finished &- started) / 1e9 }
     }
 
-    /// Connects one socket per token (`indices[i]` is the socket's index given to callbacks). With `retries`,
-    /// the attempts that failed are tried again (after the server has gone quiet) that many more times.
+    /// Connects one socket per token (`indices[i]` is the socket's index given to callbacks) to the node of
+    /// ``targets`` that `node` gives for that index (the first by default). With `retries`, the attempts that failed
+    /// are tried again (after the server has gone quiet) that many more times.
     func connect(
-        tokens: [String], indices: [Int]? = nil, retries: Int = 0, callbacks: SocketCallbacks,
-        beforeRetry: @Sendable () async -> Void = {}
+        tokens: [String], indices: [Int]? = nil, retries: Int = 0, node: @escaping @Sendable (Int) -> Int = { _ in 0 },
+        callbacks: SocketCallbacks, beforeRetry: @Sendable () async -> Void = {}
     ) async -> Outcome {
         var outcome = await connectOnce(
-            tokens: tokens, positions: Array(tokens.indices), indices: indices, callbacks: callbacks
+            tokens: tokens, positions: Array(tokens.indices), indices: indices, node: node, callbacks: callbacks
         )
         var left = retries
         while left > 0, outcome.failed > 0 {
             left -= 1
             await beforeRetry()
             let failed = outcome.sockets.indices.filter { outcome.sockets[$0] == nil }
-            let again = await connectOnce(tokens: tokens, positions: failed, indices: indices, callbacks: callbacks)
+            let again = await connectOnce(
+                tokens: tokens, positions: failed, indices: indices, node: node, callbacks: callbacks
+            )
             for position in failed { outcome.sockets[position] = again.sockets[position] }
             outcome.failures = again.failures
             outcome.retried += failed.count
@@ -63,9 +78,10 @@ struct Fleet: Sendable {
     /// Connects `positions`, at most ``concurrency`` attempts at a time. The attempts follow one another on the event
     /// loops: the callback that ends one starts the next, with no task in between (a task per attempt chain, woken for
     /// each result on a thread of the concurrency runtime, was a sixth of the tool's CPU in `connect`).
-    private func connectOnce(tokens: [String], positions: [Int], indices: [Int]?, callbacks: SocketCallbacks) async
-        -> Outcome
-    {
+    private func connectOnce(
+        tokens: [String], positions: [Int], indices: [Int]?, node: @escaping @Sendable (Int) -> Int,
+        callbacks: SocketCallbacks
+    ) async -> Outcome {
         let count = positions.count
         let latency = LatencyRecorder()
         let next = NIOLockedValueBox(0)
@@ -82,10 +98,11 @@ struct Fleet: Sendable {
                     guard slot < count else { return }
                     let position = positions[slot]
                     let index = indices?[position] ?? position
+                    let target = targets[node(index) % targets.count]
                     let begin = Monotonic.nanoseconds()
                     let attempt = BenchSocket.connect(
-                        index: index, target: target,
-                        source: sources.isEmpty ? nil : sources[index % sources.count], hostHeader: hostHeader,
+                        index: index, target: target.address,
+                        source: sources.isEmpty ? nil : sources[index % sources.count], hostHeader: target.hostHeader,
                         token: tokens[position], group: group, timeout: connectTimeout, callbacks: callbacks
                     )
                     attempt.whenComplete { result in

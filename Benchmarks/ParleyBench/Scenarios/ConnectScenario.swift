@@ -198,8 +198,7 @@ extension Fleet {
         target: SocketAddress, hostHeader: String, sources: [SocketAddress], group: any EventLoopGroup,
         concurrency: Int, connectTimeout: TimeAmount
     ) {
-        self.target = target
-        self.hostHeader = hostHeader
+        self.targets = [Target(address: target, hostHeader: hostHeader)]
         self.sources = sources
         self.group = group
         self.concurrency = concurrency

@@ -44,6 +44,14 @@ struct RoomsScenario: AsyncParsableCommand {
     )
     var phases: Phases = .even
 
+    @Option(
+        help: """
+            parley-server nodes to start on the one --database-url (PostgreSQL), each group's members spread over them \
+            (member i of a group on node i % nodes). Not with --server-url: an attached server is one node.
+            """
+    )
+    var nodes: Int = 1
+
     @OptionGroup var server: ServerOptions
     @OptionGroup var client: ClientOptions
 
@@ -55,6 +63,16 @@ struct RoomsScenario: AsyncParsableCommand {
         var warmup: Double
         var padding: Int
         var phases: Phases
+        /// Absent for one node (as before the option).
+        var nodes: Int?
+    }
+
+    /// The deliveries of one path: sender and receiver on one node, or on two.
+    struct PathFigures: Codable, Sendable {
+        var expected: Int
+        var delivered: Int
+        var lost: Int
+        var latency: LatencySummary
     }
 
     struct Figures: Codable, Sendable {
@@ -69,14 +87,22 @@ struct RoomsScenario: AsyncParsableCommand {
         var latency: LatencySummary
         var connectFailures: Int
         var setupSeconds: Double
-        /// Server CPU (user + system) while sending and draining, per message.
+        /// Server CPU (user + system) while sending and draining, per message; with several nodes, all nodes' together.
         var serverCPUMicrosPerMessage: Double?
         /// The load tool's own CPU over the same span, per message (it shares the machine).
         var benchCPUMicrosPerMessage: Double?
+        /// With several nodes: each node's CPU over the same span, per message (of all nodes).
+        var nodeServerCPUMicrosPerMessage: [Double]?
+        /// With several nodes: deliveries whose sender was connected to the receiver's node.
+        var sameNode: PathFigures?
+        /// With several nodes: deliveries whose sender was connected to another node than the receiver.
+        var crossNode: PathFigures?
+        /// With PostgreSQL: the database server's own CPU (all its processes) over the same span, per message.
+        var postgresCPUMicrosPerMessage: Double?
     }
 
     func run() async throws {
-        try await BenchRun.run(scenario: "rooms", server: server, options: client) { run in
+        try await BenchRun.run(scenario: "rooms", server: server, options: client, nodes: nodes) { run in
             let setupStart = Monotonic.nanoseconds()
             let prefix = "r\(run.runID)-"
             let people = rooms * size
@@ -95,7 +121,12 @@ struct RoomsScenario: AsyncParsableCommand {
             let count = senders.count
             let warmupCount = offsets.firstIndex { $0 >= warmup * 1e9 } ?? count
             let marker = Marker(runID: run.runID)
-            let ledger = DeliveryLedger(sockets: people)
+            // Member i of a group connects to node i % nodes: every group has members on every node (up to its size).
+            let nodeCount = run.server.nodes.count
+            let groupSize = size
+            let nodeOf: @Sendable (Int) -> Int = { socket in socket % groupSize % nodeCount }
+            // Path 0: sender and receiver on one node; path 1: on two.
+            let ledger = DeliveryLedger(sockets: people, paths: nodeCount > 1 ? 2 : 1)
             let acks = Counter()
             let callbacks = SocketCallbacks(text: { socket, frame, receivedAt in
                 guard FrameKind.isEvent(frame) else {
@@ -110,13 +141,14 @@ struct RoomsScenario: AsyncParsableCommand {
                 guard senders[found.number] != Int32(socket.index) else { return }
                 ledger.delivered(
                     socket: socket.index, message: found.number, sentAt: found.sentAt, receivedAt: receivedAt,
-                    measure: found.number >= warmupCount
+                    measure: found.number >= warmupCount,
+                    path: nodeOf(Int(senders[found.number])) == nodeOf(socket.index) ? 0 : 1
                 )
             })
-            run.note("connecting \(people) sockets")
+            run.note("connecting \(people) sockets" + (nodeCount > 1 ? " to \(nodeCount) nodes" : ""))
             // Members of one group connecting make presence events for each other: an attempt that times out in that
             // flood is tried again once the server is quiet.
-            let connected = await run.fleet.connect(tokens: tokens, retries: 2, callbacks: callbacks) {
+            let connected = await run.fleet.connect(tokens: tokens, retries: 2, node: nodeOf, callbacks: callbacks) {
                 _ = await waitUntilQuiet(quietFor: 1, deadlineSeconds: 120) { ledger.frames }
             }
             _ = await waitUntilQuiet(quietFor: 1, deadlineSeconds: 120) { ledger.frames }
@@ -125,18 +157,22 @@ struct RoomsScenario: AsyncParsableCommand {
                 "\(connected.connected) connected (\(connected.failed) failed); sending \(count) messages at \(rate)/s")
 
             run.startMeasuring()
-            let cpuBefore = run.server.cpuSeconds()
+            let nodesBefore = run.server.nodeCPUSeconds()
             let benchBefore = ProcFS.cpuSeconds(pid: getpid())
+            let postgresPort = server.databaseURL.map { URL(string: $0)?.port ?? 5432 }
+            let postgresBefore = postgresPort.flatMap(ProcFS.postgresCPUSeconds)
             var expected = 0
+            var expectedByPath = [0, 0]
             for number in 0..<count {
                 let from = Int(senders[number])
                 guard connected.sockets[from] != nil else { continue }
                 let room = from / size
                 for member in room * size..<(room + 1) * size where member != from && connected.sockets[member] != nil {
                     expected += 1
+                    expectedByPath[nodeOf(from) == nodeOf(member) ? 0 : 1] += 1
                 }
             }
-            let (groupSize, padding, runID) = (size, self.padding, run.runID)
+            let (padding, runID) = (self.padding, run.runID)
             let start = await PacedSender.run(
                 count: count, offset: { offsets[$0] }, sender: { connected.sockets[Int(senders[$0])] }
             ) { number, socket in
@@ -154,29 +190,62 @@ struct RoomsScenario: AsyncParsableCommand {
             }
             _ = await waitUntilQuiet(quietFor: 0.5, deadlineSeconds: 5) { acks.count }
             let delivered = ledger.unique
-            let cpu = cpuBefore.flatMap { b in run.server.cpuSeconds().map { ($0 - b) * 1e6 / Double(max(count, 1)) } }
+            let perMessage = { (seconds: Double) in seconds * 1e6 / Double(max(count, 1)) }
+            let nodeCPU = zip(nodesBefore, run.server.nodeCPUSeconds()).map { before, after in
+                before.flatMap { b in after.map { perMessage($0 - b) } }
+            }
+            let cpu = nodeCPU.contains(nil) ? nil : nodeCPU.compactMap { $0 }.reduce(0, +)
+            let postgresCPU = postgresBefore.flatMap { b in
+                postgresPort.flatMap(ProcFS.postgresCPUSeconds).map { perMessage($0 - b) }
+            }
             let benchCPU = benchBefore.flatMap { b in
                 ProcFS.cpuSeconds(pid: getpid()).map { ($0 - b) * 1e6 / Double(max(count, 1)) }
             }
             let span = Double(ledger.lastDelivery &- start) / 1e9
             let latency = ledger.latency
-            let figures = Figures(
+            let several = nodeCount > 1
+            let paths = (several ? 0..<2 : 0..<0).map { path in
+                PathFigures(
+                    expected: expectedByPath[path], delivered: ledger.unique(path: path),
+                    lost: expectedByPath[path] - ledger.unique(path: path), latency: ledger.latency(path: path)
+                )
+            }
+            var figures = Figures(
                 messages: count, sentPerSecond: Double(count) / sendSeconds, expected: expected, delivered: delivered,
                 lost: expected - delivered, duplicated: ledger.duplicates, acked: acks.count,
                 deliveriesPerSecond: Double(delivered) / max(span, 1e-9), latency: latency,
                 connectFailures: connected.failed, setupSeconds: setupSeconds, serverCPUMicrosPerMessage: cpu,
                 benchCPUMicrosPerMessage: benchCPU
             )
+            if several {
+                figures.nodeServerCPUMicrosPerMessage = nodeCPU.contains(nil) ? nil : nodeCPU.compactMap { $0 }
+                figures.sameNode = paths[0]
+                figures.crossNode = paths[1]
+            }
+            figures.postgresCPUMicrosPerMessage = postgresCPU
+            // One node on SQLite prints what it always did; several nodes and PostgreSQL add their figures after it.
+            var more = ""
+            if several {
+                more += " nodes=\(nodeCount)"
+                if let perNode = figures.nodeServerCPUMicrosPerMessage {
+                    more += " node_cpu/msg=" + perNode.map { Format.fixed($0, 0) }.joined(separator: "/") + "us"
+                }
+                for (name, path) in [("same_node", paths[0]), ("cross_node", paths[1])] {
+                    more += " \(name): \(path.delivered)/\(path.expected) lost=\(path.lost) "
+                    more += path.latency.line([("p50", \.p50), ("p99", \.p99)])
+                }
+            }
+            if let postgresCPU { more += " pg_cpu/msg=\(Format.fixed(postgresCPU, 0))us" }
             try run.report(
                 line:
                     "rooms=\(rooms)x\(size) phases=\(phases.rawValue) messages=\(count) rate=\(Int(figures.sentPerSecond))/s delivered=\(delivered)/\(expected) "
                     + "lost=\(figures.lost) dup=\(figures.duplicated) acked=\(figures.acked) "
                     + latency.line([("p50", \.p50), ("p90", \.p90), ("p99", \.p99), ("max", \.max)])
                     + (cpu.map { " server_cpu/msg=\(Format.fixed($0, 0))us" } ?? "")
-                    + (benchCPU.map { " bench_cpu/msg=\(Format.fixed($0, 0))us" } ?? ""),
+                    + (benchCPU.map { " bench_cpu/msg=\(Format.fixed($0, 0))us" } ?? "") + more,
                 parameters: Parameters(
                     rooms: rooms, size: size, rate: rate, duration: duration, warmup: warmup, padding: padding,
-                    phases: phases
+                    phases: phases, nodes: several ? nodeCount : nil
                 ),
                 figures: figures
             )

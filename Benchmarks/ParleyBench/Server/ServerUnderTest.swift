@@ -2,32 +2,54 @@ import Foundation
 import NIOConcurrencyHelpers
 
 /// The parley-server a scenario drives: a child process the bench started (temporary data directory, free port,
-/// an app created for the run), or one it attaches to with `--server-url` and `--server-pid`.
+/// an app created for the run), or one it attaches to with `--server-url` and `--server-pid`. With `nodes` above one,
+/// the bench starts that many servers on one PostgreSQL database (one deployment of several nodes); ``host``,
+/// ``port`` and ``pid`` are then the first node's, the one REST setup goes to, and ``nodes`` lists them all.
 final class ServerUnderTest: Sendable {
+    /// One server process of the deployment.
+    struct Node: Sendable {
+        var host: String
+        var port: Int
+        /// Nil when attached without `--server-pid`.
+        var pid: Int32?
+    }
+
     let host: String
     let port: Int
     let appId: String
     let restAPIKey: String
     /// The server's pid, for its resident memory and CPU (it changes when the bench restarts its server). Nil when
     /// attached without `--server-pid`.
-    var pid: Int32? { child?.pid ?? attachedPID }
+    var pid: Int32? { children.first?.pid ?? attachedPID }
     private let attachedPID: Int32?
-    /// The bench's own child, nil when attached.
-    private let child: ManagedServer?
+    /// The bench's own children, one per node; empty when attached.
+    private let children: [ManagedServer]
 
     var baseURL: String { "http://\(host):\(port)" }
 
-    private init(host: String, port: Int, appId: String, restAPIKey: String, pid: Int32?, child: ManagedServer?) {
+    /// Every node, the first one first (an attached server is one node).
+    var nodes: [Node] {
+        guard !children.isEmpty else { return [Node(host: host, port: port, pid: attachedPID)] }
+        return children.map { Node(host: "127.0.0.1", port: $0.port, pid: $0.pid) }
+    }
+
+    private init(
+        host: String, port: Int, appId: String, restAPIKey: String, pid: Int32?, children: [ManagedServer]
+    ) {
         self.host = host
         self.port = port
         self.appId = appId
         self.restAPIKey = restAPIKey
         self.attachedPID = pid
-        self.child = child
+        self.children = children
     }
 
-    static func start(_ options: ServerOptions) async throws -> ServerUnderTest {
+    /// Starts the server (`nodes` of them on the one `--database-url`), or attaches to `--server-url`.
+    static func start(_ options: ServerOptions, nodes: Int = 1) async throws -> ServerUnderTest {
         if let url = options.serverURL {
+            guard nodes == 1 else {
+                throw BenchError("--nodes starts its own nodes: it cannot be used with --server-url (one server).")
+            }
             guard let parsed = URL(string: url), let host = parsed.host else {
                 throw BenchError("--server-url must look like http://127.0.0.1:8080")
             }
@@ -36,13 +58,31 @@ final class ServerUnderTest: Sendable {
                     "Attaching to a server needs --app-id and --rest-api-key (or PARLEY_APP_ID, PARLEY_REST_API_KEY).")
             }
             return ServerUnderTest(
-                host: host, port: parsed.port ?? 80, appId: appId, restAPIKey: key, pid: options.serverPID, child: nil
+                host: host, port: parsed.port ?? 80, appId: appId, restAPIKey: key, pid: options.serverPID,
+                children: []
             )
         }
-        let child = try await ManagedServer.launch(options)
+        guard nodes >= 1 else { throw BenchError("--nodes must be at least 1.") }
+        guard nodes == 1 || options.databaseURL != nil else {
+            throw BenchError(
+                "--nodes \(nodes) needs --database-url (or PARLEY_BENCH_DATABASE_URL): the nodes share one PostgreSQL "
+                    + "database (a SQLite server is a single node), e.g. scripts/with-postgres sh -c "
+                    + "'.build/release/parley-bench rooms --database-url \"$PARLEY_TEST_DATABASE_URL\" --nodes 2'")
+        }
+        let first = try await ManagedServer.launch(options)
+        var children = [first]
+        do {
+            // The app exists in the database once the first node is up: the others serve it as they are.
+            for _ in 1..<nodes {
+                children.append(try await ManagedServer.launch(options, app: (first.appId, first.restAPIKey)))
+            }
+        } catch {
+            for child in children { await child.stop() }
+            throw error
+        }
         return ServerUnderTest(
-            host: "127.0.0.1", port: child.port, appId: child.appId, restAPIKey: child.restAPIKey, pid: child.pid,
-            child: child
+            host: "127.0.0.1", port: first.port, appId: first.appId, restAPIKey: first.restAPIKey, pid: first.pid,
+            children: children
         )
     }
 
@@ -52,29 +92,36 @@ final class ServerUnderTest: Sendable {
         return ProcFS.residentBytes(pid: pid)
     }
 
-    /// Stops the bench's own server (SIGTERM, then SIGKILL after `grace`); nothing for an attached one.
+    /// Stops the bench's own servers (SIGTERM, then SIGKILL after `grace`); nothing for an attached one.
     func stop() async {
-        await child?.stop()
+        for child in children { await child.stop() }
     }
 
-    /// Deletes the temporary data directory of the bench's own server (after a successful run; a failed one keeps
-    /// it, with the server's log).
+    /// Deletes the temporary data directories of the bench's own servers (after a successful run; a failed one keeps
+    /// them, with the servers' logs).
     func removeData() {
-        guard let child else { return }
-        try? FileManager.default.removeItem(atPath: child.dataDirectory)
+        for child in children { try? FileManager.default.removeItem(atPath: child.dataDirectory) }
     }
 
     /// Restarts the bench's own server on the same port and data (the storm's `--drop restart`).
     func restart() async throws {
-        guard let child else { throw BenchError("--drop restart needs a server the bench started itself.") }
+        guard children.count == 1, let child = children.first else {
+            throw BenchError("--drop restart needs one server the bench started itself.")
+        }
         try await child.restart()
     }
 
-    var logPath: String? { child?.logPath }
+    /// The logs of the bench's own servers, one per node.
+    var logPaths: [String] { children.map(\.logPath) }
 
-    /// User + system CPU seconds the server has used so far.
+    /// User + system CPU seconds the server has used so far (the first node's).
     func cpuSeconds() -> Double? {
         pid.flatMap(ProcFS.cpuSeconds)
+    }
+
+    /// User + system CPU seconds each node has used so far, in the order of ``nodes``.
+    func nodeCPUSeconds() -> [Double?] {
+        nodes.map { $0.pid.flatMap(ProcFS.cpuSeconds) }
     }
 }
 
@@ -105,6 +152,41 @@ enum ProcFS {
         let ticks = line.split(separator: " ").dropFirst().compactMap { UInt64($0) }
         guard ticks.count >= 8 else { return nil }
         return (ticks.prefix(8).reduce(0, +), ticks[7])
+    }
+
+    /// CPU seconds (user + system) of the PostgreSQL server at `port`: its postmaster and every process it started
+    /// (backends, WAL writer, checkpointer...), those that exited included (their time is in the postmaster's `cutime`
+    /// and `cstime` once it has reaped them). When no postmaster has `-p <port>` on its command line (one started with
+    /// the port in its configuration): every process named `postgres` on the machine.
+    static func postgresCPUSeconds(port: Int) -> Double? {
+        guard let entries = try? FileManager.default.contentsOfDirectory(atPath: "/proc") else { return nil }
+        var processes: [(pid: Int32, parent: Int32, ticks: Double)] = []
+        for entry in entries {
+            guard let pid = Int32(entry), let process = processStat(pid: pid), process.command == "postgres",
+                process.fields.count > 14, let parent = Int32(process.fields[1])
+            else { continue }
+            // utime, stime, cutime, cstime: fields 14-17 of the whole line.
+            let ticks = process.fields[11...14].compactMap { Double($0) }.reduce(0, +)
+            processes.append((pid, parent, ticks))
+        }
+        guard !processes.isEmpty else { return nil }
+        let postmaster = processes.first { process in
+            let arguments =
+                (try? Data(contentsOf: URL(fileURLWithPath: "/proc/\(process.pid)/cmdline")))
+                .map { $0.split(separator: 0).map { String(decoding: $0, as: UTF8.self) } } ?? []
+            return zip(arguments, arguments.dropFirst()).contains { $0 == "-p" && $1 == String(port) }
+        }
+        let ours = postmaster.map { server in processes.filter { $0.pid == server.pid || $0.parent == server.pid } }
+        return (ours ?? processes).reduce(0) { $0 + $1.ticks } / Double(sysconf(Int32(_SC_CLK_TCK)))
+    }
+
+    /// The command name of a process and the fields of /proc/<pid>/stat after it (state first).
+    private static func processStat(pid: Int32) -> (command: String, fields: [Substring])? {
+        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+            let open = stat.firstIndex(of: "("), let close = stat.lastIndex(of: ")")
+        else { return nil }
+        let command = String(stat[stat.index(after: open)..<close])
+        return (command, stat[stat.index(after: close)...].split(separator: " "))
     }
 
     /// User + system CPU seconds of a process (/proc/<pid>/stat).
@@ -150,7 +232,11 @@ final class ManagedServer: Sendable {
         self.state = NIOLockedValueBox(State(process: process, port: port))
     }
 
-    static func launch(_ options: ServerOptions) async throws -> ManagedServer {
+    /// Starts a server in a temporary data directory. Without `app`, creates the run's app first (`apps create`); with
+    /// it, the app is already in the shared database (another node of the run created it).
+    static func launch(_ options: ServerOptions, app: (id: String, restAPIKey: String)? = nil) async throws
+        -> ManagedServer
+    {
         let binary = options.serverBinary ?? Self.siblingBinary()
         guard FileManager.default.isExecutableFile(atPath: binary) else {
             throw BenchError(
@@ -174,14 +260,21 @@ final class ManagedServer: Sendable {
         }
 
         // An app for the run, created before the server starts (so the server creates no default app).
-        let create = try runToCompletion(
-            binary,
-            ["apps", "create", "parley-bench", "--data-dir", directory]
-                + (options.databaseURL.map { ["--database-url", $0] } ?? [])
-        )
-        guard let appId = Self.value(after: "App ID:", in: create),
-            let key = Self.value(after: "REST API Key:", in: create)
-        else { throw BenchError("Could not read the app's keys from `parley-server apps create`:\n\(create)") }
+        let appId: String
+        let key: String
+        if let app {
+            (appId, key) = app
+        } else {
+            let create = try runToCompletion(
+                binary,
+                ["apps", "create", "parley-bench", "--data-dir", directory]
+                    + (options.databaseURL.map { ["--database-url", $0] } ?? [])
+            )
+            guard let id = Self.value(after: "App ID:", in: create),
+                let created = Self.value(after: "REST API Key:", in: create)
+            else { throw BenchError("Could not read the app's keys from `parley-server apps create`:\n\(create)") }
+            (appId, key) = (id, created)
+        }
 
         let logPath = directory + "/server.log"
         let (process, port) = try await spawn(

@@ -46,15 +46,22 @@ final class BenchRun: Sendable {
         return Double(now.steal - from.steal) * 100 / Double(now.total - from.total)
     }
 
-    /// Starts (or attaches to) the server, runs `body`, and always stops what the bench started.
+    /// Starts (or attaches to) the server, `nodes` of them on one database, runs `body`, and always stops what the
+    /// bench started.
     static func run(
-        scenario: String, server serverOptions: ServerOptions, options: ClientOptions,
+        scenario: String, server serverOptions: ServerOptions, options: ClientOptions, nodes: Int = 1,
         _ body: (BenchRun) async throws -> Void
     ) async throws {
         Limits.raiseOpenFiles()
         Watchdog.start(seconds: options.timeout, scenario: scenario)
         let group = MultiThreadedEventLoopGroup(numberOfThreads: max(1, options.threads))
-        let server = try await ServerUnderTest.start(serverOptions)
+        let server: ServerUnderTest
+        do {
+            server = try await ServerUnderTest.start(serverOptions, nodes: nodes)
+        } catch {
+            try? await group.shutdownGracefully()
+            throw error
+        }
         var failure: (any Error)?
         do {
             let run = try BenchRun(scenario: scenario, server: server, group: group, options: options)
@@ -66,7 +73,7 @@ final class BenchRun: Sendable {
         try? await group.shutdownGracefully()
         if failure == nil { server.removeData() }
         if let failure {
-            if let log = server.logPath { FileHandle.standardError.write(Data("server log: \(log)\n".utf8)) }
+            for log in server.logPaths { FileHandle.standardError.write(Data("server log: \(log)\n".utf8)) }
             throw failure
         }
     }
