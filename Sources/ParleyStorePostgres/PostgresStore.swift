@@ -448,6 +448,10 @@ public final class PostgresStore: ParleyStore {
     }
 
     public func unread(appId: String, uid: String, conversationIds: [String]?) async throws -> UnreadSummary {
+        // The user's participations drive the loop, each looking its conversation up by key: `OFFSET 0` keeps the
+        // planner from flattening the subquery. With a plain JOIN on tables never analyzed (a new deployment, the
+        // benchmarks), PostgreSQL walked every conversation of the app and probed each for the user: 2.3 ms for an
+        // app of 2,000 conversations against 0.14 ms (EXPLAIN ANALYZE), on every unread push.
         let rows = try await rows(
             """
             SELECT c.id, c.last_seq, c.message_count, p.read_seq, p.read_message_count,
@@ -455,8 +459,11 @@ public final class PostgresStore: ParleyStore {
                     SELECT count(*) FROM deleted_messages d
                     WHERE d.conversation_pk = c.pk AND d.message_index > p.read_message_count
                 ) END
-            FROM participants p JOIN conversations c ON c.pk = p.conversation_pk
-            WHERE p.uid = \(uid) AND c.app_id = \(appId) AND c.deleted_at IS NULL
+            FROM participants p CROSS JOIN LATERAL (
+                SELECT * FROM conversations c
+                WHERE c.pk = p.conversation_pk AND c.app_id = \(appId) AND c.deleted_at IS NULL OFFSET 0
+            ) c
+            WHERE p.uid = \(uid)
             """
         )
         let wanted = conversationIds.map(Set.init)
@@ -479,10 +486,14 @@ public final class PostgresStore: ParleyStore {
     }
 
     public func contacts(appId: String, uid: String) async throws -> [String] {
+        // The user's participations drive the loop (see ``unread(appId:uid:conversationIds:)``).
         try await rows(
             """
             SELECT DISTINCT other.uid FROM participants mine
-            JOIN conversations c ON c.pk = mine.conversation_pk AND c.app_id = \(appId) AND c.deleted_at IS NULL
+            CROSS JOIN LATERAL (
+                SELECT c.pk FROM conversations c
+                WHERE c.pk = mine.conversation_pk AND c.app_id = \(appId) AND c.deleted_at IS NULL OFFSET 0
+            ) c
             JOIN participants other ON other.conversation_pk = mine.conversation_pk
             WHERE mine.uid = \(uid) AND other.uid <> \(uid)
             AND NOT EXISTS (SELECT 1 FROM blocks b WHERE b.app_id = \(appId) AND b.blocker = other.uid AND b.blocked = \(uid))
