@@ -73,12 +73,21 @@ extension PostgresStore {
     public func deleteWebhookEndpoint(appId: String, id: String) async throws -> Bool {
         try await withSession { session in
             try await session.transaction {
+                // The deliveries' rows before the endpoint's, the order in which a dispatcher recording an attempt
+                // locks them (`completeWebhookDelivery`, `failWebhookDelivery`): the other order deadlocked with an
+                // attempt being recorded (PostgreSQL aborted the delete: 500). Taken turns with the outbox's
+                // expansion, so that no delivery is made for the endpoint between the two deletes.
+                guard
+                    try await session.value(
+                        "SELECT count(*) FROM webhook_endpoints WHERE app_id = \(appId) AND id = \(id)", as: Int64.self
+                    ) == 1
+                else { return false }
+                try await session.execute("SELECT pg_advisory_xact_lock(\(Self.webhookLockKey), 0)")
+                try await session.execute("DELETE FROM webhook_deliveries WHERE endpoint_id = \(id)")
                 let deleted = try await session.rows(
                     "DELETE FROM webhook_endpoints WHERE app_id = \(appId) AND id = \(id) RETURNING id"
                 )
-                guard !deleted.isEmpty else { return false }
-                try await session.execute("DELETE FROM webhook_deliveries WHERE endpoint_id = \(id)")
-                return true
+                return !deleted.isEmpty
             }
         }
     }
