@@ -19,17 +19,30 @@ public protocol ClusterLink: Sendable {
 
     /// Durable events of a conversation with `afterSeq < seq <= throughSeq`, ascending, at most `limit`, each with
     /// the users who were its recipients: the participants at that point, and a removed participant for their removal.
-    func routedEvents(appId: String, conversationId: String, afterSeq: Int64, throughSeq: Int64, limit: Int) async throws
+    func routedEvents(appId: String, conversationId: String, afterSeq: Int64, throughSeq: Int64, limit: Int)
+        async throws
         -> [RoutedEvent]
 
     /// Records that the user is online on this node; true when no other node had them online (they came online).
     func userOnline(appId: String, uid: String) async throws -> Bool
+    /// ``userOnline(appId:uid:)`` for many users at once (a node's arrivals of one turn, thousands in a reconnection
+    /// storm): one answer per user, in order.
+    func usersOnline(_ users: [UserRef]) async throws -> [Bool]
     /// Records that the user left this node; true when no other live node has them (they went offline).
     func userOffline(appId: String, uid: String) async throws -> Bool
     /// Whether the user is online on any live node.
     func isOnline(appId: String, uid: String) async throws -> Bool
     /// Whether the user is online on another live node (a node counts them online until its presence grace ends).
     func isOnlineElsewhere(appId: String, uid: String) async throws -> Bool
+}
+
+extension ClusterLink {
+    /// One user after the other.
+    public func usersOnline(_ users: [UserRef]) async throws -> [Bool] {
+        var answers: [Bool] = []
+        for user in users { answers.append(try await userOnline(appId: user.appId, uid: user.uid)) }
+        return answers
+    }
 }
 
 /// A conversation's events committed together by one node: `fromSeq...throughSeq`.
@@ -59,7 +72,8 @@ public struct CommittedRange: Sendable, Hashable, Codable {
             } else {
                 index[key] = ranges.count
                 ranges.append(
-                    CommittedRange(appId: stored.event.appId, conversationId: conversationId, fromSeq: seq, throughSeq: seq)
+                    CommittedRange(
+                        appId: stored.event.appId, conversationId: conversationId, fromSeq: seq, throughSeq: seq)
                 )
             }
         }

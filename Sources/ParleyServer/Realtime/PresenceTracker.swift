@@ -164,7 +164,7 @@ final class PresenceTracker: Service {
     }
 
     func run() async throws {
-        await timers.runInOrder(changes, sink: sink, expired: { .expired($0) }) { await handle($0) }
+        await timers.runInOrder(changes, sink: sink, expired: { .expired($0) }, handle: { await handle($0) })
     }
 
     private func handle(_ change: Change) async {
@@ -172,27 +172,28 @@ final class PresenceTracker: Service {
         case .arrived:
             var arrivals: [UserKey] = []
             state.withLockedValue { swap(&arrivals, &$0.arrivals) }
-            var cameOnline: [(Presence, UserKey)] = []
+            var inserted: [UserKey] = []
             for key in arrivals {
                 // Back within the grace period: no offline, no new online.
                 timers.cancel(key)
-                let (inserted, connected) = state.withLockedValue { state in
+                let (isNew, connected) = state.withLockedValue { state in
                     (state.online.insert(key).inserted, state.connections[key] != nil)
                 }
                 // Its connection closed before this turn (a client that connects and leaves at once): the grace that
                 // `disconnected` started was just cancelled, or ran out before the user was online, so it starts
                 // again; without this the user stayed online for good.
                 if !connected { timers.schedule(key) }
-                guard inserted else { continue }
-                if let link {
-                    // Online on another node already: nothing changes for anyone.
-                    guard await clusterAnswer({ try await link.userOnline(appId: key.appId, uid: key.uid) }) else {
-                        continue
-                    }
-                }
-                cameOnline.append((Presence(uid: key.uid, online: true), key))
+                if isNew { inserted.append(key) }
             }
-            await publish(cameOnline)
+            var cameOnline = inserted
+            if let link, !inserted.isEmpty {
+                // Online on another node already: nothing changes for anyone. One question for the whole turn.
+                let answers = await clusterAnswers(inserted.count) {
+                    try await link.usersOnline(inserted.map { UserRef(appId: $0.appId, uid: $0.uid) })
+                }
+                cameOnline = zip(inserted, answers).filter(\.1).map(\.0)
+            }
+            await publish(cameOnline.map { (Presence(uid: $0.uid, online: true), $0) })
         case .expired(let key):
             let now = time.epochMilliseconds()
             let wentOffline = state.withLockedValue { state -> Bool in
@@ -217,8 +218,8 @@ final class PresenceTracker: Service {
         case .reregister:
             guard let link else { return }
             let online = state.withLockedValue { $0.online }
-            for key in online {
-                _ = await clusterAnswer({ try await link.userOnline(appId: key.appId, uid: key.uid) })
+            _ = await clusterAnswers(online.count) {
+                try await link.usersOnline(online.map { UserRef(appId: $0.appId, uid: $0.uid) })
             }
         }
     }
@@ -231,6 +232,18 @@ final class PresenceTracker: Service {
             logger.warning("Presence: the cluster directory is unavailable", metadata: ["error": "\(error)"])
             return true
         }
+    }
+
+    /// ``clusterAnswer(_:)`` for `count` users at once: all true when the directory cannot answer.
+    private func clusterAnswers(_ count: Int, _ question: () async throws -> [Bool]) async -> [Bool] {
+        do {
+            let answers = try await question()
+            if answers.count == count { return answers }
+            logger.warning("Presence: the cluster directory answered \(answers.count) of \(count) users")
+        } catch {
+            logger.warning("Presence: the cluster directory is unavailable", metadata: ["error": "\(error)"])
+        }
+        return Array(repeating: true, count: count)
     }
 
     /// Announces each change to the user's contacts (read together) and to the subscribers of every user's presence.
