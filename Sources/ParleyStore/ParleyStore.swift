@@ -115,6 +115,8 @@ public protocol ParleyStore: Sendable {
     /// The users who share at least one (not deleted) conversation with `uid`, not including `uid` nor those who
     /// blocked `uid` (they do not see `uid`'s presence and profile changes).
     func contacts(appId: String, uid: String) async throws -> [String]
+    /// ``contacts(appId:uid:)`` of many users (the arrivals of one turn of the presence tracker), in the order asked.
+    func contacts(of users: [UserRef]) async throws -> [[String]]
     /// The participants of a conversation that is not deleted; nil when there is no such conversation.
     func activeParticipants(appId: String, conversationId: String) async throws -> [String]?
 
@@ -223,5 +225,14 @@ public struct StoreActivity: Sendable, Hashable {
         self.inFlight = inFlight
         self.capacity = capacity
         self.failures = failures
+    }
+}
+
+extension ParleyStore {
+    /// One user after the other.
+    public func contacts(of users: [UserRef]) async throws -> [[String]] {
+        var contacts: [[String]] = []
+        for user in users { contacts.append(try await self.contacts(appId: user.appId, uid: user.uid)) }
+        return contacts
     }
 }

@@ -356,6 +356,10 @@ extension StoreConformanceTests {
         // bob's presence and profile changes no longer reach alice; alice's still reach bob (he blocked nobody).
         #expect(Set(try await store.contacts(appId: Self.appId, uid: "bob")) == ["carol"])
         #expect(Set(try await store.contacts(appId: Self.appId, uid: "alice")) == ["bob", "carol"])
+        let batched = try await store.contacts(of: [
+            UserRef(appId: Self.appId, uid: "bob"), UserRef(appId: Self.appId, uid: "alice"),
+        ])
+        #expect(batched.map(Set.init) == [["carol"], ["bob", "carol"]])
     }
 
     @Test(arguments: Backend.allCases) func reportsAreKeptOnceWhileOpenAndPagedForTheApp(_ backend: Backend)

@@ -1,9 +1,9 @@
 import Foundation
+import Logging
 import ParleyProtocol
 import ParleyStore
 import ParleyStorePostgres
 import ParleyStoreSQLite
-import Logging
 import ParleyTesting
 import Testing
 
@@ -37,7 +37,8 @@ enum Backend: String, CaseIterable, CustomTestStringConvertible {
             return try SQLiteStore(path: directory.path + "/parley.sqlite")
         case .postgres:
             let database = try await PostgresTestDatabase.create()
-            let store = try await PostgresStore.connect(url: database.url, logger: .quiet, timeout: .seconds(60), maximumConnections: 10)
+            let store = try await PostgresStore.connect(
+                url: database.url, logger: .quiet, timeout: .seconds(60), maximumConnections: 10)
             await StoreCleanup.register(store, database: database)
             return store
         }
@@ -49,14 +50,18 @@ enum Backend: String, CaseIterable, CustomTestStringConvertible {
     static let appId = "app1"
     static let otherApp = "app2"
 
-    func prepared(_ backend: Backend, users: [String] = ["alice", "bob", "carol", "dave"]) async throws -> any ParleyStore {
+    func prepared(_ backend: Backend, users: [String] = ["alice", "bob", "carol", "dave"]) async throws
+        -> any ParleyStore
+    {
         let store = try await backend.makeStore()
         for app in [Self.appId, Self.otherApp] {
             try await store.insertApp(
                 AppRecord(id: app, name: app, authKeyHash: [1, 2], restAPIKeyHash: Array(app.utf8), createdAt: 1)
             )
         }
-        for uid in users { try await store.insertUser(appId: Self.appId, User(uid: uid, name: uid, createdAt: 1, updatedAt: 1)) }
+        for uid in users {
+            try await store.insertUser(appId: Self.appId, User(uid: uid, name: uid, createdAt: 1, updatedAt: 1))
+        }
         try await store.insertUser(appId: Self.otherApp, User(uid: "mallory", name: "m", createdAt: 1, updatedAt: 1))
         return store
     }
@@ -72,25 +77,36 @@ enum Backend: String, CaseIterable, CustomTestStringConvertible {
         }
     }
 
-    func group(_ store: any ParleyStore, id: String = "c_g", owner: String = "alice", members: [String] = ["bob"], isPublic: Bool = false)
+    func group(
+        _ store: any ParleyStore, id: String = "c_g", owner: String = "alice", members: [String] = ["bob"],
+        isPublic: Bool = false
+    )
         async throws -> Conversation
     {
         let result = try await apply(
             store,
             .createConversation(
-                .init(appId: Self.appId, newId: id, type: .group, creator: owner, participants: members, name: "G", isPublic: isPublic, now: 10)
+                .init(
+                    appId: Self.appId, newId: id, type: .group, creator: owner, participants: members, name: "G",
+                    isPublic: isPublic, now: 10)
             )
         )
-        guard case .conversation(let conversation, true) = result.outcome else { throw DomainError(.internalError, "no group") }
+        guard case .conversation(let conversation, true) = result.outcome else {
+            throw DomainError(.internalError, "no group")
+        }
         return conversation
     }
 
-    func send(_ store: any ParleyStore, _ conversationId: String, from sender: String, text: String = "hi", clientId: String? = nil, appId: String = appId)
+    func send(
+        _ store: any ParleyStore, _ conversationId: String, from sender: String, text: String = "hi",
+        clientId: String? = nil, appId: String = appId
+    )
         -> Command
     {
         .sendMessage(
             .init(
-                appId: appId, conversationId: conversationId, sender: sender, messageId: "m_\(UUID().uuidString.prefix(8))",
+                appId: appId, conversationId: conversationId, sender: sender,
+                messageId: "m_\(UUID().uuidString.prefix(8))",
                 clientMessageId: clientId, parts: [.text(text)], metadata: nil, alert: nil, now: 20
             )
         )
@@ -117,7 +133,8 @@ enum Backend: String, CaseIterable, CustomTestStringConvertible {
         // The same uid may exist in another app.
         try await store.insertUser(appId: Self.otherApp, User(uid: "alice", name: "other", createdAt: 2, updatedAt: 2))
         #expect(try await store.user(appId: Self.appId, uid: "alice")?.name == "alice")
-        let ensured = try await store.ensureUser(appId: Self.appId, User(uid: "alice", name: "ignored", createdAt: 3, updatedAt: 3))
+        let ensured = try await store.ensureUser(
+            appId: Self.appId, User(uid: "alice", name: "ignored", createdAt: 3, updatedAt: 3))
         #expect(ensured.name == "alice")
         let updated = try await store.updateUser(
             appId: Self.appId, uid: "alice", UpdateUserRequest(name: "Alice", metadata: ["team": "red"]), now: 50
@@ -125,13 +142,15 @@ enum Backend: String, CaseIterable, CustomTestStringConvertible {
         #expect(updated?.name == "Alice")
         #expect(try await store.user(appId: Self.appId, uid: "alice")?.metadata == ["team": "red"])
         #expect(try await store.user(appId: Self.appId, uid: "alice")?.updatedAt == 50)
-        #expect(try await store.updateUser(appId: Self.appId, uid: "ghost", UpdateUserRequest(name: "x"), now: 1) == nil)
+        #expect(
+            try await store.updateUser(appId: Self.appId, uid: "ghost", UpdateUserRequest(name: "x"), now: 1) == nil)
     }
 
     @Test(arguments: Backend.allCases) func tokensExpireAndRevoke(_ backend: Backend) async throws {
         let store = try await prepared(backend)
         try await store.insertToken(TokenRecord(id: "t1", hash: [1], appId: Self.appId, uid: "alice", createdAt: 1))
-        try await store.insertToken(TokenRecord(id: "t2", hash: [2], appId: Self.appId, uid: "alice", createdAt: 2, expiresAt: 100))
+        try await store.insertToken(
+            TokenRecord(id: "t2", hash: [2], appId: Self.appId, uid: "alice", createdAt: 2, expiresAt: 100))
         try await store.insertToken(TokenRecord(id: "t3", hash: [3], appId: Self.appId, uid: "bob", createdAt: 3))
         #expect(try await store.token(hash: [2])?.isValid(at: 99) == true)
         #expect(try await store.token(hash: [2])?.isValid(at: 100) == false)
@@ -149,7 +168,9 @@ enum Backend: String, CaseIterable, CustomTestStringConvertible {
         Device(deviceId: id, platform: .apns, token: token, environment: environment, createdAt: time, updatedAt: time)
     }
 
-    @Test(arguments: Backend.allCases) func aDeviceIsRegisteredPerUserAndItsTokenReplaced(_ backend: Backend) async throws {
+    @Test(arguments: Backend.allCases) func aDeviceIsRegisteredPerUserAndItsTokenReplaced(_ backend: Backend)
+        async throws
+    {
         let store = try await prepared(backend)
         let first = try await store.putDevice(appId: Self.appId, uid: "alice", device("phone", token: "aa11", at: 1))
         #expect(first == device("phone", token: "aa11", at: 1))
@@ -157,7 +178,11 @@ enum Backend: String, CaseIterable, CustomTestStringConvertible {
         let replaced = try await store.putDevice(
             appId: Self.appId, uid: "alice", device("phone", token: "cc33", environment: .sandbox, at: 3)
         )
-        #expect(replaced == Device(deviceId: "phone", platform: .apns, token: "cc33", environment: .sandbox, createdAt: 1, updatedAt: 3))
+        #expect(
+            replaced
+                == Device(
+                    deviceId: "phone", platform: .apns, token: "cc33", environment: .sandbox, createdAt: 1, updatedAt: 3
+                ))
         #expect(try await store.devices(appId: Self.appId, uid: "alice").map(\.token) == ["cc33", "bb22"])
         #expect(try await store.devices(appId: Self.appId, uid: "bob").isEmpty)
     }
@@ -187,15 +212,26 @@ enum Backend: String, CaseIterable, CustomTestStringConvertible {
 
     // MARK: Conversations and sequence numbers
 
-    @Test(arguments: Backend.allCases) func creatingAGroupEmitsCreateAndOneParticipantAddedPerMember(_ backend: Backend) async throws {
+    @Test(arguments: Backend.allCases) func creatingAGroupEmitsCreateAndOneParticipantAddedPerMember(_ backend: Backend)
+        async throws
+    {
         let store = try await prepared(backend)
         let result = try await apply(
             store,
-            .createConversation(.init(appId: Self.appId, newId: "c_g", type: .group, creator: "alice", participants: ["bob", "carol", "bob"], name: "G", now: 10))
+            .createConversation(
+                .init(
+                    appId: Self.appId, newId: "c_g", type: .group, creator: "alice",
+                    participants: ["bob", "carol", "bob"], name: "G", now: 10))
         )
         #expect(result.events.map(\.event.seq) == [1, 2, 3, 4])
-        #expect(result.events.map(\.event.name) == [.conversationCreate, .participantAdded, .participantAdded, .participantAdded])
-        guard case .participantAdded(let owner) = result.events[1].event.payload else { Issue.record("not a participant"); return }
+        #expect(
+            result.events.map(\.event.name) == [
+                .conversationCreate, .participantAdded, .participantAdded, .participantAdded,
+            ])
+        guard case .participantAdded(let owner) = result.events[1].event.payload else {
+            Issue.record("not a participant")
+            return
+        }
         #expect(owner.uid == "alice" && owner.role == .owner)
         #expect(Set(result.recipients) == ["alice", "bob", "carol"])
         let (row, role) = try #require(try await store.conversation(appId: Self.appId, id: "c_g", viewer: "alice"))
@@ -205,30 +241,67 @@ enum Backend: String, CaseIterable, CustomTestStringConvertible {
 
     @Test(arguments: Backend.allCases) func directConversationsAreOnePerPair(_ backend: Backend) async throws {
         let store = try await prepared(backend)
-        let first = try await apply(store, .createConversation(.init(appId: Self.appId, newId: "c_d1", type: .direct, creator: "alice", participants: ["bob"], now: 1)))
-        let second = try await apply(store, .createConversation(.init(appId: Self.appId, newId: "c_d2", type: .direct, creator: "bob", participants: ["alice"], now: 2)))
+        let first = try await apply(
+            store,
+            .createConversation(
+                .init(appId: Self.appId, newId: "c_d1", type: .direct, creator: "alice", participants: ["bob"], now: 1))
+        )
+        let second = try await apply(
+            store,
+            .createConversation(
+                .init(appId: Self.appId, newId: "c_d2", type: .direct, creator: "bob", participants: ["alice"], now: 2))
+        )
         guard case .conversation(let a, true) = first.outcome, case .conversation(let b, false) = second.outcome else {
-            Issue.record("expected created, then existing"); return
+            Issue.record("expected created, then existing")
+            return
         }
         #expect(a.id == "c_d1" && b.id == "c_d1" && second.events.isEmpty)
-        #expect(try await refusal(store, .createConversation(.init(appId: Self.appId, newId: "x", type: .direct, creator: "alice", participants: ["alice"], now: 3))) == .badRequest)
-        #expect(try await refusal(store, .createConversation(.init(appId: Self.appId, newId: "x", type: .direct, creator: "alice", participants: ["bob", "carol"], now: 3))) == .badRequest)
-        #expect(try await refusal(store, .createConversation(.init(appId: Self.appId, newId: "x", type: .direct, creator: "alice", participants: ["mallory"], now: 3))) == .uidNotFound)
+        #expect(
+            try await refusal(
+                store,
+                .createConversation(
+                    .init(
+                        appId: Self.appId, newId: "x", type: .direct, creator: "alice", participants: ["alice"], now: 3)
+                )) == .badRequest)
+        #expect(
+            try await refusal(
+                store,
+                .createConversation(
+                    .init(
+                        appId: Self.appId, newId: "x", type: .direct, creator: "alice", participants: ["bob", "carol"],
+                        now: 3))) == .badRequest)
+        #expect(
+            try await refusal(
+                store,
+                .createConversation(
+                    .init(
+                        appId: Self.appId, newId: "x", type: .direct, creator: "alice", participants: ["mallory"],
+                        now: 3))) == .uidNotFound)
     }
 
-    @Test(arguments: Backend.allCases) func sequenceNumbersIncreaseByOneAcrossEventKinds(_ backend: Backend) async throws {
+    @Test(arguments: Backend.allCases) func sequenceNumbersIncreaseByOneAcrossEventKinds(_ backend: Backend)
+        async throws
+    {
         let store = try await prepared(backend)
         _ = try await group(store)
         var seqs: [Int64] = []
         for index in 0..<5 {
-            seqs += try await apply(store, send(store, "c_g", from: index.isMultiple(of: 2) ? "alice" : "bob")).events.compactMap(\.event.seq)
+            seqs += try await apply(store, send(store, "c_g", from: index.isMultiple(of: 2) ? "alice" : "bob")).events
+                .compactMap(\.event.seq)
         }
-        seqs += try await apply(store, .addParticipants(.init(appId: Self.appId, conversationId: "c_g", actor: "alice", entries: [.init(uid: "carol")], now: 30))).events.compactMap(\.event.seq)
+        seqs += try await apply(
+            store,
+            .addParticipants(
+                .init(appId: Self.appId, conversationId: "c_g", actor: "alice", entries: [.init(uid: "carol")], now: 30)
+            )
+        ).events.compactMap(\.event.seq)
         seqs += try await apply(store, send(store, "c_g", from: "carol")).events.compactMap(\.event.seq)
         #expect(seqs == Array(4...10))
     }
 
-    @Test(arguments: Backend.allCases) func concurrentWritersNeverShareOrSkipASequenceNumber(_ backend: Backend) async throws {
+    @Test(arguments: Backend.allCases) func concurrentWritersNeverShareOrSkipASequenceNumber(_ backend: Backend)
+        async throws
+    {
         let store = try await prepared(backend)
         _ = try await group(store)
         let seqs = try await withThrowingTaskGroup(of: [Int64].self) { tasks in
@@ -236,8 +309,12 @@ enum Backend: String, CaseIterable, CustomTestStringConvertible {
                 tasks.addTask {
                     var seqs: [Int64] = []
                     for _ in 0..<25 {
-                        let batch = (0..<3).map { _ in send(store, "c_g", from: writer.isMultiple(of: 2) ? "alice" : "bob") }
-                        for result in try await store.apply(batch) { seqs += try result.get().events.compactMap(\.event.seq) }
+                        let batch = (0..<3).map { _ in
+                            send(store, "c_g", from: writer.isMultiple(of: 2) ? "alice" : "bob")
+                        }
+                        for result in try await store.apply(batch) {
+                            seqs += try result.get().events.compactMap(\.event.seq)
+                        }
                     }
                     return seqs
                 }
@@ -270,20 +347,27 @@ enum Backend: String, CaseIterable, CustomTestStringConvertible {
         let otherSender = try await apply(store, send(store, "c_g", from: "bob", text: "same id", clientId: "cm-1"))
         guard case .message(let original, false) = first.outcome, case .message(let repeated, true) = again.outcome,
             case .message(_, false) = otherSender.outcome
-        else { Issue.record("expected new, duplicate, new"); return }
+        else {
+            Issue.record("expected new, duplicate, new")
+            return
+        }
         #expect(repeated == original && again.events.isEmpty)
         let history = try await store.messages(appId: Self.appId, conversationId: "c_g", query: HistoryQuery(limit: 10))
             .messages
         #expect(history.map(\.seq) == [5, 4])
     }
 
-    @Test(arguments: Backend.allCases) func onlyParticipantsSendAndPrivacyHidesConversations(_ backend: Backend) async throws {
+    @Test(arguments: Backend.allCases) func onlyParticipantsSendAndPrivacyHidesConversations(_ backend: Backend)
+        async throws
+    {
         let store = try await prepared(backend)
         _ = try await group(store, id: "c_private")
         _ = try await group(store, id: "c_public", isPublic: true)
         #expect(try await refusal(store, send(store, "c_private", from: "carol")) == .conversationNotFound)
         #expect(try await refusal(store, send(store, "c_public", from: "carol")) == .notAParticipant)
-        #expect(try await refusal(store, send(store, "c_private", from: "mallory", appId: Self.otherApp)) == .conversationNotFound)
+        #expect(
+            try await refusal(store, send(store, "c_private", from: "mallory", appId: Self.otherApp))
+                == .conversationNotFound)
         let (_, role) = try #require(try await store.conversation(appId: Self.appId, id: "c_private", viewer: "carol"))
         #expect(role == nil)
     }
@@ -292,7 +376,10 @@ enum Backend: String, CaseIterable, CustomTestStringConvertible {
         let store = try await prepared(backend)
         _ = try await group(store)
         func add(_ actor: String, _ uid: String, _ role: ParticipantRole? = nil) -> Command {
-            .addParticipants(.init(appId: Self.appId, conversationId: "c_g", actor: actor, entries: [.init(uid: uid, role: role)], now: 40))
+            .addParticipants(
+                .init(
+                    appId: Self.appId, conversationId: "c_g", actor: actor, entries: [.init(uid: uid, role: role)],
+                    now: 40))
         }
         #expect(try await refusal(store, add("bob", "carol")) == .forbidden)
         #expect(try await refusal(store, add("alice", "carol", .owner)) == .forbidden)
@@ -303,9 +390,18 @@ enum Backend: String, CaseIterable, CustomTestStringConvertible {
         #expect(try await apply(store, add("carol", "dave")).events.count == 1)
         // Adding someone who is already there changes nothing.
         #expect(try await apply(store, add("alice", "dave")).events.isEmpty)
-        let direct = try await apply(store, .createConversation(.init(appId: Self.appId, newId: "c_d", type: .direct, creator: "alice", participants: ["bob"], now: 1)))
+        let direct = try await apply(
+            store,
+            .createConversation(
+                .init(appId: Self.appId, newId: "c_d", type: .direct, creator: "alice", participants: ["bob"], now: 1)))
         guard case .conversation(let conversation, _) = direct.outcome else { return }
-        #expect(try await refusal(store, .addParticipants(.init(appId: Self.appId, conversationId: conversation.id, actor: "alice", entries: [.init(uid: "carol")], now: 2))) == .forbidden)
+        #expect(
+            try await refusal(
+                store,
+                .addParticipants(
+                    .init(
+                        appId: Self.appId, conversationId: conversation.id, actor: "alice",
+                        entries: [.init(uid: "carol")], now: 2))) == .forbidden)
     }
 
     @Test(arguments: Backend.allCases) func historyPagesBackwardsOverMessagesOnly(_ backend: Backend) async throws {
@@ -324,16 +420,20 @@ enum Backend: String, CaseIterable, CustomTestStringConvertible {
                 .messages.isEmpty)
     }
 
-    @Test(arguments: Backend.allCases) func conversationsAreListedByRecentActivityWithACursor(_ backend: Backend) async throws {
+    @Test(arguments: Backend.allCases) func conversationsAreListedByRecentActivityWithACursor(_ backend: Backend)
+        async throws
+    {
         let store = try await prepared(backend)
         for index in 0..<5 { _ = try await group(store, id: "c_\(index)") }
         _ = try await apply(store, send(store, "c_2", from: "bob"))
         let first = try await store.conversations(appId: Self.appId, uid: "bob", query: ConversationQuery(limit: 3))
         #expect(first.first?.conversation.id == "c_2")
-        let rest = try await store.conversations(appId: Self.appId, uid: "bob", query: ConversationQuery(after: first.last!.position, limit: 10))
+        let rest = try await store.conversations(
+            appId: Self.appId, uid: "bob", query: ConversationQuery(after: first.last!.position, limit: 10))
         #expect(Set((first + rest).map(\.conversation.id)) == Set((0..<5).map { "c_\($0)" }))
         #expect(first.count + rest.count == 5)
-        #expect(try await store.conversations(appId: Self.appId, uid: "dave", query: ConversationQuery(limit: 10)).isEmpty)
+        #expect(
+            try await store.conversations(appId: Self.appId, uid: "dave", query: ConversationQuery(limit: 10)).isEmpty)
     }
 }
 
@@ -342,14 +442,30 @@ extension StoreConformanceTests {
         .init(appId: Self.appId, conversationId: conversationId, actor: actor, now: 50)
     }
 
-    @Test(arguments: Backend.allCases) func groupsAreUpdatedDeletedAndRestoredWithOneEventEach(_ backend: Backend) async throws {
+    @Test(arguments: Backend.allCases) func groupsAreUpdatedDeletedAndRestoredWithOneEventEach(_ backend: Backend)
+        async throws
+    {
         let store = try await prepared(backend)
         _ = try await group(store)
-        let updated = try await apply(store, .updateConversation(.init(appId: Self.appId, conversationId: "c_g", actor: "alice", update: UpdateConversationRequest(name: "New", isPublic: true), now: 40)))
-        guard case .conversation(let conversation, false) = updated.outcome else { Issue.record("no conversation"); return }
+        let updated = try await apply(
+            store,
+            .updateConversation(
+                .init(
+                    appId: Self.appId, conversationId: "c_g", actor: "alice",
+                    update: UpdateConversationRequest(name: "New", isPublic: true), now: 40)))
+        guard case .conversation(let conversation, false) = updated.outcome else {
+            Issue.record("no conversation")
+            return
+        }
         #expect(conversation.name == "New" && conversation.isPublic && conversation.lastSeq == 4)
         #expect(updated.events.map(\.event.name) == [.conversationUpdate] && updated.events.first?.event.seq == 4)
-        #expect(try await refusal(store, .updateConversation(.init(appId: Self.appId, conversationId: "c_g", actor: "bob", update: UpdateConversationRequest(name: "x"), now: 41))) == .forbidden)
+        #expect(
+            try await refusal(
+                store,
+                .updateConversation(
+                    .init(
+                        appId: Self.appId, conversationId: "c_g", actor: "bob",
+                        update: UpdateConversationRequest(name: "x"), now: 41))) == .forbidden)
 
         #expect(try await refusal(store, .deleteConversation(action("c_g", by: "bob"))) == .forbidden)
         let deleted = try await apply(store, .deleteConversation(action("c_g", by: "alice")))
@@ -369,16 +485,22 @@ extension StoreConformanceTests {
         _ = try await group(store, id: "c_priv")
         #expect(try await refusal(store, .join(action("c_priv", by: "carol"))) == .conversationNotFound)
         let joined = try await apply(store, .join(action("c_pub", by: "carol")))
-        #expect(joined.events.map(\.event.name) == [.participantAdded] && Set(joined.recipients) == ["alice", "bob", "carol"])
+        #expect(
+            joined.events.map(\.event.name) == [.participantAdded]
+                && Set(joined.recipients) == ["alice", "bob", "carol"])
         #expect(try await apply(store, .join(action("c_pub", by: "carol"))).events.isEmpty)
 
         func role(_ actor: String, _ uid: String, _ role: ParticipantRole) -> Command {
-            .updateParticipant(.init(appId: Self.appId, conversationId: "c_pub", actor: actor, uid: uid, role: role, now: 60))
+            .updateParticipant(
+                .init(appId: Self.appId, conversationId: "c_pub", actor: actor, uid: uid, role: role, now: 60))
         }
         #expect(try await refusal(store, role("bob", "carol", .admin)) == .forbidden)
         #expect(try await refusal(store, role("alice", "alice", .member)) == .forbidden)
         let promoted = try await apply(store, role("alice", "carol", .admin))
-        guard case .participant(let carol) = promoted.outcome else { Issue.record("no participant"); return }
+        guard case .participant(let carol) = promoted.outcome else {
+            Issue.record("no participant")
+            return
+        }
         #expect(carol.role == .admin && promoted.events.map(\.event.name) == [.participantUpdated])
 
         func remove(_ actor: String, _ uid: String) -> Command {
@@ -387,8 +509,12 @@ extension StoreConformanceTests {
         #expect(try await refusal(store, remove("carol", "alice")) == .forbidden)
         #expect(try await refusal(store, remove("alice", "alice")) == .forbidden)
         let removed = try await apply(store, remove("carol", "bob"))
-        #expect(Set(removed.recipients) == ["alice", "bob", "carol"] && Set(removed.participants) == ["alice", "carol"])
-        guard case .participantRemoved(let bob) = removed.events.first?.event.payload else { Issue.record("no event"); return }
+        #expect(
+            Set(removed.recipients) == ["alice", "bob", "carol"] && Set(removed.participants) == ["alice", "carol"])
+        guard case .participantRemoved(let bob) = removed.events.first?.event.payload else {
+            Issue.record("no event")
+            return
+        }
         #expect(bob.uid == "bob")
         #expect(try await refusal(store, send(store, "c_pub", from: "bob")) == .notAParticipant)
         let left = try await apply(store, remove("carol", "carol"))
@@ -412,7 +538,10 @@ extension StoreConformanceTests {
         #expect(try await store.unread(appId: Self.appId, uid: "alice", conversationIds: nil).total == 0)  // her last message came after bob's
 
         func mark(_ uid: String, delivered: Int64? = nil, read: Int64? = nil) -> Command {
-            .markReceipt(.init(appId: Self.appId, conversationId: "c_g", uid: uid, deliveredSeq: delivered, readSeq: read, now: 90))
+            .markReceipt(
+                .init(
+                    appId: Self.appId, conversationId: "c_g", uid: uid, deliveredSeq: delivered, readSeq: read, now: 90)
+            )
         }
         let marked = try await apply(store, mark("carol", delivered: seqs[3], read: seqs[1]))
         #expect(marked.events.map(\.event.name) == [.messageDelivered, .messageRead])
@@ -424,10 +553,15 @@ extension StoreConformanceTests {
                     Receipt(uid: "carol", seq: seqs[3], messageId: sent[3].id, timestamp: sent[3].sentAt)),
                 .messageRead(Receipt(uid: "carol", seq: seqs[1], messageId: sent[1].id, timestamp: sent[1].sentAt)),
             ])
-        #expect(try await store.unread(appId: Self.appId, uid: "carol", conversationIds: ["c_g"]).conversations.first?.unread == 2)
+        #expect(
+            try await store.unread(appId: Self.appId, uid: "carol", conversationIds: ["c_g"]).conversations.first?
+                .unread == 2)
         #expect(try await apply(store, mark("carol", read: seqs[0])).events.isEmpty)
         let clamped = try await apply(store, mark("carol", read: 10_000))
-        guard case .participant(let carol) = clamped.outcome else { Issue.record("no participant"); return }
+        guard case .participant(let carol) = clamped.outcome else {
+            Issue.record("no participant")
+            return
+        }
         #expect(carol.readSeq == seqs[3] && carol.deliveredSeq == seqs[3])
         #expect(try await store.unread(appId: Self.appId, uid: "carol", conversationIds: nil).total == 0)
         #expect(try await refusal(store, mark("dave", read: 1)) == .conversationNotFound)
@@ -437,13 +571,18 @@ extension StoreConformanceTests {
         let store = try await prepared(backend)
         _ = try await group(store)
         for _ in 0..<3 { _ = try await apply(store, send(store, "c_g", from: "alice")) }
-        _ = try await apply(store, .addParticipants(.init(appId: Self.appId, conversationId: "c_g", actor: "alice", entries: [.init(uid: "carol")], now: 95)))
+        _ = try await apply(
+            store,
+            .addParticipants(
+                .init(appId: Self.appId, conversationId: "c_g", actor: "alice", entries: [.init(uid: "carol")], now: 95)
+            ))
         #expect(try await store.unread(appId: Self.appId, uid: "carol", conversationIds: nil).total == 0)
         _ = try await apply(store, send(store, "c_g", from: "bob"))
         #expect(try await store.unread(appId: Self.appId, uid: "carol", conversationIds: nil).total == 1)
     }
 
-    @Test(arguments: Backend.allCases) func contactsAreTheUsersSharingALiveConversation(_ backend: Backend) async throws {
+    @Test(arguments: Backend.allCases) func contactsAreTheUsersSharingALiveConversation(_ backend: Backend) async throws
+    {
         let store = try await prepared(backend)
         _ = try await group(store, id: "c_1", members: ["bob"])
         _ = try await group(store, id: "c_2", owner: "carol", members: ["alice", "dave"])
@@ -459,6 +598,18 @@ extension StoreConformanceTests {
             }
             #expect(Set(together[1]) == ["bob", "carol", "dave"])
         }
+        // The same through the store's own batch read (one query per app on PostgreSQL), a user asked twice included.
+        let users = [
+            UserRef(appId: Self.appId, uid: "bob"), UserRef(appId: Self.appId, uid: "alice"),
+            UserRef(appId: Self.otherApp, uid: "alice"), UserRef(appId: Self.appId, uid: "nobody"),
+            UserRef(appId: Self.appId, uid: "bob"),
+        ]
+        let batched = try await store.contacts(of: users)
+        #expect(batched.count == users.count)
+        for (index, user) in users.enumerated() where index < batched.count {
+            #expect(Set(batched[index]) == Set(try await store.contacts(appId: user.appId, uid: user.uid)), "\(user)")
+        }
+        #expect(Set(batched[1]) == ["bob", "carol", "dave"] && batched[3].isEmpty)
         _ = try await apply(store, .deleteConversation(action("c_2", by: "carol")))
         #expect(Set(try await store.contacts(appId: Self.appId, uid: "alice")) == ["bob"])
         #expect(try await store.contacts(appId: Self.otherApp, uid: "alice").isEmpty)
@@ -475,7 +626,10 @@ extension StoreConformanceTests {
         #expect(all.first?.event.name == .conversationCreate && all.last?.event.name == .messageSent)
         let page = try await store.events(appId: Self.appId, conversationId: "c_g", afterSeq: 3, limit: 2)
         #expect(page.map(\.event.seq) == [4, 5])
-        guard case .messageSent(let message) = page[0].event.payload else { Issue.record("not a message"); return }
+        guard case .messageSent(let message) = page[0].event.payload else {
+            Issue.record("not a message")
+            return
+        }
         #expect(message.parts == [.text("m0")])
         // The stored JSON is the event as it was published.
         let decoded = try JSONDecoder().decode(Event.self, from: Data(page[1].json))
@@ -492,7 +646,8 @@ extension StoreConformanceTests {
         _ = try await apply(store, .join(action("c_2", by: "bob")))  // seq 3 of c_2
         _ = try await apply(store, send(store, "c_1", from: "alice"))  // seq 4 of c_1
         _ = try await apply(
-            store, .removeParticipant(.init(appId: Self.appId, conversationId: "c_1", actor: "alice", uid: "bob", now: 50))
+            store,
+            .removeParticipant(.init(appId: Self.appId, conversationId: "c_1", actor: "alice", uid: "bob", now: 50))
         )  // seq 5 of c_1
         let bob = try await store.membershipChanges(appId: Self.appId, uid: "bob", afterUserSeq: 0, limit: 10)
         #expect(
@@ -503,14 +658,22 @@ extension StoreConformanceTests {
                 MembershipChange(userSeq: 3, conversationId: "c_1", joined: false, seq: 5),
             ]
         )
-        #expect(try await store.membershipChanges(appId: Self.appId, uid: "bob", afterUserSeq: 1, limit: 1).map(\.userSeq) == [2])
+        #expect(
+            try await store.membershipChanges(appId: Self.appId, uid: "bob", afterUserSeq: 1, limit: 1).map(\.userSeq)
+                == [2])
         #expect(
             try await store.membershipChanges(appId: Self.appId, uid: "alice", afterUserSeq: 0, limit: 10)
                 == [MembershipChange(userSeq: 1, conversationId: "c_1", joined: true, seq: 1)]
         )
-        #expect(try await store.streamPositions(appId: Self.appId, uid: "bob") == StreamPositions(userSeq: 3, conversations: ["c_2": 3]))
-        #expect(try await store.streamPositions(appId: Self.appId, uid: "alice") == StreamPositions(userSeq: 1, conversations: ["c_1": 5]))
-        #expect(try await store.streamPositions(appId: Self.appId, uid: "dave") == StreamPositions(userSeq: 0, conversations: [:]))
+        #expect(
+            try await store.streamPositions(appId: Self.appId, uid: "bob")
+                == StreamPositions(userSeq: 3, conversations: ["c_2": 3]))
+        #expect(
+            try await store.streamPositions(appId: Self.appId, uid: "alice")
+                == StreamPositions(userSeq: 1, conversations: ["c_1": 5]))
+        #expect(
+            try await store.streamPositions(appId: Self.appId, uid: "dave")
+                == StreamPositions(userSeq: 0, conversations: [:]))
         #expect(try await store.membershipChanges(appId: Self.otherApp, uid: "bob", afterUserSeq: 0, limit: 10).isEmpty)
     }
 
@@ -518,14 +681,23 @@ extension StoreConformanceTests {
         let store = try await prepared(backend)
         _ = try await group(store, members: ["bob"])
         let results = try await store.apply([
-            .addParticipants(.init(appId: Self.appId, conversationId: "c_g", actor: "bob", entries: [.init(uid: "carol")], now: 30)),
-            .addParticipants(.init(appId: Self.appId, conversationId: "c_g", actor: "alice", entries: [.init(uid: "carol"), .init(uid: "nobody")], now: 30)),
-            .addParticipants(.init(appId: Self.appId, conversationId: "c_g", actor: "alice", entries: [.init(uid: "dave")], now: 30)),
+            .addParticipants(
+                .init(appId: Self.appId, conversationId: "c_g", actor: "bob", entries: [.init(uid: "carol")], now: 30)),
+            .addParticipants(
+                .init(
+                    appId: Self.appId, conversationId: "c_g", actor: "alice",
+                    entries: [.init(uid: "carol"), .init(uid: "nobody")], now: 30)),
+            .addParticipants(
+                .init(appId: Self.appId, conversationId: "c_g", actor: "alice", entries: [.init(uid: "dave")], now: 30)),
         ])
         #expect(results.map(\.failureCode) == [.forbidden, .uidNotFound, nil])
         #expect(try await store.membershipChanges(appId: Self.appId, uid: "carol", afterUserSeq: 0, limit: 10).isEmpty)
-        #expect(try await store.membershipChanges(appId: Self.appId, uid: "dave", afterUserSeq: 0, limit: 10).map(\.seq) == [4])
-        #expect(try await store.events(appId: Self.appId, conversationId: "c_g", afterSeq: 0, limit: 10).map(\.event.seq) == [1, 2, 3, 4])
+        #expect(
+            try await store.membershipChanges(appId: Self.appId, uid: "dave", afterUserSeq: 0, limit: 10).map(\.seq)
+                == [4])
+        #expect(
+            try await store.events(appId: Self.appId, conversationId: "c_g", afterSeq: 0, limit: 10).map(\.event.seq)
+                == [1, 2, 3, 4])
     }
 }
 

@@ -259,13 +259,11 @@ final class PresenceTracker: Service {
                 contacts = Array(repeating: [], count: changes.count)
             }
         } else {
-            for (_, key) in changes {
-                do {
-                    contacts.append(try await store.contacts(appId: key.appId, uid: key.uid))
-                } catch {
-                    logger.warning("Presence: contacts unavailable", metadata: ["error": "\(error)"])
-                    contacts.append([])
-                }
+            do {
+                contacts = try await store.contacts(of: changes.map { UserRef(appId: $0.1.appId, uid: $0.1.uid) })
+            } catch {
+                logger.warning("Presence: contacts unavailable", metadata: ["error": "\(error)"])
+                contacts = Array(repeating: [], count: changes.count)
             }
         }
         let now = time.epochMilliseconds()
