@@ -486,23 +486,12 @@ public final class PostgresStore: ParleyStore {
     }
 
     public func contacts(appId: String, uid: String) async throws -> [String] {
-        // The user's participations drive the loop (see ``unread(appId:uid:conversationIds:)``).
-        try await rows(
-            """
-            SELECT DISTINCT other.uid FROM participants mine
-            CROSS JOIN LATERAL (
-                SELECT c.pk FROM conversations c
-                WHERE c.pk = mine.conversation_pk AND c.app_id = \(appId) AND c.deleted_at IS NULL OFFSET 0
-            ) c
-            JOIN participants other ON other.conversation_pk = mine.conversation_pk
-            WHERE mine.uid = \(uid) AND other.uid <> \(uid)
-            AND NOT EXISTS (SELECT 1 FROM blocks b WHERE b.app_id = \(appId) AND b.blocker = other.uid AND b.blocked = \(uid))
-            """
-        ).map { try $0.decode(String.self) }
+        try await contacts(of: [UserRef(appId: appId, uid: uid)])[0]
     }
 
     /// One query per app for the whole list (the arrivals of a reconnection storm asked one at a time were the most
-    /// frequent statement in PostgreSQL during `parley-bench rooms`).
+    /// frequent statement in PostgreSQL during `parley-bench rooms`). The user's participations drive the loop (see
+    /// ``unread(appId:uid:conversationIds:)``).
     public func contacts(of users: [UserRef]) async throws -> [[String]] {
         var found: [UserRef: [String]] = [:]
         for (appId, members) in Dictionary(grouping: Set(users), by: \.appId) {

@@ -34,6 +34,11 @@ extension SQLiteStore: InlineReads {
         try inlineReaders.read { db in try users.map { try Self.fetchContacts(db, appId: $0.appId, uid: $0.uid) } }
     }
 
+    /// ``ParleyStore/contacts(of:)``: the inline read above, on the caller's thread.
+    public func contacts(of users: [UserRef]) async throws -> [[String]] {
+        try contacts(of: users.map { ($0.appId, $0.uid) })
+    }
+
     public func unread(appId: String, users: [(uid: String, conversationIds: [String]?)]) throws -> [UnreadSummary] {
         try inlineReaders.read { db in
             try users.map { try Self.fetchUnread(db, appId: appId, uid: $0.uid, conversationIds: $0.conversationIds) }

@@ -250,21 +250,12 @@ final class PresenceTracker: Service {
     private func publish(_ changes: [(Presence, UserKey)]) async {
         metrics.presenceChanges.increment(by: changes.count)
         guard !changes.isEmpty else { return }
-        var contacts: [[String]] = []
-        if let inline = store as? any InlineReads {
-            do {
-                contacts = try inline.contacts(of: changes.map { ($0.1.appId, $0.1.uid) })
-            } catch {
-                logger.warning("Presence: contacts unavailable", metadata: ["error": "\(error)"])
-                contacts = Array(repeating: [], count: changes.count)
-            }
-        } else {
-            do {
-                contacts = try await store.contacts(of: changes.map { UserRef(appId: $0.1.appId, uid: $0.1.uid) })
-            } catch {
-                logger.warning("Presence: contacts unavailable", metadata: ["error": "\(error)"])
-                contacts = Array(repeating: [], count: changes.count)
-            }
+        let contacts: [[String]]
+        do {
+            contacts = try await store.contacts(of: changes.map { UserRef(appId: $0.1.appId, uid: $0.1.uid) })
+        } catch {
+            logger.warning("Presence: contacts unavailable", metadata: ["error": "\(error)"])
+            contacts = Array(repeating: [], count: changes.count)
         }
         let now = time.epochMilliseconds()
         for ((presence, key), contacts) in zip(changes, contacts) {

@@ -69,7 +69,7 @@ final class WebhookDispatcher: Service {
     /// Events were committed: look now rather than at the next poll, unless the last look found no enabled endpoint
     /// (then nothing can have been queued for one). Never blocks.
     func wake() {
-        guard !idle.withLockedValue({ $0.noEndpoints }) else { return }
+        guard !isIdle else { return }
         doorbell.ring()
     }
 
@@ -140,7 +140,7 @@ final class WebhookDispatcher: Service {
     /// (another node may enable one).
     private func waitForWork() async {
         var wait: Duration?
-        if idle.withLockedValue({ $0.noEndpoints }) {
+        if isIdle {
             if !ownsEveryLease { wait = configuration.pollInterval }
         } else if (try? await store.hasEnabledWebhookEndpoints()) != false {
             wait = configuration.pollInterval
