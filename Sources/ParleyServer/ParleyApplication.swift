@@ -166,8 +166,11 @@ public func buildApplication(
         store: store, relay: relay, link: link, grace: configuration.presenceGrace, time: time,
         metrics: metrics, logger: logger
     )
+    // A burst pays where the counts are read in the batch's transaction and go out in its write (SQLite); elsewhere
+    // each push is a query of its own, and a burst would only add queries.
     let unread = UnreadNotifier(
-        store: store, hub: hub, interval: configuration.unreadPushInterval, time: time, logger: logger
+        store: store, hub: hub, interval: configuration.unreadPushInterval,
+        burst: store is any UnreadWithBatch ? configuration.unreadPushBurst : 1, time: time, logger: logger
     )
     let publisher = EventPublisher(hub: hub, typing: typing, unread: unread, relay: relay, link: link, logger: logger)
     let push = try makePushDispatcher(

@@ -29,7 +29,12 @@ public struct ServerConfiguration: Sendable {
     public var typingFramesPerSecond: Int = 5
     /// How long a user stays online after their last connection closes (a quick reconnect shows no change).
     public var presenceGrace: Duration = .seconds(5)
-    /// Shortest time between two `unread.update` pushes to one user.
+    /// `unread.update` pushes a user may get in a row, each at once and in the same write as the message that changed
+    /// the count; one is earned back per ``unreadPushInterval``. At least 1. On SQLite only: with PostgreSQL, where
+    /// each push is a query of its own, a user gets one push per interval.
+    public var unreadPushBurst: Int = 5
+    /// How long a user who got ``unreadPushBurst`` pushes in a row waits for the next one (changes meanwhile are
+    /// pushed together when it ends); a push is earned back per interval.
     public var unreadPushInterval: Duration = .seconds(1)
     /// Limits on message size.
     public var messageLimits: MessageLimits = .default

@@ -375,7 +375,8 @@ import Testing
         #expect(party.observed(by: "dave").isEmpty)
         let unread = try await party["bob"].unreadCounts()
         #expect(unread.conversations.first { $0.conversationId == group.id }?.unread == 1)
-        // Bob's own devices hear about his unread count (once the push interval since the last push has passed).
+        // Bob's own devices hear about his unread count (at once while his push budget lasts, else when the interval
+        // ends).
         party.clock.advance(by: .seconds(1))
         let pushed = await party.waitFor("bob") { event in
             if case .unreadUpdated(let summary) = event.payload {
@@ -395,25 +396,44 @@ import Testing
     @Test func newMessagesPushTheRecipientsUnreadCount() async throws {
         let party = try await party()
         let group = try await party["alice"].createGroup(name: "Team", participants: ["bob"])
-        try await party["alice"].sendTextMessage("one", to: .conversation(group.id))
-        let first = await party.waitFor("bob") { event in
-            if case .unreadUpdated(let summary) = event.payload { return summary.conversations.first?.unread == 1 }
-            return false
+        func unreadPushes() -> [Int] {
+            party.observed(by: "bob", ignoring: []).compactMap { event in
+                guard case .unreadUpdated(let summary) = event.payload else { return nil }
+                return summary.conversations.first { $0.conversationId == group.id }?.unread
+            }
         }
-        guard case .unreadUpdated(let summary) = first?.payload else {
-            Issue.record("no unread.update")
-            return
+        try await party.fence()
+        party.mark()
+        // While Bob's budget lasts, each count goes out at once, with its message (the clock does not move).
+        let burst = ServerConfiguration().unreadPushBurst
+        for count in 1...burst {
+            try await party["alice"].sendTextMessage("\(count)", to: .conversation(group.id))
+            let pushed = await party.waitFor("bob") { event in
+                if case .unreadUpdated(let summary) = event.payload {
+                    return summary.conversations.first?.unread == count
+                }
+                return false
+            }
+            guard case .unreadUpdated(let summary) = pushed?.payload else {
+                Issue.record("no unread.update")
+                return
+            }
+            #expect(summary.conversations.map(\.conversationId) == [group.id])
         }
-        #expect(summary.conversations.map(\.conversationId) == [group.id])
-        // Within the push interval, further changes wait and are pushed together.
-        try await party["alice"].sendTextMessage("two", to: .conversation(group.id))
-        try await party["alice"].sendTextMessage("three", to: .conversation(group.id))
+        // Spent: the next changes wait for the interval's end and are pushed together.
+        try await party["alice"].sendTextMessage("more", to: .conversation(group.id))
+        try await party["alice"].sendTextMessage("and more", to: .conversation(group.id))
+        try await party.fence()
+        #expect(unreadPushes() == Array(1...burst))
         party.clock.advance(by: .seconds(1))
         let gathered = await party.waitFor("bob") { event in
-            if case .unreadUpdated(let summary) = event.payload { return summary.conversations.first?.unread == 3 }
+            if case .unreadUpdated(let summary) = event.payload {
+                return summary.conversations.first?.unread == burst + 2
+            }
             return false
         }
         #expect(gathered != nil)
+        #expect(unreadPushes() == Array(1...burst) + [burst + 2])
         try await party.stop()
     }
 

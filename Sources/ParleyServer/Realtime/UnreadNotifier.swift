@@ -6,8 +6,11 @@ import ServiceLifecycle
 
 /// Pushes `unread.update` to a user's own connections when their unread counts change.
 ///
-/// The first change is pushed at once; further changes within ``ServerConfiguration/unreadPushInterval`` are
-/// gathered and pushed together when it ends, so a busy group costs each member at most one update per interval.
+/// Changes are pushed at once while the user's budget lasts: ``ServerConfiguration/unreadPushBurst`` pushes in a row,
+/// earned back at one per ``ServerConfiguration/unreadPushInterval`` (a token bucket, ``PushBudget``). Once it is
+/// spent, the user is held for an interval: further changes are gathered and pushed together when it ends, so a busy
+/// group costs each member at most one update per interval, while a member of a quiet conversation gets each count
+/// with the message that changed it (in the same write, see below) instead of in a write of its own an interval later.
 ///
 /// Pushes go out in batches, written with the hand-written encoder. On a store that reads unread counts with a batch of
 /// commands (``UnreadWithBatch``, SQLite), the users a batch makes due are chosen in its transaction, their counts read
@@ -21,18 +24,59 @@ final class UnreadNotifier: Service {
         var uid: String
     }
 
+    /// A user's push budget: `burst` intervals of credit at most, earned back as time passes; a push spends one
+    /// interval. Kept in `Duration`s so that an interval's end always earns a whole push back.
+    struct PushBudget {
+        var credit: Duration
+        var last: Duration
+
+        /// Spends one push at `now` (the caller checked that the user is not held); returns whether the budget is
+        /// spent, the user then to be held for an interval.
+        mutating func spend(now: Duration, interval: Duration, burst: Int) -> Bool {
+            if now > last {
+                credit = min(credit + (now - last), interval * burst)
+                last = now
+            }
+            credit = max(credit - interval, .zero)
+            return credit < interval
+        }
+
+        /// Whether the budget is whole again at `now` (it then holds nothing worth keeping).
+        func isFull(now: Duration, interval: Duration, burst: Int) -> Bool {
+            credit + max(now - last, .zero) >= interval * burst
+        }
+    }
+
     private struct State {
         /// Conversations whose counts changed and were not pushed yet, per user.
         var dirty: [UserKey: Set<String>] = [:]
-        /// Users pushed less than an interval ago.
+        /// Users whose budget is spent, until their interval ends.
         var held: Set<UserKey> = []
         /// Users to push now.
         var ready: [UserKey] = []
+        /// Budgets not whole, by user (dropped once whole, see ``spend(_:now:interval:burst:)``).
+        var budgets: [UserKey: PushBudget] = [:]
+        var lastSweep: Duration = .zero
+
+        /// A push to `key` (not held) at `now`: spends its budget, and holds the user when it is spent (the caller
+        /// then starts the interval). Returns whether the user is now held.
+        mutating func spend(_ key: UserKey, now: Duration, interval: Duration, burst: Int) -> Bool {
+            if now - lastSweep >= interval * max(burst, 1) * 4 {
+                lastSweep = now
+                budgets = budgets.filter { !$0.value.isFull(now: now, interval: interval, burst: burst) }
+            }
+            var budget = budgets[key] ?? PushBudget(credit: interval * burst, last: now)
+            let spent = budget.spend(now: now, interval: interval, burst: burst)
+            budgets[key] = budget
+            if spent { held.insert(key) }
+            return spent
+        }
     }
 
     private let store: any ParleyStore
     private let hub: Hub
     private let interval: Duration
+    private let burst: Int
     private let logger: Logger
     private let time: ServerClock
     private let state = NIOLockedValueBox(State())
@@ -42,10 +86,14 @@ final class UnreadNotifier: Service {
     /// The store's inline reads (SQLite): the notifier's task reads counts on its own thread.
     private let inlineReads: (any InlineReads)?
 
-    init(store: any ParleyStore, hub: Hub, interval: Duration, time: ServerClock, logger: Logger) {
+    /// - Parameters:
+    ///   - interval: How long a user whose budget is spent waits for the next push; a push is earned back per interval.
+    ///   - burst: Pushes a user may get in a row (at least 1; 1: one push per interval).
+    init(store: any ParleyStore, hub: Hub, interval: Duration, burst: Int = 1, time: ServerClock, logger: Logger) {
         self.store = store
         self.hub = hub
         self.interval = interval
+        self.burst = max(burst, 1)
         self.time = time
         self.logger = logger
         self.holds = FixedDelayTimers(delay: interval, timeline: time.timeline)
@@ -56,8 +104,8 @@ final class UnreadNotifier: Service {
     @TaskLocal private static var pushedWithBatch: Set<UserKey> = []
 
     /// In the transaction that stores a batch (``UnreadWithBatch``): the users whose counts the batch changes and who
-    /// are due now (connected here, not pushed less than an interval ago, no push pending). They are held from now on,
-    /// and their counts are read in the transaction and go out with the batch's events (``publishingBatch(_:_:)``).
+    /// are due now (connected here, budget not spent, no push pending). The push is taken from their budget now, and
+    /// their counts are read in the transaction and go out with the batch's events (``publishingBatch(_:_:)``).
     /// Users who are held or pending are left to ``changed(appId:uids:conversationId:)`` when the batch is published,
     /// after its commit, as with any store.
     func dueWithBatch(_ results: [Result<CommandResult, DomainError>]) -> [UnreadRequest] {
@@ -82,18 +130,20 @@ final class UnreadNotifier: Service {
         }
         let connected = candidates.filter { hub.hasConnections(appId: $0.appId, uid: $0.uid) }
         guard !connected.isEmpty else { return [] }
-        let taken = state.withLockedValue { state -> [UserKey: Set<String>] in
+        let now = time.timeline.now()
+        let (taken, held) = state.withLockedValue { state -> ([UserKey: Set<String>], [UserKey]) in
             var taken: [UserKey: Set<String>] = [:]
+            var held: [UserKey] = []
             for (key, conversationId) in affected where connected.contains(key) {
                 if taken[key] == nil {
                     guard !state.held.contains(key), state.dirty[key] == nil else { continue }
-                    state.held.insert(key)
+                    if state.spend(key, now: now, interval: interval, burst: burst) { held.append(key) }
                 }
                 taken[key, default: []].insert(conversationId)
             }
-            return taken
+            return (taken, held)
         }
-        for key in taken.keys { holds.schedule(key) }
+        for key in held { holds.schedule(key) }
         return taken.map { UnreadRequest(appId: $0.key.appId, uid: $0.key.uid, conversationIds: $0.value.sorted()) }
     }
 
@@ -203,19 +253,22 @@ final class UnreadNotifier: Service {
         if wake { wakeUp.signal() }
     }
 
-    /// Takes the users to push now with their changed conversations, holding each for an interval.
+    /// Takes the users to push now with their changed conversations, spending their budgets (and holding those whose
+    /// budget is then spent for an interval).
     private func takeBatch() -> [(UserKey, [String])] {
-        let batch = state.withLockedValue { state -> [(UserKey, [String])] in
+        let now = time.timeline.now()
+        let (batch, held) = state.withLockedValue { state -> ([(UserKey, [String])], [UserKey]) in
             var batch: [(UserKey, [String])] = []
+            var held: [UserKey] = []
             for key in state.ready where !state.held.contains(key) {
                 guard let conversations = state.dirty.removeValue(forKey: key) else { continue }
-                state.held.insert(key)
+                if state.spend(key, now: now, interval: interval, burst: burst) { held.append(key) }
                 batch.append((key, conversations.sorted()))
             }
             state.ready.removeAll(keepingCapacity: true)
-            return batch
+            return (batch, held)
         }
-        for (key, _) in batch { holds.schedule(key) }
+        for key in held { holds.schedule(key) }
         return batch
     }
 
