@@ -170,7 +170,8 @@ public func buildApplication(
     // each push is a query of its own, and a burst would only add queries.
     let unread = UnreadNotifier(
         store: store, hub: hub, interval: configuration.unreadPushInterval,
-        burst: store is any UnreadWithBatch ? configuration.unreadPushBurst : 1, time: time, logger: logger
+        burst: store is any UnreadWithBatch ? configuration.unreadPushBurst : 1,
+        maxUsersForBurst: configuration.unreadBurstMaxUsers, time: time, logger: logger
     )
     let publisher = EventPublisher(hub: hub, typing: typing, unread: unread, relay: relay, link: link, logger: logger)
     let push = try makePushDispatcher(

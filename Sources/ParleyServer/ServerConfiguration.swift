@@ -33,6 +33,10 @@ public struct ServerConfiguration: Sendable {
     /// the count; one is earned back per ``unreadPushInterval``. At least 1. On SQLite only: with PostgreSQL, where
     /// each push is a query of its own, a user gets one push per interval.
     public var unreadPushBurst: Int = 5
+    /// A batch of messages that changes the counts of more users than this connected here (a message to a large group)
+    /// pushes each of them once and holds them for ``unreadPushInterval``, as a burst of 1 would: the first messages to
+    /// a group of 1,000 then read 1,000 counts, not 5,000.
+    public var unreadBurstMaxUsers: Int = 256
     /// How long a user who got ``unreadPushBurst`` pushes in a row waits for the next one (changes meanwhile are
     /// pushed together when it ends); a push is earned back per interval.
     public var unreadPushInterval: Duration = .seconds(1)

@@ -80,9 +80,12 @@ import Testing
 
     static let everyone = ["alice", "bob", "carol", "dave"]
 
-    func party(_ uids: [String] = everyone, presenceForAll: Set<String> = []) async throws -> Party {
+    func party(
+        _ uids: [String] = everyone, presenceForAll: Set<String> = [],
+        configure: (inout ServerConfiguration) -> Void = { _ in }
+    ) async throws -> Party {
         let clock = ManualClock()
-        let server = try await TestServer.start(clock: clock)
+        let server = try await TestServer.start(clock: clock, configure: configure)
         var clients: [String: ParleyClient] = [:]
         var listeners: [String: RecordingListener] = [:]
         var notes: [String: String] = [:]
@@ -434,6 +437,36 @@ import Testing
         }
         #expect(gathered != nil)
         #expect(unreadPushes() == Array(1...burst) + [burst + 2])
+        try await party.stop()
+    }
+
+    @Test func aBatchDueForMoreUsersThanTheBurstAllowsHoldsEachAfterOnePush() async throws {
+        // Two members connected here are "more" than one.
+        let party = try await party { $0.unreadBurstMaxUsers = 1 }
+        let group = try await party["alice"].createGroup(name: "Team", participants: ["bob", "carol"])
+        func unreadPushes(_ uid: String) -> [Int] {
+            party.observed(by: uid, ignoring: []).compactMap { event in
+                guard case .unreadUpdated(let summary) = event.payload else { return nil }
+                return summary.conversations.first { $0.conversationId == group.id }?.unread
+            }
+        }
+        try await party.fence()
+        party.mark()
+        try await party["alice"].sendTextMessage("one", to: .conversation(group.id))
+        try await party["alice"].sendTextMessage("two", to: .conversation(group.id))
+        try await party.fence()
+        // The first count went out with its message; the second waits for the interval, as with a burst of 1.
+        #expect(unreadPushes("bob") == [1])
+        #expect(unreadPushes("carol") == [1])
+        party.clock.advance(by: .seconds(1))
+        for uid in ["bob", "carol"] {
+            let second = await party.waitFor(uid) { event in
+                if case .unreadUpdated(let summary) = event.payload { return summary.conversations.first?.unread == 2 }
+                return false
+            }
+            #expect(second != nil)
+            #expect(unreadPushes(uid) == [1, 2])
+        }
         try await party.stop()
     }
 

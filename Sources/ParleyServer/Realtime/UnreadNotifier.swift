@@ -6,11 +6,16 @@ import ServiceLifecycle
 
 /// Pushes `unread.update` to a user's own connections when their unread counts change.
 ///
-/// Changes are pushed at once while the user's budget lasts: ``ServerConfiguration/unreadPushBurst`` pushes in a row,
-/// earned back at one per ``ServerConfiguration/unreadPushInterval`` (a token bucket, ``PushBudget``). Once it is
-/// spent, the user is held for an interval: further changes are gathered and pushed together when it ends, so a busy
-/// group costs each member at most one update per interval, while a member of a quiet conversation gets each count
-/// with the message that changed it (in the same write, see below) instead of in a write of its own an interval later.
+/// A count that goes out with the batch that changed it (below) costs a read in a warm transaction and a few bytes in
+/// a write made anyway; a push of its own costs a read transaction, a wake-up and a socket write. So pushes with the
+/// batch are taken from a budget per user, ``ServerConfiguration/unreadPushBurst`` in a row, earned back at one per
+/// ``ServerConfiguration/unreadPushInterval`` (a token bucket, ``PushBudget``), and the user is held for an interval
+/// only once it is spent; a push of its own (the notifier's task: a held user's changes, every push on a store without
+/// ``UnreadWithBatch``) empties the budget and holds the user, and so does a batch that makes more than
+/// ``maxUsersForBurst`` users due (a message to a large group: its members get one push each, as a burst of 1 would).
+/// While held, changes are gathered and pushed together when the interval ends. A busy group thus costs each member at
+/// most one push of its own per interval, and a member of a quiet conversation gets each count with the message that
+/// changed it.
 ///
 /// Pushes go out in batches, written with the hand-written encoder. On a store that reads unread counts with a batch of
 /// commands (``UnreadWithBatch``, SQLite), the users a batch makes due are chosen in its transaction, their counts read
@@ -71,6 +76,12 @@ final class UnreadNotifier: Service {
             if spent { held.insert(key) }
             return spent
         }
+
+        /// A push to `key` that empties its budget: the user is held (the caller starts the interval).
+        mutating func hold(_ key: UserKey, now: Duration) {
+            budgets[key] = PushBudget(credit: .zero, last: now)
+            held.insert(key)
+        }
     }
 
     private let store: any ParleyStore
@@ -80,6 +91,9 @@ final class UnreadNotifier: Service {
     private let logger: Logger
     private let time: ServerClock
     private let state = NIOLockedValueBox(State())
+    /// Most users a batch may make due and still push from their budgets. Past it, each user it makes due is held at
+    /// once: the first messages to a group of 1,000 read 1,000 counts once, not five times.
+    private let maxUsersForBurst: Int
     private let wakeUp = WakeUpSignal()
     /// The running intervals.
     private let holds: FixedDelayTimers<UserKey>
@@ -89,11 +103,16 @@ final class UnreadNotifier: Service {
     /// - Parameters:
     ///   - interval: How long a user whose budget is spent waits for the next push; a push is earned back per interval.
     ///   - burst: Pushes a user may get in a row (at least 1; 1: one push per interval).
-    init(store: any ParleyStore, hub: Hub, interval: Duration, burst: Int = 1, time: ServerClock, logger: Logger) {
+    ///   - maxUsersForBurst: Past this many users made due by one batch, each is held at once.
+    init(
+        store: any ParleyStore, hub: Hub, interval: Duration, burst: Int = 1, maxUsersForBurst: Int = 256,
+        time: ServerClock, logger: Logger
+    ) {
         self.store = store
         self.hub = hub
         self.interval = interval
         self.burst = max(burst, 1)
+        self.maxUsersForBurst = maxUsersForBurst
         self.time = time
         self.logger = logger
         self.holds = FixedDelayTimers(delay: interval, timeline: time.timeline)
@@ -131,13 +150,19 @@ final class UnreadNotifier: Service {
         let connected = candidates.filter { hub.hasConnections(appId: $0.appId, uid: $0.uid) }
         guard !connected.isEmpty else { return [] }
         let now = time.timeline.now()
+        let bursting = connected.count <= maxUsersForBurst
         let (taken, held) = state.withLockedValue { state -> ([UserKey: Set<String>], [UserKey]) in
             var taken: [UserKey: Set<String>] = [:]
             var held: [UserKey] = []
             for (key, conversationId) in affected where connected.contains(key) {
                 if taken[key] == nil {
                     guard !state.held.contains(key), state.dirty[key] == nil else { continue }
-                    if state.spend(key, now: now, interval: interval, burst: burst) { held.append(key) }
+                    if bursting {
+                        if state.spend(key, now: now, interval: interval, burst: burst) { held.append(key) }
+                    } else {
+                        state.hold(key, now: now)
+                        held.append(key)
+                    }
                 }
                 taken[key, default: []].insert(conversationId)
             }
@@ -253,8 +278,8 @@ final class UnreadNotifier: Service {
         if wake { wakeUp.signal() }
     }
 
-    /// Takes the users to push now with their changed conversations, spending their budgets (and holding those whose
-    /// budget is then spent for an interval).
+    /// Takes the users to push now with their changed conversations: pushes of their own, each empties the user's
+    /// budget and holds them for an interval.
     private func takeBatch() -> [(UserKey, [String])] {
         let now = time.timeline.now()
         let (batch, held) = state.withLockedValue { state -> ([(UserKey, [String])], [UserKey]) in
@@ -262,7 +287,8 @@ final class UnreadNotifier: Service {
             var held: [UserKey] = []
             for key in state.ready where !state.held.contains(key) {
                 guard let conversations = state.dirty.removeValue(forKey: key) else { continue }
-                if state.spend(key, now: now, interval: interval, burst: burst) { held.append(key) }
+                state.hold(key, now: now)
+                held.append(key)
                 batch.append((key, conversations.sorted()))
             }
             state.ready.removeAll(keepingCapacity: true)
