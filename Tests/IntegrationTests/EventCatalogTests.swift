@@ -61,6 +61,14 @@ import Testing
             }
         }
 
+        /// The unread counts of a conversation pushed to `uid` in the window, in order.
+        func unreadPushes(to uid: String, in conversationId: String) -> [Int] {
+            observed(by: uid, ignoring: []).compactMap { event in
+                guard case .unreadUpdated(let summary) = event.payload else { return nil }
+                return summary.conversations.first { $0.conversationId == conversationId }?.unread
+            }
+        }
+
         /// Waits until `uid` receives an event satisfying `matches`.
         func waitFor(_ uid: String, _ matches: @escaping (Event) -> Bool) async -> Event? {
             if let seen = observed(by: uid, ignoring: []).last(where: matches) { return seen }
@@ -399,12 +407,6 @@ import Testing
     @Test func newMessagesPushTheRecipientsUnreadCount() async throws {
         let party = try await party()
         let group = try await party["alice"].createGroup(name: "Team", participants: ["bob"])
-        func unreadPushes() -> [Int] {
-            party.observed(by: "bob", ignoring: []).compactMap { event in
-                guard case .unreadUpdated(let summary) = event.payload else { return nil }
-                return summary.conversations.first { $0.conversationId == group.id }?.unread
-            }
-        }
         try await party.fence()
         party.mark()
         // While Bob's budget lasts, each count goes out at once, with its message (the clock does not move).
@@ -427,7 +429,7 @@ import Testing
         try await party["alice"].sendTextMessage("more", to: .conversation(group.id))
         try await party["alice"].sendTextMessage("and more", to: .conversation(group.id))
         try await party.fence()
-        #expect(unreadPushes() == Array(1...burst))
+        #expect(party.unreadPushes(to: "bob", in: group.id) == Array(1...burst))
         party.clock.advance(by: .seconds(1))
         let gathered = await party.waitFor("bob") { event in
             if case .unreadUpdated(let summary) = event.payload {
@@ -436,7 +438,7 @@ import Testing
             return false
         }
         #expect(gathered != nil)
-        #expect(unreadPushes() == Array(1...burst) + [burst + 2])
+        #expect(party.unreadPushes(to: "bob", in: group.id) == Array(1...burst) + [burst + 2])
         try await party.stop()
     }
 
@@ -444,20 +446,14 @@ import Testing
         // Two members connected here are "more" than one.
         let party = try await party { $0.unreadBurstMaxUsers = 1 }
         let group = try await party["alice"].createGroup(name: "Team", participants: ["bob", "carol"])
-        func unreadPushes(_ uid: String) -> [Int] {
-            party.observed(by: uid, ignoring: []).compactMap { event in
-                guard case .unreadUpdated(let summary) = event.payload else { return nil }
-                return summary.conversations.first { $0.conversationId == group.id }?.unread
-            }
-        }
         try await party.fence()
         party.mark()
         try await party["alice"].sendTextMessage("one", to: .conversation(group.id))
         try await party["alice"].sendTextMessage("two", to: .conversation(group.id))
         try await party.fence()
         // The first count went out with its message; the second waits for the interval, as with a burst of 1.
-        #expect(unreadPushes("bob") == [1])
-        #expect(unreadPushes("carol") == [1])
+        #expect(party.unreadPushes(to: "bob", in: group.id) == [1])
+        #expect(party.unreadPushes(to: "carol", in: group.id) == [1])
         party.clock.advance(by: .seconds(1))
         for uid in ["bob", "carol"] {
             let second = await party.waitFor(uid) { event in
@@ -465,7 +461,7 @@ import Testing
                 return false
             }
             #expect(second != nil)
-            #expect(unreadPushes(uid) == [1, 2])
+            #expect(party.unreadPushes(to: uid, in: group.id) == [1, 2])
         }
         try await party.stop()
     }
@@ -473,12 +469,6 @@ import Testing
     @Test func aCountPushedWithItsMessageIsNotPushedAgainWhenTheIntervalEnds() async throws {
         let party = try await party()
         let group = try await party["alice"].createGroup(name: "Team", participants: ["bob"])
-        func unreadPushes() -> [Int] {
-            party.observed(by: "bob", ignoring: []).compactMap { event in
-                guard case .unreadUpdated(let summary) = event.payload else { return nil }
-                return summary.conversations.first { $0.conversationId == group.id }?.unread
-            }
-        }
         try await party.fence()
         party.mark()
         try await party["alice"].sendTextMessage("one", to: .conversation(group.id))
@@ -496,7 +486,7 @@ import Testing
             return false
         }
         #expect(second != nil)
-        #expect(unreadPushes() == [1, 2])
+        #expect(party.unreadPushes(to: "bob", in: group.id) == [1, 2])
         try await party.stop()
     }
 
