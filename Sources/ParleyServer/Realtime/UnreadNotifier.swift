@@ -52,24 +52,21 @@ final class UnreadNotifier: Service {
         }
     }
 
-    private struct State {
+    struct State {
         /// Conversations whose counts changed and were not pushed yet, per user.
         var dirty: [UserKey: Set<String>] = [:]
         /// Users whose budget is spent, until their interval ends.
         var held: Set<UserKey> = []
         /// Users to push now.
         var ready: [UserKey] = []
-        /// Budgets not whole, by user (dropped once whole, see ``spend(_:now:interval:burst:)``).
+        /// Budgets not whole, by user (dropped once whole, see ``sweep(now:interval:burst:)``).
         var budgets: [UserKey: PushBudget] = [:]
         var lastSweep: Duration = .zero
 
         /// A push to `key` (not held) at `now`: spends its budget, and holds the user when it is spent (the caller
         /// then starts the interval). Returns whether the user is now held.
         mutating func spend(_ key: UserKey, now: Duration, interval: Duration, burst: Int) -> Bool {
-            if now - lastSweep >= interval * max(burst, 1) * 4 {
-                lastSweep = now
-                budgets = budgets.filter { !$0.value.isFull(now: now, interval: interval, burst: burst) }
-            }
+            sweep(now: now, interval: interval, burst: burst)
             var budget = budgets[key] ?? PushBudget(credit: interval * burst, last: now)
             let spent = budget.spend(now: now, interval: interval, burst: burst)
             budgets[key] = budget
@@ -78,9 +75,18 @@ final class UnreadNotifier: Service {
         }
 
         /// A push to `key` that empties its budget: the user is held (the caller starts the interval).
-        mutating func hold(_ key: UserKey, now: Duration) {
+        mutating func hold(_ key: UserKey, now: Duration, interval: Duration, burst: Int) {
+            sweep(now: now, interval: interval, burst: burst)
             budgets[key] = PushBudget(credit: .zero, last: now)
             held.insert(key)
+        }
+
+        /// Drops the budgets that are whole again (a missing budget is a whole one), at most once per 4 × `burst`
+        /// intervals: the map holds the users pushed in the last few seconds, not every user ever pushed.
+        private mutating func sweep(now: Duration, interval: Duration, burst: Int) {
+            guard now - lastSweep >= interval * max(burst, 1) * 4 else { return }
+            lastSweep = now
+            budgets = budgets.filter { !$0.value.isFull(now: now, interval: interval, burst: burst) }
         }
     }
 
@@ -160,7 +166,7 @@ final class UnreadNotifier: Service {
                     if bursting {
                         if state.spend(key, now: now, interval: interval, burst: burst) { held.append(key) }
                     } else {
-                        state.hold(key, now: now)
+                        state.hold(key, now: now, interval: interval, burst: burst)
                         held.append(key)
                     }
                 }
@@ -287,7 +293,7 @@ final class UnreadNotifier: Service {
             var held: [UserKey] = []
             for key in state.ready where !state.held.contains(key) {
                 guard let conversations = state.dirty.removeValue(forKey: key) else { continue }
-                state.hold(key, now: now)
+                state.hold(key, now: now, interval: interval, burst: burst)
                 held.append(key)
                 batch.append((key, conversations.sorted()))
             }
