@@ -225,9 +225,11 @@ struct PostgresStoreTests {
         let admin = try PostgresDatabaseURL(try #require(PostgresTestDatabase.adminURL))
         let proxy = try await TCPProxy.start(targetPort: admin.port)
         proxy.stall(true)  // accepts, then every byte is lost
+        // Failing at all is the point (no hang); the slack is for the whole suite running at once on 2 cores, where the
+        // 2 s deadline's timer once ran 11 s late (13.1 s in all).
         let silent = try await expectStartupFailure(
             "postgres://parley:secret@127.0.0.1:\(proxy.port)/parley?sslmode=disable", .unreachable,
-            timeout: .seconds(2), within: .seconds(12)
+            timeout: .seconds(2), within: .seconds(30)
         )
         #expect(silent?.description.contains("timeout") == true, "\(String(describing: silent))")
         proxy.stall(false)
