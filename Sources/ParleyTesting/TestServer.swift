@@ -194,6 +194,16 @@ extension TestServer {
         }
     }
 
+    /// HTTP deadlines no request of a test misses however busy the machine, for a server from
+    /// ``startForEdgeTests(databaseURL:clock:configure:)`` whose test looks at other rules (rate limits, bans): with
+    /// the suite running at once on two cores, a REST call there once waited past the 2 s deadlines, and a kept-alive
+    /// connection past the 3 s idle timeout (its reuse then reset).
+    public static func patientDeadlines(_ configuration: inout ServerConfiguration) {
+        configuration.edge.requestHeadTimeout = .seconds(30)
+        configuration.edge.requestBodyTimeout = .seconds(30)
+        configuration.edge.idleTimeout = .seconds(30)
+    }
+
     /// A server with everything this test needs to see quickly: short HTTP deadlines, and no rate limits (the tests
     /// of those turn them on). With `databaseURL`, on that PostgreSQL database (see
     /// ``start(dataDirectory:databaseURL:port:clock:logLevel:logger:configure:)``).

@@ -7,13 +7,6 @@ import Testing
 
 /// Blocks, reports, mutes and bans live, through the SDK and raw REST: docs/PROTOCOL.md, "Blocks and reports".
 @Suite(.timeLimit(.minutes(2))) struct SafetyTests {
-    /// The edge test server (no rate limits) with a request's usual time to arrive: these tests are about safety rules,
-    /// not deadlines, and a fresh-clone run at high load missed the edge's 2 s (a mute answered 408, not 403).
-    static func lenient(_ configuration: inout ServerConfiguration) {
-        configuration.edge.requestHeadTimeout = .seconds(30)
-        configuration.edge.requestBodyTimeout = .seconds(30)
-    }
-
     typealias Party = EventCatalogTests.Party
 
     func code(_ action: () async throws -> Any) async -> ErrorCode? {
@@ -138,7 +131,7 @@ import Testing
     }
 
     @Test func aMutedParticipantReadsButCannotSendOrType() async throws {
-        let server = try await TestServer.startForEdgeTests(configure: Self.lenient)
+        let server = try await TestServer.startForEdgeTests(configure: TestServer.patientDeadlines)
         let alice = try await server.login("alice")
         let bob = try await server.login("bob")
         let carol = try await server.login("carol")
@@ -211,12 +204,14 @@ import Testing
         func server(clock: any Clock<Duration>) async throws -> (TestServer, PostgresTestDatabase?) {
             switch self {
             case .sqlite:
-                return (try await TestServer.startForEdgeTests(clock: clock, configure: SafetyTests.lenient), nil)
+                return (
+                    try await TestServer.startForEdgeTests(clock: clock, configure: TestServer.patientDeadlines), nil
+                )
             case .postgres:
                 let database = try await PostgresTestDatabase.create()
                 return (
                     try await TestServer.startForEdgeTests(
-                        databaseURL: database.url, clock: clock, configure: SafetyTests.lenient), database
+                        databaseURL: database.url, clock: clock, configure: TestServer.patientDeadlines), database
                 )
             }
         }
@@ -435,7 +430,7 @@ import Testing
     }
 
     @Test func blocksRefuseWhatIsNotAUserToBlock() async throws {
-        let server = try await TestServer.startForEdgeTests(configure: Self.lenient)
+        let server = try await TestServer.startForEdgeTests(configure: TestServer.patientDeadlines)
         let alice = try await server.login("alice")
         for (path, status, code) in [
             ("/v1/me/blocks/alice", 400, ErrorCode.badRequest),
@@ -455,7 +450,7 @@ import Testing
     }
 
     @Test func reportsReachTheAppsModeratorsAndRefuseWhatTheyShould() async throws {
-        let server = try await TestServer.startForEdgeTests(configure: Self.lenient)
+        let server = try await TestServer.startForEdgeTests(configure: TestServer.patientDeadlines)
         let alice = try await server.login("alice")
         let bob = try await server.login("bob")
         let mallory = try await server.login("mallory")

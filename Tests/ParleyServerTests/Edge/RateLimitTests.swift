@@ -11,6 +11,7 @@ import Testing
     @Test func connectionsPastTheBurstOfAnAddressAreAnswered429UntilTheBucketRefills() async throws {
         let clock = ManualClock()
         let server = try await TestServer.startForEdgeTests(clock: clock) {
+            TestServer.patientDeadlines(&$0)
             $0.edge.connectionAttemptsPerAddress = RateLimit(perSecond: 2, burst: 3)
         }
         for _ in 0..<3 {
@@ -36,6 +37,7 @@ import Testing
     @Test func loginsPastTheLimitOfAnAddressAreRefusedWithWhenToRetry() async throws {
         let clock = ManualClock()
         let server = try await TestServer.startForEdgeTests(clock: clock) {
+            TestServer.patientDeadlines(&$0)
             $0.edge.loginsPerAddress = RateLimit(perSecond: 1, burst: 2)
         }
         _ = try await server.login("a")
@@ -61,6 +63,7 @@ import Testing
     @Test func behindATrustedProxyTheForwardedClientIsLimited() async throws {
         let clock = ManualClock()
         let trusting = try await TestServer.startForEdgeTests(clock: clock) {
+            TestServer.patientDeadlines(&$0)
             $0.edge.loginsPerAddress = RateLimit(perSecond: 1, burst: 2)
             $0.edge.trustedProxies = ["127.0.0.1"]
         }
@@ -78,6 +81,7 @@ import Testing
         try await trusting.stop()
 
         let direct = try await TestServer.startForEdgeTests(clock: clock) {
+            TestServer.patientDeadlines(&$0)
             $0.edge.loginsPerAddress = RateLimit(perSecond: 1, burst: 2)
         }
         #expect(try await login(direct, "a", from: "203.0.113.1") == 200)
@@ -89,6 +93,7 @@ import Testing
     @Test func messagesPastAUsersLimitAreRefusedOverTheSocketAndREST() async throws {
         let clock = ManualClock()
         let server = try await TestServer.startForEdgeTests(clock: clock) {
+            TestServer.patientDeadlines(&$0)
             $0.edge.messagesPerUser = RateLimit(perSecond: 10, burst: 3)
         }
         let alice = try await server.login("alice")
