@@ -69,6 +69,16 @@ import Testing
             }
         }
 
+        /// Waits until `uid` is pushed an unread count of `count` for the conversation.
+        func waitForUnread(_ uid: String, _ count: Int, in conversationId: String) async -> UnreadSummary? {
+            let pushed = await waitFor(uid) { event in
+                guard case .unreadUpdated(let summary) = event.payload else { return false }
+                return summary.conversations.contains { $0.conversationId == conversationId && $0.unread == count }
+            }
+            guard case .unreadUpdated(let summary) = pushed?.payload else { return nil }
+            return summary
+        }
+
         /// Waits until `uid` receives an event satisfying `matches`.
         func waitFor(_ uid: String, _ matches: @escaping (Event) -> Bool) async -> Event? {
             if let seen = observed(by: uid, ignoring: []).last(where: matches) { return seen }
@@ -389,13 +399,7 @@ import Testing
         // Bob's own devices hear about his unread count (at once while his push budget lasts, else when the interval
         // ends).
         party.clock.advance(by: .seconds(1))
-        let pushed = await party.waitFor("bob") { event in
-            if case .unreadUpdated(let summary) = event.payload {
-                return summary.conversations.contains { $0.conversationId == group.id && $0.unread == 1 }
-            }
-            return false
-        }
-        #expect(pushed != nil)
+        #expect(await party.waitForUnread("bob", 1, in: group.id) != nil)
         // Moving a position backwards changes nothing.
         party.mark()
         try await party["bob"].markRead(upTo: 1, in: group.id)
@@ -413,17 +417,8 @@ import Testing
         let burst = ServerConfiguration().unreadPushBurst
         for count in 1...burst {
             try await party["alice"].sendTextMessage("\(count)", to: .conversation(group.id))
-            let pushed = await party.waitFor("bob") { event in
-                if case .unreadUpdated(let summary) = event.payload {
-                    return summary.conversations.first?.unread == count
-                }
-                return false
-            }
-            guard case .unreadUpdated(let summary) = pushed?.payload else {
-                Issue.record("no unread.update")
-                return
-            }
-            #expect(summary.conversations.map(\.conversationId) == [group.id])
+            let summary = await party.waitForUnread("bob", count, in: group.id)
+            #expect(summary?.conversations.map(\.conversationId) == [group.id])
         }
         // Spent: the next changes wait for the interval's end and are pushed together.
         try await party["alice"].sendTextMessage("more", to: .conversation(group.id))
@@ -431,13 +426,7 @@ import Testing
         try await party.fence()
         #expect(party.unreadPushes(to: "bob", in: group.id) == Array(1...burst))
         party.clock.advance(by: .seconds(1))
-        let gathered = await party.waitFor("bob") { event in
-            if case .unreadUpdated(let summary) = event.payload {
-                return summary.conversations.first?.unread == burst + 2
-            }
-            return false
-        }
-        #expect(gathered != nil)
+        #expect(await party.waitForUnread("bob", burst + 2, in: group.id) != nil)
         #expect(party.unreadPushes(to: "bob", in: group.id) == Array(1...burst) + [burst + 2])
         try await party.stop()
     }
@@ -456,11 +445,7 @@ import Testing
         #expect(party.unreadPushes(to: "carol", in: group.id) == [1])
         party.clock.advance(by: .seconds(1))
         for uid in ["bob", "carol"] {
-            let second = await party.waitFor(uid) { event in
-                if case .unreadUpdated(let summary) = event.payload { return summary.conversations.first?.unread == 2 }
-                return false
-            }
-            #expect(second != nil)
+            #expect(await party.waitForUnread(uid, 2, in: group.id) != nil)
             #expect(party.unreadPushes(to: uid, in: group.id) == [1, 2])
         }
         try await party.stop()
@@ -472,20 +457,12 @@ import Testing
         try await party.fence()
         party.mark()
         try await party["alice"].sendTextMessage("one", to: .conversation(group.id))
-        _ = await party.waitFor("bob") { event in
-            if case .unreadUpdated(let summary) = event.payload { return summary.conversations.first?.unread == 1 }
-            return false
-        }
-        // The interval ends with nothing changed since the push: nothing is pushed then, so the next message's count
-        // goes out at once. Had the first message been recorded again (as a change still to push), its count would be
-        // pushed when the interval ends, and the next message's held for another interval.
+        _ = await party.waitForUnread("bob", 1, in: group.id)
+        // Nothing changed since the push, so nothing more is pushed for it. Had the first message been recorded again
+        // (as a change still to push), its count would have gone out a second time: [1, 1, 2].
         party.clock.advance(by: .seconds(1))
         try await party["alice"].sendTextMessage("two", to: .conversation(group.id))
-        let second = await party.waitFor("bob") { event in
-            if case .unreadUpdated(let summary) = event.payload { return summary.conversations.first?.unread == 2 }
-            return false
-        }
-        #expect(second != nil)
+        #expect(await party.waitForUnread("bob", 2, in: group.id) != nil)
         #expect(party.unreadPushes(to: "bob", in: group.id) == [1, 2])
         try await party.stop()
     }
