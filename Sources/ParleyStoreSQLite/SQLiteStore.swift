@@ -385,32 +385,29 @@ public final class SQLiteStore: ParleyStore {
         // CROSS JOIN keeps the user's participations as the outer loop: with a plain JOIN, SQLite's planner
         // walks every conversation of the app (its (app_id, direct_key) index) and probes each for the user,
         // which made every unread push cost O(conversations in the app).
-        // By position from a cursor (see `fetchUserAndStream`): read for every unread push.
-        let rows = try Row.fetchCursor(
-            db.cachedStatement(
-                sql: """
-                    SELECT c.id, c.last_seq, c.message_count, p.read_seq, p.read_message_count,
-                        CASE WHEN c.deleted_message_count = 0 THEN 0 ELSE (
-                            SELECT COUNT(*) FROM deleted_messages d
-                            WHERE d.conversation_pk = c.pk AND d.message_index > p.read_message_count
-                        ) END
-                    FROM participants p CROSS JOIN conversations c ON c.pk = p.conversation_pk
-                    WHERE p.uid = ? AND c.app_id = ? AND c.deleted_at IS NULL
-                    """
-            ),
-            arguments: [uid, appId]
-        )
+        // Straight from SQLite (``GRDB/Statement/forEachRawRow(_:_:)``): read for every unread push, most of them
+        // in the writer's transaction.
         let wanted = conversationIds.map(Set.init)
         var total = 0
         var conversations: [ConversationUnread] = []
-        while let row = try rows.next() {
+        try db.cachedStatement(
+            sql: """
+                SELECT c.id, c.last_seq, c.message_count, p.read_seq, p.read_message_count,
+                    CASE WHEN c.deleted_message_count = 0 THEN 0 ELSE (
+                        SELECT COUNT(*) FROM deleted_messages d
+                        WHERE d.conversation_pk = c.pk AND d.message_index > p.read_message_count
+                    ) END
+                FROM participants p CROSS JOIN conversations c ON c.pk = p.conversation_pk
+                WHERE p.uid = ? AND c.app_id = ? AND c.deleted_at IS NULL
+                """
+        ).forEachRawRow([.text(uid), .text(appId)]) { row in
             // Messages after the read position, less the deleted ones among them.
-            let count = max(0, Int(row[2] as Int64) - Int(row[4] as Int64) - Int(row[5] as Int64))
+            let count = max(0, Int(row.int64(2)) - Int(row.int64(4)) - Int(row.int64(5)))
             total += count
-            let id: String = row[0]
+            let id = row.string(0)
             if wanted?.contains(id) ?? true {
                 conversations.append(
-                    ConversationUnread(conversationId: id, unread: count, readSeq: row[3], lastSeq: row[1])
+                    ConversationUnread(conversationId: id, unread: count, readSeq: row.int64(3), lastSeq: row.int64(1))
                 )
             }
         }
