@@ -80,9 +80,21 @@ public final class PostgresStore: ParleyStore {
         url: PostgresDatabaseURL, logger: Logger = Logger(label: "parley.postgres"), timeout: Duration = .seconds(10),
         maximumConnections: Int = 20, migrate: Bool = true
     ) async throws -> PostgresStore {
-        let start = ContinuousClock.now
+        try await connect(
+            url: url, logger: logger, timeout: timeout, maximumConnections: maximumConnections, migrate: migrate,
+            clock: ContinuousClock()
+        )
+    }
+
+    /// ``connect(url:logger:timeout:maximumConnections:migrate:)`` with `timeout` measured on `clock` (tests pass a
+    /// clock that moves only when they say so). The TCP connection's own timeout (postgres-nio's) stays in real time.
+    public static func connect<C: Clock<Duration>>(
+        url: PostgresDatabaseURL, logger: Logger = Logger(label: "parley.postgres"), timeout: Duration = .seconds(10),
+        maximumConnections: Int = 20, migrate: Bool = true, clock: C
+    ) async throws -> PostgresStore {
+        let deadline = clock.now.advanced(by: timeout)
         let connectionConfiguration = try url.connectionConfiguration(connectTimeout: timeout)
-        let connection = try await withDeadline(start + timeout, url: url) {
+        let connection = try await withDeadline(deadline, on: clock, url: url) {
             do {
                 return try await PostgresConnection.connect(
                     configuration: connectionConfiguration, id: 0, logger: logger
@@ -113,7 +125,7 @@ public final class PostgresStore: ParleyStore {
         )
         let store = PostgresStore(url: url, client: client, maximumConnections: maximumConnections, logger: logger)
         do {
-            try await withDeadline(start + timeout, url: url) { try await store.checkHealth() }
+            try await withDeadline(deadline, on: clock, url: url) { try await store.checkHealth() }
         } catch {
             try? await store.close()
             throw error
@@ -635,19 +647,19 @@ public final class PostgresStore: ParleyStore {
     }
 }
 
-/// Runs `body`, or fails with `ERR_DATABASE_UNREACHABLE` at `deadline` without waiting for it to notice.
+/// Runs `body`, or fails with `ERR_DATABASE_UNREACHABLE` at `deadline` on `clock` without waiting for it to notice.
 ///
 /// postgres-nio's pool waits for a connection as long as it takes (it retries a refused login forever); start-up must
 /// not. At the deadline the body's task is cancelled and this returns at once.
-func withDeadline<T: Sendable>(
-    _ deadline: ContinuousClock.Instant, url: PostgresDatabaseURL, _ body: @escaping @Sendable () async throws -> T
+func withDeadline<T: Sendable, C: Clock<Duration>>(
+    _ deadline: C.Instant, on clock: C, url: PostgresDatabaseURL, _ body: @escaping @Sendable () async throws -> T
 ) async throws -> T {
     let race = DeadlineRace<T>()
     let work = Task {
         do { race.finish(.success(try await body())) } catch { race.finish(.failure(error)) }
     }
     let timer = Task {
-        try? await Task.sleep(until: deadline, clock: .continuous)
+        try? await clock.sleep(until: deadline, tolerance: nil)
         race.finish(
             .failure(
                 PostgresStoreError(
