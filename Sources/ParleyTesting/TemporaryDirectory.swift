@@ -30,16 +30,16 @@ public struct TemporaryDirectory: Sendable {
 
 /// Directories to remove together: ``TemporaryDirectory`` records every one it makes in one of these, which the process
 /// empties when it exits.
-public final class TemporaryDirectories: Sendable {
+final class TemporaryDirectories: Sendable {
     static let made = TemporaryDirectories()
 
-    public init() {}
+    init() {}
 
     /// nil until the first directory (the exit handler is installed then).
     private let paths = NIOLockedValueBox<[String]?>(nil)
 
     /// Remembers `path`; returns whether it is the first one.
-    @discardableResult public func record(_ path: String) -> Bool {
+    @discardableResult func record(_ path: String) -> Bool {
         paths.withLockedValue { paths in
             guard paths != nil else {
                 paths = [path]
@@ -51,7 +51,7 @@ public final class TemporaryDirectories: Sendable {
     }
 
     /// Removes every directory made so far (and what is in it); what is gone already is skipped.
-    public func removeAll() {
+    func removeAll() {
         let paths = paths.withLockedValue { paths in
             defer { paths = [] }
             return paths ?? []
@@ -60,5 +60,5 @@ public final class TemporaryDirectories: Sendable {
     }
 
     /// The directories made and not yet removed by ``removeAll()``.
-    public var recorded: [String] { paths.withLockedValue { $0 ?? [] } }
+    var recorded: [String] { paths.withLockedValue { $0 ?? [] } }
 }
