@@ -43,23 +43,42 @@ public protocol InlineReads: Sendable {
     /// ``ParleyStore/contacts(appId:uid:)`` of each user, in one read transaction, in the order asked: for the
     /// presence changes of users who just connected.
     func contacts(of users: [(appId: String, uid: String)]) throws -> [[String]]
-    /// ``ParleyStore/unread(appId:uid:conversationIds:)`` of several users of an app, in one read transaction, in the
-    /// order asked.
-    func unread(appId: String, users: [(uid: String, conversationIds: [String]?)]) throws -> [UnreadSummary]
+    /// The counts each request asks for (``UnreadRequest/reads``, as ``ParleyStore/unread(appId:uid:conversationIds:)``
+    /// reads them), in one read transaction, in the order asked.
+    func unread(_ requests: [UnreadRequest]) throws -> [UnreadSummary]
 }
 
-/// The unread counts a command writer wants read with a batch (see ``UnreadWithBatch``).
+/// The unread counts the unread notifier wants read for a user: with a batch (see ``UnreadWithBatch``), or on its own
+/// (``InlineReads/unread(_:)``).
 public struct UnreadRequest: Sendable, Hashable {
     public var appId: String
     public var uid: String
-    /// The conversations whose counts to list (the total covers all of them).
+    /// The conversations whose counts changed.
     public var conversationIds: [String]
+    /// Whether every conversation of the user is read (the summary's total is then the user's, and it lists every
+    /// conversation), or only ``conversationIds`` (the total is then their sum): a user in many conversations costs a
+    /// read of all of them only when the notifier has no total of theirs to start from.
+    public var everyConversation: Bool
+    /// The notifier's mark for this read, not looked at by the store: reads of one user are applied in this order.
+    public var ticket: UInt64
+    /// With ``everyConversation``: a user in more conversations than this is not read (the read fails), so that a read
+    /// with a batch stays short.
+    public var maxConversations: Int?
 
-    public init(appId: String, uid: String, conversationIds: [String]) {
+    public init(
+        appId: String, uid: String, conversationIds: [String], everyConversation: Bool = true, ticket: UInt64 = 0,
+        maxConversations: Int? = nil
+    ) {
         self.appId = appId
         self.uid = uid
         self.conversationIds = conversationIds
+        self.everyConversation = everyConversation
+        self.ticket = ticket
+        self.maxConversations = maxConversations
     }
+
+    /// What to read, as ``ParleyStore/unread(appId:uid:conversationIds:)`` takes it: nil for every conversation.
+    public var reads: [String]? { everyConversation ? nil : conversationIds }
 }
 
 /// A store that reads unread counts in the transaction that stores a batch of commands, after the commands.
@@ -68,8 +87,8 @@ public struct UnreadRequest: Sendable, Hashable {
 /// and participant rows the counts come from, where a reader connection starts every transaction with an empty cache
 /// once the database changed; and no read transaction of its own is needed.
 public protocol UnreadWithBatch: Sendable {
-    /// ``ParleyStore/apply(_:)``, then, before the commit, ``ParleyStore/unread(appId:uid:conversationIds:)`` of each
-    /// user `wanted` names for the results, in that order; a count that cannot be read is left out and the batch is
+    /// ``ParleyStore/apply(_:)``, then, before the commit, the counts each request `wanted` makes for the results asks
+    /// for (``UnreadRequest/reads``), in that order; a count that cannot be read is left out and the batch is
     /// stored all the same. `wanted` runs inside the transaction, on the store's writer.
     func apply(
         _ commands: [Command],

@@ -110,7 +110,9 @@ public protocol ParleyStore: Sendable {
     /// The messages that mention `uid` and that `uid` has not read (after their read position, in conversations they
     /// still participate in, not deleted), newest first, after `after`, at most `limit`.
     func unreadMentions(appId: String, uid: String, after: MentionPosition?, limit: Int) async throws -> [MentionRow]
-    /// The user's unread counts: for the given conversations (all of them when nil), and the total over all.
+    /// The user's unread counts. With `conversationIds` nil: every conversation of the user, and the total over all of
+    /// them (a read of every participation of the user). Otherwise only those conversations (the ones the user is in
+    /// and that are not deleted; the others are left out), and the total over them: a read per conversation asked for.
     func unread(appId: String, uid: String, conversationIds: [String]?) async throws -> UnreadSummary
     /// The users who share at least one (not deleted) conversation with `uid`, not including `uid` nor those who
     /// blocked `uid` (they do not see `uid`'s presence and profile changes).

@@ -464,21 +464,28 @@ public final class PostgresStore: ParleyStore {
         // planner from flattening the subquery. With a plain JOIN on tables never analyzed (a new deployment, the
         // benchmarks), PostgreSQL walked every conversation of the app and probed each for the user: 2.3 ms for an
         // app of 2,000 conversations against 0.14 ms (EXPLAIN ANALYZE), on every unread push.
-        let rows = try await rows(
-            """
-            SELECT c.id, c.last_seq, c.message_count, p.read_seq, p.read_message_count,
-                CASE WHEN c.deleted_message_count = 0 THEN 0 ELSE (
-                    SELECT count(*) FROM deleted_messages d
-                    WHERE d.conversation_pk = c.pk AND d.message_index > p.read_message_count
-                ) END
-            FROM participants p CROSS JOIN LATERAL (
-                SELECT * FROM conversations c
-                WHERE c.pk = p.conversation_pk AND c.app_id = \(appId) AND c.deleted_at IS NULL OFFSET 0
-            ) c
-            WHERE p.uid = \(uid)
-            """
-        )
-        let wanted = conversationIds.map(Set.init)
+        // Conversations asked for by id: each looked up by its unique id, then the participant by key.
+        let rows =
+            if let conversationIds {
+                try await rows(
+                    """
+                    SELECT \(unescaped: Self.unreadColumns)
+                    FROM conversations c JOIN participants p ON p.conversation_pk = c.pk AND p.uid = \(uid)
+                    WHERE c.id = ANY(\(Array(Set(conversationIds)))) AND c.app_id = \(appId) AND c.deleted_at IS NULL
+                    """
+                )
+            } else {
+                try await rows(
+                    """
+                    SELECT \(unescaped: Self.unreadColumns)
+                    FROM participants p CROSS JOIN LATERAL (
+                        SELECT * FROM conversations c
+                        WHERE c.pk = p.conversation_pk AND c.app_id = \(appId) AND c.deleted_at IS NULL OFFSET 0
+                    ) c
+                    WHERE p.uid = \(uid)
+                    """
+                )
+            }
         var total = 0
         var conversations: [ConversationUnread] = []
         for row in rows {
@@ -488,14 +495,21 @@ public final class PostgresStore: ParleyStore {
             // Messages after the read position, less the deleted ones among them.
             let count = max(0, Int(messageCount - readMessageCount - deletedUnread))
             total += count
-            if wanted?.contains(id) ?? true {
-                conversations.append(
-                    ConversationUnread(conversationId: id, unread: count, readSeq: readSeq, lastSeq: lastSeq))
-            }
+            conversations.append(
+                ConversationUnread(conversationId: id, unread: count, readSeq: readSeq, lastSeq: lastSeq))
         }
         return UnreadSummary(
             total: total, conversations: conversations.sorted { $0.conversationId < $1.conversationId })
     }
+
+    /// What ``unread(appId:uid:conversationIds:)`` reads of a conversation `c` and its participant `p`.
+    private static let unreadColumns = """
+        c.id, c.last_seq, c.message_count, p.read_seq, p.read_message_count,
+            CASE WHEN c.deleted_message_count = 0 THEN 0 ELSE (
+                SELECT count(*) FROM deleted_messages d
+                WHERE d.conversation_pk = c.pk AND d.message_index > p.read_message_count
+            ) END
+        """
 
     public func contacts(appId: String, uid: String) async throws -> [String] {
         try await contacts(of: [UserRef(appId: appId, uid: uid)])[0]

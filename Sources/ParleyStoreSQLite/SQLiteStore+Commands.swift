@@ -42,7 +42,7 @@ extension SQLiteStore: UnreadWithBatch, SynchronousBatches {
         // A count that cannot be read is left out: the batch is stored all the same, and the publication then
         // records its user's change like any other, to be pushed when the user's interval ends.
         let unread = wanted(results).compactMap { request in
-            (try? fetchUnread(db, appId: request.appId, uid: request.uid, conversationIds: request.conversationIds))
+            (try? fetchUnread(db, request))
                 .map { (request, $0) }
         }
         return (results, unread)

@@ -39,9 +39,9 @@ extension SQLiteStore: InlineReads {
         try contacts(of: users.map { ($0.appId, $0.uid) })
     }
 
-    public func unread(appId: String, users: [(uid: String, conversationIds: [String]?)]) throws -> [UnreadSummary] {
+    public func unread(_ requests: [UnreadRequest]) throws -> [UnreadSummary] {
         try inlineReaders.read { db in
-            try users.map { try Self.fetchUnread(db, appId: appId, uid: $0.uid, conversationIds: $0.conversationIds) }
+            try requests.map { try Self.fetchUnread(db, $0) }
         }
     }
 }

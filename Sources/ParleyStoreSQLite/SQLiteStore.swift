@@ -379,37 +379,65 @@ public final class SQLiteStore: ParleyStore {
         try await pool.read { db in try Self.fetchUnread(db, appId: appId, uid: uid, conversationIds: conversationIds) }
     }
 
-    static func fetchUnread(_ db: Database, appId: String, uid: String, conversationIds: [String]?) throws
-        -> UnreadSummary
-    {
-        // CROSS JOIN keeps the user's participations as the outer loop: with a plain JOIN, SQLite's planner
-        // walks every conversation of the app (its (app_id, direct_key) index) and probes each for the user,
-        // which made every unread push cost O(conversations in the app).
+    /// ``unread(appId:uid:conversationIds:)`` in `db`, for an ``UnreadRequest``.
+    static func fetchUnread(_ db: Database, _ request: UnreadRequest) throws -> UnreadSummary {
+        try fetchUnread(
+            db, appId: request.appId, uid: request.uid, conversationIds: request.reads,
+            maxConversations: request.everyConversation ? request.maxConversations : nil
+        )
+    }
+
+    /// ``unread(appId:uid:conversationIds:)`` in `db`; a read of every conversation of a user in more than
+    /// `maxConversations` throws.
+    static func fetchUnread(
+        _ db: Database, appId: String, uid: String, conversationIds: [String]?, maxConversations: Int? = nil
+    ) throws -> UnreadSummary {
         // Straight from SQLite (``GRDB/Statement/forEachRawRow(_:_:)``): read for every unread push, most of them
         // in the writer's transaction.
-        let wanted = conversationIds.map(Set.init)
         var total = 0
         var conversations: [ConversationUnread] = []
-        try db.cachedStatement(
-            sql: """
-                SELECT c.id, c.last_seq, c.message_count, p.read_seq, p.read_message_count,
-                    CASE WHEN c.deleted_message_count = 0 THEN 0 ELSE (
-                        SELECT COUNT(*) FROM deleted_messages d
-                        WHERE d.conversation_pk = c.pk AND d.message_index > p.read_message_count
-                    ) END
-                FROM participants p CROSS JOIN conversations c ON c.pk = p.conversation_pk
-                WHERE p.uid = ? AND c.app_id = ? AND c.deleted_at IS NULL
-                """
-        ).forEachRawRow([.text(uid), .text(appId)]) { row in
+        let add = { (row: RawRow) in
+            if let maxConversations, conversations.count >= maxConversations {
+                throw DatabaseError(resultCode: .SQLITE_TOOBIG, message: "more than \(maxConversations) conversations")
+            }
             // Messages after the read position, less the deleted ones among them.
             let count = max(0, Int(row.int64(2)) - Int(row.int64(4)) - Int(row.int64(5)))
             total += count
-            let id = row.string(0)
-            if wanted?.contains(id) ?? true {
-                conversations.append(
-                    ConversationUnread(conversationId: id, unread: count, readSeq: row.int64(3), lastSeq: row.int64(1))
-                )
+            conversations.append(
+                ConversationUnread(
+                    conversationId: row.string(0), unread: count, readSeq: row.int64(3), lastSeq: row.int64(1))
+            )
+        }
+        let columns = """
+            SELECT c.id, c.last_seq, c.message_count, p.read_seq, p.read_message_count,
+                CASE WHEN c.deleted_message_count = 0 THEN 0 ELSE (
+                    SELECT COUNT(*) FROM deleted_messages d
+                    WHERE d.conversation_pk = c.pk AND d.message_index > p.read_message_count
+                ) END
+            """
+        if let conversationIds {
+            // A lookup per conversation asked for (by its unique id, then the participant's key).
+            let statement = try db.cachedStatement(
+                sql: columns + """
+
+                    FROM conversations c CROSS JOIN participants p ON p.conversation_pk = c.pk AND p.uid = ?
+                    WHERE c.id = ? AND c.app_id = ? AND c.deleted_at IS NULL
+                    """
+            )
+            for id in Set(conversationIds) {
+                try statement.forEachRawRow([.text(uid), .text(id), .text(appId)], add)
             }
+        } else {
+            // CROSS JOIN keeps the user's participations as the outer loop: with a plain JOIN, SQLite's planner
+            // walks every conversation of the app (its (app_id, direct_key) index) and probes each for the user,
+            // which made every unread push cost O(conversations in the app).
+            try db.cachedStatement(
+                sql: columns + """
+
+                    FROM participants p CROSS JOIN conversations c ON c.pk = p.conversation_pk
+                    WHERE p.uid = ? AND c.app_id = ? AND c.deleted_at IS NULL
+                    """
+            ).forEachRawRow([.text(uid), .text(appId)], add)
         }
         return UnreadSummary(
             total: total, conversations: conversations.sorted { $0.conversationId < $1.conversationId })

@@ -438,9 +438,10 @@ import Testing
         try await party.fence()
         party.mark()
         try await party["alice"].sendTextMessage("one", to: .conversation(group.id))
+        for uid in ["bob", "carol"] { _ = await party.waitForUnread(uid, 1, in: group.id) }
         try await party["alice"].sendTextMessage("two", to: .conversation(group.id))
         try await party.fence()
-        // The first count went out with its message; the second waits for the interval, as with a burst of 1.
+        // The first count went out at once; the second waits for the interval, as with a burst of 1.
         #expect(party.unreadPushes(to: "bob", in: group.id) == [1])
         #expect(party.unreadPushes(to: "carol", in: group.id) == [1])
         party.clock.advance(by: .seconds(1))

@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import Logging
 import ParleyProtocol
 import ParleyStore
@@ -535,7 +536,8 @@ extension StoreConformanceTests {
         let bobUnread = try await store.unread(appId: Self.appId, uid: "bob", conversationIds: nil)
         #expect(bobUnread.total == 1 && bobUnread.conversations.first?.unread == 1)
         #expect(try await store.unread(appId: Self.appId, uid: "carol", conversationIds: nil).total == 4)
-        #expect(try await store.unread(appId: Self.appId, uid: "alice", conversationIds: nil).total == 0)  // her last message came after bob's
+        // Her last message came after bob's.
+        #expect(try await store.unread(appId: Self.appId, uid: "alice", conversationIds: nil).total == 0)
 
         func mark(_ uid: String, delivered: Int64? = nil, read: Int64? = nil) -> Command {
             .markReceipt(
@@ -565,6 +567,53 @@ extension StoreConformanceTests {
         #expect(carol.readSeq == seqs[3] && carol.deliveredSeq == seqs[3])
         #expect(try await store.unread(appId: Self.appId, uid: "carol", conversationIds: nil).total == 0)
         #expect(try await refusal(store, mark("dave", read: 1)) == .conversationNotFound)
+    }
+
+    @Test(arguments: Backend.allCases) func unreadCountsOfListedConversationsLeaveTheOthersOut(_ backend: Backend)
+        async throws
+    {
+        let store = try await prepared(backend)
+        for id in ["c_1", "c_2", "c_3"] { _ = try await group(store, id: id, members: ["bob", "carol"]) }
+        _ = try await group(store, id: "c_mine", members: ["carol"])
+        for (id, count) in [("c_1", 1), ("c_2", 2), ("c_3", 3), ("c_mine", 4)] {
+            for _ in 0..<count { _ = try await apply(store, send(store, id, from: "alice")) }
+        }
+        let all = try await store.unread(appId: Self.appId, uid: "bob", conversationIds: nil)
+        #expect(all.total == 6 && all.conversations.map(\.conversationId) == ["c_1", "c_2", "c_3"])
+        // Only those asked for, the total over them; one asked for twice counts once.
+        let listed = try await store.unread(appId: Self.appId, uid: "bob", conversationIds: ["c_3", "c_1", "c_3"])
+        #expect(listed.total == 4 && listed.conversations.map(\.conversationId) == ["c_1", "c_3"])
+        #expect(listed.conversations.map(\.unread) == [1, 3])
+        #expect(listed.conversations == all.conversations.filter { $0.conversationId != "c_2" })
+        // A conversation bob is not in, one that does not exist, one he left, one deleted: left out.
+        _ = try await apply(
+            store,
+            .removeParticipant(.init(appId: Self.appId, conversationId: "c_2", actor: "bob", uid: "bob", now: 30)))
+        _ = try await apply(store, .deleteConversation(action("c_3", by: "alice")))
+        let gone = try await store.unread(
+            appId: Self.appId, uid: "bob", conversationIds: ["c_mine", "c_none", "c_2", "c_3", "c_1"])
+        #expect(gone.total == 1 && gone.conversations.map(\.conversationId) == ["c_1"])
+        #expect(try await store.unread(appId: Self.appId, uid: "bob", conversationIds: []).total == 0)
+        // Another app's user of the same name reads nothing of this app.
+        #expect(
+            try await store.unread(appId: Self.otherApp, uid: "bob", conversationIds: ["c_1"]).conversations.isEmpty)
+    }
+
+    @Test func aWholeReadForABatchFailsForAUserInMoreConversationsThanItAllows() async throws {
+        let store = try await prepared(.sqlite)
+        for id in ["c_1", "c_2", "c_3"] { _ = try await group(store, id: id, members: ["bob"]) }
+        _ = try await apply(store, send(store, "c_2", from: "alice"))
+        let reads = try #require(store as? any InlineReads)
+        func request(everyConversation: Bool = true, max: Int?) -> UnreadRequest {
+            UnreadRequest(
+                appId: Self.appId, uid: "bob", conversationIds: ["c_2"], everyConversation: everyConversation,
+                maxConversations: max)
+        }
+        #expect(throws: DatabaseError.self) { try reads.unread([request(max: 2)]) }
+        #expect(try reads.unread([request(max: 3)])[0].total == 1)
+        #expect(try reads.unread([request(max: nil)])[0].conversations.count == 3)
+        // A read of what changed reads only that, whatever the bound.
+        #expect(try reads.unread([request(everyConversation: false, max: 0)])[0].conversations.count == 1)
     }
 
     @Test(arguments: Backend.allCases) func newParticipantsStartWithNothingUnread(_ backend: Backend) async throws {

@@ -2,9 +2,10 @@ import Foundation
 import GRDB
 import ParleyProtocol
 import ParleyStore
-@testable import ParleyStoreSQLite
 import ParleyTesting
 import Testing
+
+@testable import ParleyStoreSQLite
 
 /// The SQLite store's WAL is copied back by ``WALCheckpointer`` on its own connection, never by the writer at a
 /// commit, and stays bounded while messages keep coming (docs/ARCHITECTURE.md, "SQLite").
@@ -19,7 +20,9 @@ import Testing
 
         // 3,000 messages in 300 commits: many times the threshold's worth of WAL frames.
         for batch in 0..<300 {
-            let sends = (0..<10).map { Self.send(from: "alice", id: "m_\(batch)_\($0)", text: String(repeating: "x", count: 200)) }
+            let sends = (0..<10).map {
+                Self.send(from: "alice", id: "m_\(batch)_\($0)", text: String(repeating: "x", count: 200))
+            }
             for result in try await store.apply(sends) { _ = try result.get() }
         }
         await store.checkpointer.waitUntilIdle()
@@ -67,7 +70,8 @@ import Testing
                 group.addTask {
                     var last = 0
                     while last < batches * perBatch {
-                        let total = try store.unread(appId: Self.appId, users: [("bob", nil)])[0].total
+                        let everything = UnreadRequest(appId: Self.appId, uid: "bob", conversationIds: [])
+                        let total = try store.unread([everything])[0].total
                         #expect(total >= last && total % perBatch == 0)
                         last = total
                         await Task.yield()
@@ -172,7 +176,9 @@ import Testing
         }
         _ = try await store.apply([
             .createConversation(
-                .init(appId: appId, newId: "c_g", type: .group, creator: "alice", participants: ["bob"], name: "G", isPublic: false, now: 1)
+                .init(
+                    appId: appId, newId: "c_g", type: .group, creator: "alice", participants: ["bob"], name: "G",
+                    isPublic: false, now: 1)
             )
         ])[0].get()
         return store

@@ -46,6 +46,14 @@ struct RoomsScenario: AsyncParsableCommand {
 
     @Option(
         help: """
+            Quiet groups each member is also in (groups of --size that never get a message): a user of a real app is \
+            in many conversations, and what a message costs must not grow with them.
+            """
+    )
+    var quietGroups: Int = 0
+
+    @Option(
+        help: """
             parley-server nodes to start on the one --database-url (PostgreSQL), each group's members spread over them \
             (member i of a group on node i % nodes). Not with --server-url: an attached server is one node.
             """
@@ -65,6 +73,8 @@ struct RoomsScenario: AsyncParsableCommand {
         var phases: Phases
         /// Absent for one node (as before the option).
         var nodes: Int?
+        /// Absent when 0 (as before the option).
+        var quietGroups: Int?
     }
 
     /// The deliveries of one path: sender and receiver on one node, or on two.
@@ -113,6 +123,13 @@ struct RoomsScenario: AsyncParsableCommand {
                     (tokens[room * size], (1..<max(size, 1)).map { "\(prefix)\(room * size + $0)" })
                 }
             )
+            if quietGroups > 0 {
+                run.note("creating \(rooms * quietGroups) quiet groups (\(quietGroups) per member)")
+                _ = try await run.provisioner.groups(
+                    Self.quietGroups(people: people, size: size, rounds: quietGroups).map {
+                        (tokens[$0[0]], $0.dropFirst().map { "\(prefix)\($0)" })
+                    })
+            }
 
             // The whole schedule is drawn before the start: who sends message n, and when.
             let (senders, offsets) = Self.schedule(
@@ -238,19 +255,35 @@ struct RoomsScenario: AsyncParsableCommand {
             if let postgresCPU { more += " pg_cpu/msg=\(Format.fixed(postgresCPU, 0))us" }
             try run.report(
                 line:
-                    "rooms=\(rooms)x\(size) phases=\(phases.rawValue) messages=\(count) rate=\(Int(figures.sentPerSecond))/s delivered=\(delivered)/\(expected) "
+                    "rooms=\(rooms)x\(size)" + (quietGroups > 0 ? " quiet_groups=\(quietGroups)" : "")
+                    + " phases=\(phases.rawValue) messages=\(count) rate=\(Int(figures.sentPerSecond))/s delivered=\(delivered)/\(expected) "
                     + "lost=\(figures.lost) dup=\(figures.duplicated) acked=\(figures.acked) "
                     + latency.line([("p50", \.p50), ("p90", \.p90), ("p99", \.p99), ("max", \.max)])
                     + (cpu.map { " server_cpu/msg=\(Format.fixed($0, 0))us" } ?? "")
                     + (benchCPU.map { " bench_cpu/msg=\(Format.fixed($0, 0))us" } ?? "") + more,
                 parameters: Parameters(
                     rooms: rooms, size: size, rate: rate, duration: duration, warmup: warmup, padding: padding,
-                    phases: phases, nodes: several ? nodeCount : nil
+                    phases: phases, nodes: several ? nodeCount : nil, quietGroups: quietGroups > 0 ? quietGroups : nil
                 ),
                 figures: figures
             )
             for socket in connected.sockets { socket?.close(abort: true) }
         }
+    }
+
+    /// `rounds` times, every member in one more group of `size` (the members shuffled each round; the last group of a
+    /// round is smaller when `size` does not divide `people`): each group's members by index, its creator first.
+    static func quietGroups(people: Int, size: Int, rounds: Int) -> [[Int]] {
+        var generator = SystemRandomNumberGenerator()
+        var groups: [[Int]] = []
+        for _ in 0..<rounds {
+            let shuffled = Array(0..<people).shuffled(using: &generator)
+            for start in stride(from: 0, to: people, by: max(size, 2)) {
+                let members = Array(shuffled[start..<min(start + max(size, 2), people)])
+                if members.count > 1 { groups.append(members) }
+            }
+        }
+        return groups
     }
 
     /// Who sends each message and when (nanoseconds after the start), in time order.

@@ -172,7 +172,7 @@ final class PushDispatcher: Service {
                     .0
                     .conversation
             }
-            let badge = try await store.unread(appId: entry.appId, uid: uid, conversationIds: []).total
+            let badge = try await store.unread(appId: entry.appId, uid: uid, conversationIds: nil).total
             let payload = PushComposer.payload(
                 message: message, senderName: names[senderKey] ?? message.sender,
                 groupName: conversation?.type == .group ? conversation?.name : nil, badge: badge,

@@ -23,6 +23,17 @@ import ServiceLifecycle
 /// made by one task (``run()``): the users due are read together (one read transaction on SQLite). The intervals are
 /// ``FixedDelayTimers`` (one queue, one sleeping task, ends rounded to 10 ms); when one ends with changes waiting, the
 /// user is pushed again. Recording a change costs a lock, not a task or a timer per user.
+///
+/// A push carries the user's total over all their conversations, and reading it costs a row per conversation the user
+/// is in: for a user in hundreds of conversations, hundreds of rows for each message. So the notifier keeps, for each
+/// user it pushes, the total and the conversations with unread messages (``UnreadLedger``), read whole once; a push then
+/// reads only the conversations that changed and moves the total by their difference. A batch reads a user with no
+/// ledger whole only when they are in a few conversations; the notifier's task reads the others, off the command
+/// writer's thread. Every change to a user's counts comes through here (``affected(by:recipients:)``, and their own
+/// messages, ``published(_:recipients:)``) while they are connected; a change while they are not drops their ledger,
+/// and so does a read that comes back older than one already applied (reads are numbered when asked for), the user
+/// being read whole again. A ledger is read whole again after one to two lifetimes (`ledgerLifetime`, a minute) at the
+/// latest.
 final class UnreadNotifier: Service {
     struct UserKey: Hashable, Sendable {
         var appId: String
@@ -52,6 +63,19 @@ final class UnreadNotifier: Service {
         }
     }
 
+    /// What a user's pushes said: the total and the conversations with unread messages, at the read numbered `ticket`.
+    struct UnreadLedger {
+        var total: Int
+        /// Counts of the conversations with unread messages (the others have none).
+        var unread: [String: Int]
+        /// The last read applied: a read with a lower number is older.
+        var ticket: UInt64
+        /// When every conversation is to be read again: ``State/ledgerLifetime`` after they were, and up to as long
+        /// again (spread by the read's number), so that the users read together at a start are not all read again at
+        /// once a lifetime later.
+        var expiresAt: Duration
+    }
+
     struct State {
         /// Conversations whose counts changed and were not pushed yet, per user.
         var dirty: [UserKey: Set<String>] = [:]
@@ -62,6 +86,103 @@ final class UnreadNotifier: Service {
         /// Budgets not whole, by user (dropped once whole, see ``sweep(now:interval:burst:)``).
         var budgets: [UserKey: PushBudget] = [:]
         var lastSweep: Duration = .zero
+        /// Totals of users pushed lately (dropped at a sweep once expired).
+        var ledgers: [UserKey: UnreadLedger] = [:]
+        var ledgerLifetime: Duration
+        /// The number of the last read asked for.
+        var lastTicket: UInt64 = 0
+        /// Users read whole with a batch, in too many conversations for that (``UnreadNotifier/maxConversationsWithBatch``): the
+        /// publication records their change, and the notifier's task reads them whole in place of that push, whose
+        /// budget the batch spent (``UnreadNotifier/dueWithBatch(_:)``).
+        var firstReads: Set<UserKey> = []
+
+        init(ledgerLifetime: Duration = .seconds(60)) {
+            self.ledgerLifetime = ledgerLifetime
+        }
+
+        /// The read of `key`'s counts in `conversationIds`, numbered: only those conversations when the user's ledger
+        /// can be moved by them, every conversation otherwise.
+        mutating func request(_ key: UserKey, _ conversationIds: [String], now: Duration) -> UnreadRequest {
+            lastTicket += 1
+            return UnreadRequest(
+                appId: key.appId, uid: key.uid, conversationIds: conversationIds,
+                everyConversation: !hasLedger(key, now: now), ticket: lastTicket
+            )
+        }
+
+        /// Whether `key`'s total can be moved by what changes (they have a ledger not expired).
+        func hasLedger(_ key: UserKey, now: Duration) -> Bool {
+            ledgers[key].map { now < $0.expiresAt } ?? false
+        }
+
+        /// A read came back: what to push (the conversations that changed, the user's total), after moving the user's
+        /// ledger. Nil when the total is not known (no ledger to move, or a later read applied already): the ledger is
+        /// dropped and the user is to be read whole (``rereadWhole(_:)``).
+        mutating func apply(_ request: UnreadRequest, _ read: UnreadSummary, now: Duration) -> UnreadSummary? {
+            let key = UserKey(appId: request.appId, uid: request.uid)
+            let changed = Set(request.conversationIds)
+            let listed = read.conversations.filter { changed.contains($0.conversationId) }
+            // Taken out of the map while it changes (its dictionary is not copied), put back once it has.
+            var ledger = ledgers.removeValue(forKey: key)
+            guard (ledger?.ticket ?? 0) < request.ticket, request.everyConversation || ledger != nil else {
+                return nil
+            }
+            if request.everyConversation {
+                firstReads.remove(key)
+                var unread: [String: Int] = [:]
+                for conversation in read.conversations where conversation.unread > 0 {
+                    unread[conversation.conversationId] = conversation.unread
+                }
+                let spread = ledgerLifetime * (Double(request.ticket % 64) / 64)
+                ledgers[key] = UnreadLedger(
+                    total: read.total, unread: unread, ticket: request.ticket, expiresAt: now + ledgerLifetime + spread)
+                return UnreadSummary(total: read.total, conversations: listed)
+            }
+            // A conversation asked for and not read has none: the user left it, or it is deleted.
+            let counts = Dictionary(listed.map { ($0.conversationId, $0.unread) }, uniquingKeysWith: { $1 })
+            for id in changed {
+                let count = counts[id] ?? 0
+                ledger!.total += count - (ledger!.unread[id] ?? 0)
+                ledger!.unread[id] = count > 0 ? count : nil
+            }
+            ledger!.ticket = request.ticket
+            ledgers[key] = ledger
+            return UnreadSummary(total: ledger!.total, conversations: listed)
+        }
+
+        /// `key` sent a message in `conversationId`, which reads it up to there: their count there is 0 now (messages of
+        /// others after it are changes of their own, read when they are published). Publications are in order, so the
+        /// ledger holds every read of an earlier batch, and a read of this batch comes after. A read of the notifier's
+        /// task may still be running for a held or waiting user: the conversation is then read again with their next
+        /// push.
+        mutating func sent(_ key: UserKey, in conversationId: String, connected: Bool) {
+            guard ledgers[key] != nil else { return }
+            guard connected else {
+                ledgers[key] = nil
+                return
+            }
+            if held.contains(key) || dirty[key] != nil {
+                dirty[key, default: []].insert(conversationId)
+            } else if let count = ledgers[key]?.unread.removeValue(forKey: conversationId) {
+                ledgers[key]?.total -= count
+            }
+        }
+
+        /// `requests` came back without a total: their users' changes are recorded again, to be read whole. Returns
+        /// whether one is ready now (not held).
+        mutating func rereadWhole(_ requests: [UnreadRequest]) -> Bool {
+            var ready = false
+            for request in requests {
+                let key = UserKey(appId: request.appId, uid: request.uid)
+                let isNew = dirty[key] == nil
+                dirty[key, default: []].formUnion(request.conversationIds)
+                if isNew && !held.contains(key) {
+                    self.ready.append(key)
+                    ready = true
+                }
+            }
+            return ready
+        }
 
         /// A push to `key` (not held) at `now`: spends its budget, and holds the user when it is spent (the caller
         /// then starts the interval). Returns whether the user is now held.
@@ -81,12 +202,15 @@ final class UnreadNotifier: Service {
             held.insert(key)
         }
 
-        /// Drops the budgets that are whole again (a missing budget is a whole one), at most once per 4 × `burst`
-        /// intervals: the map holds the users pushed in the last few seconds, not every user ever pushed.
+        /// Drops the budgets that are whole again (a missing budget is a whole one) and the ledgers past their lifetime,
+        /// at most once per 4 × `burst` intervals: the maps hold the users pushed lately, not every user ever pushed.
         private mutating func sweep(now: Duration, interval: Duration, burst: Int) {
             guard now - lastSweep >= interval * max(burst, 1) * 4 else { return }
             lastSweep = now
             budgets = budgets.filter { !$0.value.isFull(now: now, interval: interval, burst: burst) }
+            if !ledgers.isEmpty { ledgers = ledgers.filter { now < $0.value.expiresAt } }
+            // A first read whose change was never recorded (the user left, the batch failed) waits for nothing.
+            if !firstReads.isEmpty { firstReads = firstReads.filter { dirty[$0] != nil } }
         }
     }
 
@@ -96,7 +220,11 @@ final class UnreadNotifier: Service {
     private let burst: Int
     private let logger: Logger
     private let time: ServerClock
-    private let state = NIOLockedValueBox(State())
+    private let state: NIOLockedValueBox<State>
+    /// Most users whose counts the notifier's task reads in one transaction.
+    static let usersPerRead = 128
+    /// Most conversations of a user read whole with a batch (``State/firstReads``).
+    static let maxConversationsWithBatch = 16
     /// Most users a batch may make due and still push from their budgets. Past it, each user it makes due is held at
     /// once: the first messages to a group of 1,000 read 1,000 counts once, not five times.
     private let maxUsersForBurst: Int
@@ -110,10 +238,13 @@ final class UnreadNotifier: Service {
     ///   - interval: How long a user whose budget is spent waits for the next push; a push is earned back per interval.
     ///   - burst: Pushes a user may get in a row (at least 1; 1: one push per interval).
     ///   - maxUsersForBurst: Past this many users made due by one batch, each is held at once.
+    ///   - ledgerLifetime: How long a user's total is moved by the conversations that change before every conversation
+    ///     of theirs is read again.
     init(
         store: any ParleyStore, hub: Hub, interval: Duration, burst: Int = 1, maxUsersForBurst: Int = 256,
-        time: ServerClock, logger: Logger
+        ledgerLifetime: Duration = .seconds(60), time: ServerClock, logger: Logger
     ) {
+        self.state = NIOLockedValueBox(State(ledgerLifetime: ledgerLifetime))
         self.store = store
         self.hub = hub
         self.interval = interval
@@ -157,7 +288,7 @@ final class UnreadNotifier: Service {
         guard !connected.isEmpty else { return [] }
         let now = time.timeline.now()
         let bursting = connected.count <= maxUsersForBurst
-        let (taken, held) = state.withLockedValue { state -> ([UserKey: Set<String>], [UserKey]) in
+        let (requests, held) = state.withLockedValue { state -> ([UnreadRequest], [UserKey]) in
             var taken: [UserKey: Set<String>] = [:]
             var held: [UserKey] = []
             for (key, conversationId) in affected where connected.contains(key) {
@@ -172,10 +303,22 @@ final class UnreadNotifier: Service {
                 }
                 taken[key, default: []].insert(conversationId)
             }
-            return (taken, held)
+            return (
+                taken.map { key, conversations in
+                    var request = state.request(key, conversations.sorted(), now: now)
+                    if request.everyConversation {
+                        // A user with no total to move is read whole here only when in a few conversations: one in
+                        // many would hold up every message on the writer's thread. Their read fails, the publication
+                        // records the change, and the notifier's task reads them whole.
+                        request.maxConversations = Self.maxConversationsWithBatch
+                        state.firstReads.insert(key)
+                    }
+                    return request
+                }, held
+            )
         }
         for key in held { holds.schedule(key) }
-        return taken.map { UnreadRequest(appId: $0.key.appId, uid: $0.key.uid, conversationIds: $0.value.sorted()) }
+        return requests
     }
 
     /// Runs `publish`, the publication of a batch the command writer stored, then pushes the counts read with it
@@ -184,25 +327,18 @@ final class UnreadNotifier: Service {
     func publishingBatch(_ unread: [(UnreadRequest, UnreadSummary)], _ publish: () async -> Void) async {
         guard !unread.isEmpty else { return await publish() }
         await Self.$pushedWithBatch.withValue(Self.users(unread)) { await publish() }
-        deliverWithBatch(unread)
+        deliver(unread)
     }
 
     /// ``publishingBatch(_:_:)`` for a synchronous `publish` (the command writer's thread).
     func publishingBatch(_ unread: [(UnreadRequest, UnreadSummary)], _ publish: () -> Void) {
         guard !unread.isEmpty else { return publish() }
         Self.$pushedWithBatch.withValue(Self.users(unread)) { publish() }
-        deliverWithBatch(unread)
+        deliver(unread)
     }
 
     private static func users(_ unread: [(UnreadRequest, UnreadSummary)]) -> Set<UserKey> {
         Set(unread.map { UserKey(appId: $0.0.appId, uid: $0.0.uid) })
-    }
-
-    private func deliverWithBatch(_ unread: [(UnreadRequest, UnreadSummary)]) {
-        let timestamp = time.epochMilliseconds()
-        for (appId, pairs) in Dictionary(grouping: unread, by: { $0.0.appId }) {
-            deliver(pairs.map { ($0.0.uid, $0.1) }, appId: appId, timestamp: timestamp)
-        }
     }
 
     /// What a published event changes: the conversation and the users whose unread counts in it moved.
@@ -228,19 +364,39 @@ final class UnreadNotifier: Service {
 
     /// A published event: records the unread counts it changed.
     func published(_ event: Event, recipients: [String]) {
+        if case .messageSent = event.payload, let conversationId = event.conversationId,
+            let sender = event.context.createdBy
+        {
+            sent(UserKey(appId: event.appId, uid: sender), in: conversationId)
+        }
         guard let (conversationId, uids) = Self.affected(by: event, recipients: recipients) else { return }
         changed(appId: event.appId, uids: uids, conversationId: conversationId)
+    }
+
+    /// A message of `key`'s: sending reads the conversation up to it, so their ledger's count there falls to 0 (as
+    /// before the ledger, the count is pushed with the user's next push).
+    private func sent(_ key: UserKey, in conversationId: String) {
+        guard state.withLockedValue({ $0.ledgers[key] != nil }) else { return }
+        let connected = hub.hasConnections(appId: key.appId, uid: key.uid)
+        state.withLockedValue { $0.sent(key, in: conversationId, connected: connected) }
     }
 
     /// The unread counts of `uids` in a conversation changed: the users due now are pushed by the notifier's task.
     func changed(appId: String, uids: some Sequence<String>, conversationId: String) {
         let pushed = Self.pushedWithBatch
-        // Users with no live connection here read their counts when they come back.
-        let connected = uids.filter {
-            !pushed.contains(UserKey(appId: appId, uid: $0)) && hub.hasConnections(appId: appId, uid: $0)
+        var connected: [String] = []
+        var away: [UserKey] = []
+        for uid in uids {
+            let key = UserKey(appId: appId, uid: uid)
+            guard !pushed.contains(key) else { continue }
+            if hub.hasConnections(appId: appId, uid: uid) { connected.append(uid) } else { away.append(key) }
         }
-        guard !connected.isEmpty else { return }
+        guard !connected.isEmpty || !away.isEmpty else { return }
         let ready = state.withLockedValue { state -> Bool in
+            // Users with no live connection here read their counts when they come back; their totals here are stale.
+            if !state.ledgers.isEmpty {
+                for key in away { state.ledgers[key] = nil }
+            }
             var ready = false
             for uid in connected {
                 let key = UserKey(appId: appId, uid: uid)
@@ -265,7 +421,12 @@ final class UnreadNotifier: Service {
                     if batch.isEmpty {
                         await wakeUp.wait(orUntil: nil, on: time.timeline)
                     } else {
-                        await push(batch)
+                        // A few hundred users per read transaction, then the thread is let go: the first pushes after
+                        // a start (every user read whole) do not hold one of the few pool threads for a second.
+                        for start in stride(from: 0, to: batch.count, by: Self.usersPerRead) {
+                            await push(Array(batch[start..<min(start + Self.usersPerRead, batch.count)]))
+                            await Task.yield()
+                        }
                     }
                 }
                 group.cancelAll()
@@ -285,17 +446,21 @@ final class UnreadNotifier: Service {
     }
 
     /// Takes the users to push now with their changed conversations: pushes of their own, each empties the user's
-    /// budget and holds them for an interval.
-    private func takeBatch() -> [(UserKey, [String])] {
+    /// budget and holds them for an interval, but a user read whole in place of a push with a batch
+    /// (``State/firstReads``).
+    private func takeBatch() -> [UnreadRequest] {
         let now = time.timeline.now()
-        let (batch, held) = state.withLockedValue { state -> ([(UserKey, [String])], [UserKey]) in
-            var batch: [(UserKey, [String])] = []
+        let (batch, held) = state.withLockedValue { state -> ([UnreadRequest], [UserKey]) in
+            var batch: [UnreadRequest] = []
             var held: [UserKey] = []
             for key in state.ready where !state.held.contains(key) {
                 guard let conversations = state.dirty.removeValue(forKey: key) else { continue }
-                state.hold(key, now: now, interval: interval, burst: burst)
-                held.append(key)
-                batch.append((key, conversations.sorted()))
+                // In place of a push with a batch, which spent from the budget (``State/firstReads``).
+                if state.firstReads.remove(key) == nil {
+                    state.hold(key, now: now, interval: interval, burst: burst)
+                    held.append(key)
+                }
+                batch.append(state.request(key, conversations.sorted(), now: now))
             }
             state.ready.removeAll(keepingCapacity: true)
             return (batch, held)
@@ -306,37 +471,53 @@ final class UnreadNotifier: Service {
 
     /// Reads the counts of a batch of users and pushes them to their connections here (every node computes the
     /// counts of its own users, see ``EventPublisher``).
-    private func push(_ batch: [(UserKey, [String])]) async {
-        let timestamp = time.epochMilliseconds()
-        for (appId, users) in Self.byApp(batch) {
-            do {
-                var summaries: [UnreadSummary] = []
-                if let inlineReads {
-                    summaries = try inlineReads.unread(appId: appId, users: users)
-                } else {
-                    for (uid, conversations) in users {
-                        summaries.append(try await store.unread(appId: appId, uid: uid, conversationIds: conversations))
-                    }
+    private func push(_ batch: [UnreadRequest]) async {
+        do {
+            var summaries: [UnreadSummary] = []
+            if let inlineReads {
+                summaries = try inlineReads.unread(batch)
+            } else {
+                for request in batch {
+                    summaries.append(
+                        try await store.unread(appId: request.appId, uid: request.uid, conversationIds: request.reads)
+                    )
                 }
-                deliver(zip(users.map(\.uid), summaries), appId: appId, timestamp: timestamp)
-            } catch {
-                logger.warning("Unread counts unavailable", metadata: ["error": "\(error)"])
+            }
+            deliver(Array(zip(batch, summaries)))
+        } catch {
+            // Their changes are not recorded again: the next change pushes the user, with every conversation read.
+            logger.warning("Unread counts unavailable", metadata: ["error": "\(error)"])
+            state.withLockedValue { state in
+                for request in batch { state.ledgers[UserKey(appId: request.appId, uid: request.uid)] = nil }
             }
         }
     }
 
-    private static func byApp(_ batch: [(UserKey, [String])]) -> [String: [(uid: String, conversationIds: [String]?)]] {
-        Dictionary(grouping: batch, by: { $0.0.appId }).mapValues { users in users.map { ($0.0.uid, $0.1) } }
-    }
-
-    private func deliver(_ summaries: some Sequence<(String, UnreadSummary)>, appId: String, timestamp: Int64) {
-        for (uid, summary) in summaries {
+    /// Moves the users' ledgers by what was read and pushes the counts to their connections here; a user whose total is
+    /// not known is read whole again.
+    private func deliver(_ reads: [(UnreadRequest, UnreadSummary)]) {
+        let now = time.timeline.now()
+        let (pushes, wake) = state.withLockedValue { state -> ([(UnreadRequest, UnreadSummary)], Bool) in
+            var pushes: [(UnreadRequest, UnreadSummary)] = []
+            var unknown: [UnreadRequest] = []
+            for (request, read) in reads {
+                if let summary = state.apply(request, read, now: now) {
+                    pushes.append((request, summary))
+                } else {
+                    unknown.append(request)
+                }
+            }
+            return (pushes, !unknown.isEmpty && state.rereadWhole(unknown))
+        }
+        if wake { wakeUp.signal() }
+        let timestamp = time.epochMilliseconds()
+        for (request, summary) in pushes {
             guard
                 let json = EphemeralEvents.json(
-                    appId: appId, actor: nil, timestamp: timestamp, payload: .unreadUpdated(summary)
+                    appId: request.appId, actor: nil, timestamp: timestamp, payload: .unreadUpdated(summary)
                 )
             else { continue }
-            hub.deliver(FrameEncoding.eventFrame(json: json), appId: appId, to: [uid])
+            hub.deliver(FrameEncoding.eventFrame(json: json), appId: request.appId, to: [request.uid])
         }
     }
 }
