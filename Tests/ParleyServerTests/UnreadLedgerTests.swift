@@ -70,6 +70,31 @@ import Testing
         #expect(!ready && state.ready.isEmpty && state.dirty[bob] == ["c1"])
     }
 
+    @Test func aMessageOfTheUserSetsTheirCountThereToZeroUnlessAReadMayBeOlder() throws {
+        var state = UnreadNotifier.State()
+        // A read of every conversation is running: its snapshot may be older than the message, so the conversation is
+        // read again after it.
+        let everything = state.request(bob, ["c2"], now: .zero)
+        #expect(state.readingWhole(bob))
+        let pushNow = state.sent(bob, in: "c1", connected: true)
+        #expect(pushNow && state.dirty[bob] == ["c1"] && state.ready == [bob])
+        _ = state.apply(everything, whole([count("c1", 2), count("c2", 1)]), now: .zero)
+        #expect(!state.readingWhole(bob) && state.ledgers[bob]?.total == 3)
+        state.dirty[bob] = nil
+        state.ready = []
+        // Nothing running, not held: the ledger's count there goes, with no read.
+        let again = state.sent(bob, in: "c1", connected: true)
+        #expect(!again && state.dirty[bob] == nil)
+        #expect(state.ledgers[bob]?.total == 1 && state.ledgers[bob]?.unread == ["c2": 1])
+        // Held: read again at the interval's end.
+        state.held.insert(bob)
+        let held = state.sent(bob, in: "c2", connected: true)
+        #expect(!held && state.dirty[bob] == ["c2"] && state.ledgers[bob]?.total == 1)
+        // Away: the ledger goes.
+        _ = state.sent(bob, in: "c2", connected: false)
+        #expect(state.ledgers[bob] == nil)
+    }
+
     @Test func aLedgerIsReadWholeAgainAfterItsLifetimeAndDroppedBySweeps() throws {
         var state = UnreadNotifier.State(ledgerLifetime: .seconds(60))
         _ = state.apply(state.request(bob, ["c1"], now: .zero), whole([count("c1", 1)]), now: .zero)

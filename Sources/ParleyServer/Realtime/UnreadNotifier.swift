@@ -95,6 +95,8 @@ final class UnreadNotifier: Service {
         /// publication records their change, and the notifier's task reads them whole in place of that push, whose
         /// budget the batch spent (``UnreadNotifier/dueWithBatch(_:)``).
         var firstReads: Set<UserKey> = []
+        /// The last read of every conversation asked for each user, and when (dropped at a sweep 10 s later).
+        var wholeReads: [UserKey: (ticket: UInt64, at: Duration)] = [:]
 
         init(ledgerLifetime: Duration = .seconds(60)) {
             self.ledgerLifetime = ledgerLifetime
@@ -104,10 +106,19 @@ final class UnreadNotifier: Service {
         /// can be moved by them, every conversation otherwise.
         mutating func request(_ key: UserKey, _ conversationIds: [String], now: Duration) -> UnreadRequest {
             lastTicket += 1
+            let whole = !hasLedger(key, now: now)
+            if whole { wholeReads[key] = (lastTicket, now) }
             return UnreadRequest(
-                appId: key.appId, uid: key.uid, conversationIds: conversationIds,
-                everyConversation: !hasLedger(key, now: now), ticket: lastTicket
+                appId: key.appId, uid: key.uid, conversationIds: conversationIds, everyConversation: whole,
+                ticket: lastTicket
             )
+        }
+
+        /// Whether a read of every conversation of `key` was asked for and not applied (it may be running, or have
+        /// failed: a read with a batch past ``UnreadRequest/maxConversations``).
+        func readingWhole(_ key: UserKey) -> Bool {
+            guard let asked = wholeReads[key] else { return false }
+            return asked.ticket > ledgers[key]?.ticket ?? 0
         }
 
         /// Whether `key`'s total can be moved by what changes (they have a ledger not expired).
@@ -129,6 +140,7 @@ final class UnreadNotifier: Service {
             }
             if request.everyConversation {
                 firstReads.remove(key)
+                if let asked = wholeReads[key], asked.ticket <= request.ticket { wholeReads[key] = nil }
                 var unread: [String: Int] = [:]
                 for conversation in read.conversations where conversation.unread > 0 {
                     unread[conversation.conversationId] = conversation.unread
@@ -153,19 +165,27 @@ final class UnreadNotifier: Service {
         /// `key` sent a message in `conversationId`, which reads it up to there: their count there is 0 now (messages of
         /// others after it are changes of their own, read when they are published). Publications are in order, so the
         /// ledger holds every read of an earlier batch, and a read of this batch comes after. A read of the notifier's
-        /// task may still be running for a held or waiting user: the conversation is then read again with their next
-        /// push.
-        mutating func sent(_ key: UserKey, in conversationId: String, connected: Bool) {
-            guard ledgers[key] != nil else { return }
+        /// task may still be running for a held or waiting user, or one reading every conversation (its snapshot may
+        /// be older than the message): the conversation is then read again with their next push. Returns whether the
+        /// user is to be pushed now.
+        mutating func sent(_ key: UserKey, in conversationId: String, connected: Bool) -> Bool {
+            let reading = readingWhole(key)
+            guard ledgers[key] != nil || reading else { return false }
             guard connected else {
                 ledgers[key] = nil
-                return
+                return false
             }
-            if held.contains(key) || dirty[key] != nil {
+            if reading || held.contains(key) || dirty[key] != nil {
+                let isNew = dirty[key] == nil
                 dirty[key, default: []].insert(conversationId)
-            } else if let count = ledgers[key]?.unread.removeValue(forKey: conversationId) {
+                guard isNew && !held.contains(key) else { return false }
+                ready.append(key)
+                return true
+            }
+            if let count = ledgers[key]?.unread.removeValue(forKey: conversationId) {
                 ledgers[key]?.total -= count
             }
+            return false
         }
 
         /// `requests` came back without a total: their users' changes are recorded again, to be read whole. Returns
@@ -209,8 +229,10 @@ final class UnreadNotifier: Service {
             lastSweep = now
             budgets = budgets.filter { !$0.value.isFull(now: now, interval: interval, burst: burst) }
             if !ledgers.isEmpty { ledgers = ledgers.filter { now < $0.value.expiresAt } }
-            // A first read whose change was never recorded (the user left, the batch failed) waits for nothing.
+            // A first read whose change was never recorded (the user left, the batch failed) waits for nothing; a read
+            // of every conversation takes milliseconds, not seconds.
             if !firstReads.isEmpty { firstReads = firstReads.filter { dirty[$0] != nil } }
+            if !wholeReads.isEmpty { wholeReads = wholeReads.filter { now - $0.value.at < .seconds(10) } }
         }
     }
 
@@ -376,9 +398,9 @@ final class UnreadNotifier: Service {
     /// A message of `key`'s: sending reads the conversation up to it, so their ledger's count there falls to 0 (as
     /// before the ledger, the count is pushed with the user's next push).
     private func sent(_ key: UserKey, in conversationId: String) {
-        guard state.withLockedValue({ $0.ledgers[key] != nil }) else { return }
+        guard state.withLockedValue({ $0.ledgers[key] != nil || $0.wholeReads[key] != nil }) else { return }
         let connected = hub.hasConnections(appId: key.appId, uid: key.uid)
-        state.withLockedValue { $0.sent(key, in: conversationId, connected: connected) }
+        if state.withLockedValue({ $0.sent(key, in: conversationId, connected: connected) }) { wakeUp.signal() }
     }
 
     /// The unread counts of `uids` in a conversation changed: the users due now are pushed by the notifier's task.
