@@ -28,8 +28,9 @@ extension Statement {
     ///
     /// For the hottest reads only: GRDB's `Row.fetchCursor` builds a `Row` for every cursor, with a dictionary of the
     /// statement's column names, and validates the arguments against the statement's parameters. In `parley-bench
-    /// rooms` the unread counts read with each batch (``SQLiteStore/fetchUnread(_:appId:uid:conversationIds:)``) spent
-    /// twice as long there as in SQLite. Here the arguments must match the statement's parameters (checked), the
+    /// rooms` the unread counts read with each batch
+    /// (``SQLiteStore/fetchUnread(_:appId:uid:conversationIds:maxConversations:)``) spent twice as long there as in
+    /// SQLite. Here the arguments must match the statement's parameters (checked), the
     /// statement must only read, and it must be used in no other way (GRDB keeps its own record of what is bound).
     func forEachRawRow(_ arguments: [RawArgument], _ body: (RawRow) throws -> Void) throws {
         let statement = sqliteStatement

@@ -91,11 +91,10 @@ final class UnreadNotifier: Service {
         var ledgerLifetime: Duration
         /// The number of the last read asked for.
         var lastTicket: UInt64 = 0
-        /// Users read whole with a batch, in too many conversations for that (``UnreadNotifier/maxConversationsWithBatch``): the
+        /// The last read of every conversation asked for each user, and when (dropped at a sweep 10 s later). One asked
+        /// with a batch fails for a user in more than ``UnreadNotifier/maxConversationsWithBatch`` conversations: the
         /// publication records their change, and the notifier's task reads them whole in place of that push, whose
-        /// budget the batch spent (``UnreadNotifier/dueWithBatch(_:)``).
-        var firstReads: Set<UserKey> = []
-        /// The last read of every conversation asked for each user, and when (dropped at a sweep 10 s later).
+        /// budget the batch spent (``takeBatch()`` does not hold a user still ``readingWhole(_:)``).
         var wholeReads: [UserKey: (ticket: UInt64, at: Duration)] = [:]
 
         init(ledgerLifetime: Duration = .seconds(60)) {
@@ -139,7 +138,6 @@ final class UnreadNotifier: Service {
                 return nil
             }
             if request.everyConversation {
-                firstReads.remove(key)
                 if let asked = wholeReads[key], asked.ticket <= request.ticket { wholeReads[key] = nil }
                 var unread: [String: Int] = [:]
                 for conversation in read.conversations where conversation.unread > 0 {
@@ -175,13 +173,7 @@ final class UnreadNotifier: Service {
                 ledgers[key] = nil
                 return false
             }
-            if reading || held.contains(key) || dirty[key] != nil {
-                let isNew = dirty[key] == nil
-                dirty[key, default: []].insert(conversationId)
-                guard isNew && !held.contains(key) else { return false }
-                ready.append(key)
-                return true
-            }
+            if reading || held.contains(key) || dirty[key] != nil { return record(key, [conversationId]) }
             if let count = ledgers[key]?.unread.removeValue(forKey: conversationId) {
                 ledgers[key]?.total -= count
             }
@@ -193,15 +185,18 @@ final class UnreadNotifier: Service {
         mutating func rereadWhole(_ requests: [UnreadRequest]) -> Bool {
             var ready = false
             for request in requests {
-                let key = UserKey(appId: request.appId, uid: request.uid)
-                let isNew = dirty[key] == nil
-                dirty[key, default: []].formUnion(request.conversationIds)
-                if isNew && !held.contains(key) {
-                    self.ready.append(key)
-                    ready = true
-                }
+                ready = record(UserKey(appId: request.appId, uid: request.uid), request.conversationIds) || ready
             }
             return ready
+        }
+
+        /// Records changes of `key`'s counts to push: a user with none waiting and not held is ready now (returns true).
+        mutating func record(_ key: UserKey, _ conversationIds: some Sequence<String>) -> Bool {
+            let isNew = dirty[key] == nil
+            dirty[key, default: []].formUnion(conversationIds)
+            guard isNew && !held.contains(key) else { return false }
+            ready.append(key)
+            return true
         }
 
         /// A push to `key` (not held) at `now`: spends its budget, and holds the user when it is spent (the caller
@@ -229,9 +224,7 @@ final class UnreadNotifier: Service {
             lastSweep = now
             budgets = budgets.filter { !$0.value.isFull(now: now, interval: interval, burst: burst) }
             if !ledgers.isEmpty { ledgers = ledgers.filter { now < $0.value.expiresAt } }
-            // A first read whose change was never recorded (the user left, the batch failed) waits for nothing; a read
-            // of every conversation takes milliseconds, not seconds.
-            if !firstReads.isEmpty { firstReads = firstReads.filter { dirty[$0] != nil } }
+            // A read of every conversation takes milliseconds, not seconds.
             if !wholeReads.isEmpty { wholeReads = wholeReads.filter { now - $0.value.at < .seconds(10) } }
         }
     }
@@ -245,7 +238,7 @@ final class UnreadNotifier: Service {
     private let state: NIOLockedValueBox<State>
     /// Most users whose counts the notifier's task reads in one transaction.
     static let usersPerRead = 128
-    /// Most conversations of a user read whole with a batch (``State/firstReads``).
+    /// Most conversations of a user read whole with a batch (``State/wholeReads``).
     static let maxConversationsWithBatch = 16
     /// Most users a batch may make due and still push from their budgets. Past it, each user it makes due is held at
     /// once: the first messages to a group of 1,000 read 1,000 counts once, not five times.
@@ -333,7 +326,6 @@ final class UnreadNotifier: Service {
                         // many would hold up every message on the writer's thread. Their read fails, the publication
                         // records the change, and the notifier's task reads them whole.
                         request.maxConversations = Self.maxConversationsWithBatch
-                        state.firstReads.insert(key)
                     }
                     return request
                 }, held
@@ -406,12 +398,12 @@ final class UnreadNotifier: Service {
     /// The unread counts of `uids` in a conversation changed: the users due now are pushed by the notifier's task.
     func changed(appId: String, uids: some Sequence<String>, conversationId: String) {
         let pushed = Self.pushedWithBatch
-        var connected: [String] = []
+        var connected: [UserKey] = []
         var away: [UserKey] = []
         for uid in uids {
             let key = UserKey(appId: appId, uid: uid)
             guard !pushed.contains(key) else { continue }
-            if hub.hasConnections(appId: appId, uid: uid) { connected.append(uid) } else { away.append(key) }
+            if hub.hasConnections(appId: appId, uid: uid) { connected.append(key) } else { away.append(key) }
         }
         guard !connected.isEmpty || !away.isEmpty else { return }
         let ready = state.withLockedValue { state -> Bool in
@@ -420,15 +412,7 @@ final class UnreadNotifier: Service {
                 for key in away { state.ledgers[key] = nil }
             }
             var ready = false
-            for uid in connected {
-                let key = UserKey(appId: appId, uid: uid)
-                let isNew = state.dirty[key] == nil
-                state.dirty[key, default: []].insert(conversationId)
-                if isNew && !state.held.contains(key) {
-                    state.ready.append(key)
-                    ready = true
-                }
-            }
+            for key in connected { ready = state.record(key, [conversationId]) || ready }
             return ready
         }
         if ready { wakeUp.signal() }
@@ -469,7 +453,7 @@ final class UnreadNotifier: Service {
 
     /// Takes the users to push now with their changed conversations: pushes of their own, each empties the user's
     /// budget and holds them for an interval, but a user read whole in place of a push with a batch
-    /// (``State/firstReads``).
+    /// (``State/wholeReads``).
     private func takeBatch() -> [UnreadRequest] {
         let now = time.timeline.now()
         let (batch, held) = state.withLockedValue { state -> ([UnreadRequest], [UserKey]) in
@@ -477,8 +461,8 @@ final class UnreadNotifier: Service {
             var held: [UserKey] = []
             for key in state.ready where !state.held.contains(key) {
                 guard let conversations = state.dirty.removeValue(forKey: key) else { continue }
-                // In place of a push with a batch, which spent from the budget (``State/firstReads``).
-                if state.firstReads.remove(key) == nil {
+                // In place of a push with a batch, which spent from the budget (``State/wholeReads``).
+                if !state.readingWhole(key) {
                     state.hold(key, now: now, interval: interval, burst: burst)
                     held.append(key)
                 }
