@@ -278,7 +278,8 @@ final class WebSocketConnectionHandler: ChannelDuplexHandler {
         if let inline = gateway.inlineReads {
             do {
                 let plan = try gateway.replayPlan(
-                    principal: opened.principal, resume: connect.resume, baseline: opened.baseline, inline: inline
+                    principal: opened.principal, resume: connect.resume, baseline: opened.baseline,
+                    quietMark: opened.quietMark, inline: inline
                 )
                 if plan.ranges.isEmpty {
                     // Nothing to replay: the connection is live at once, without leaving the event loop.

@@ -6,19 +6,33 @@ extension WebSocketGateway {
     /// What a registered connection must be sent before it is live (per its `resume`), from the stream positions and
     /// membership changes read now and the `baseline` positions read before it was registered: see ``ReplayPlan`` for
     /// why nothing falls between the two.
-    func replayPlan(principal: UserPrincipal, resume: ResumeRequest?, baseline: StreamPositions) async throws -> ReplayPlan {
+    func replayPlan(principal: UserPrincipal, resume: ResumeRequest?, baseline: StreamPositions) async throws
+        -> ReplayPlan
+    {
         let positions = try await store.streamPositions(appId: principal.appId, uid: principal.uid)
         let changes = try await store.membershipChanges(
             appId: principal.appId, uid: principal.uid, afterUserSeq: resume?.userSeq ?? baseline.userSeq,
             limit: configuration.maxReplayedMembershipChanges
         )
-        return replayPlan(resume: resume, baseline: baseline, state: CatchUpState(positions: positions, changes: changes))
+        return replayPlan(
+            resume: resume, baseline: baseline, state: CatchUpState(positions: positions, changes: changes))
     }
 
     /// ``replayPlan(principal:resume:baseline:)`` with the store's inline reads, on the caller's thread.
+    ///
+    /// When the writer stored nothing between `quietMark` (taken before the baseline was read) and now (the
+    /// connection is registered), the store is as the baseline found it: the positions are the baseline's and there
+    /// is no membership change after it, so nothing is read again. A client that resumes from an older `userSeq`
+    /// still has its changes read.
     func replayPlan(
-        principal: UserPrincipal, resume: ResumeRequest?, baseline: StreamPositions, inline: any InlineReads
+        principal: UserPrincipal, resume: ResumeRequest?, baseline: StreamPositions, quietMark: WriteEpoch.Mark?,
+        inline: any InlineReads
     ) throws -> ReplayPlan {
+        if let quietMark, (resume?.userSeq ?? baseline.userSeq) >= baseline.userSeq,
+            writer.epoch.unchanged(since: quietMark)
+        {
+            return replayPlan(resume: resume, baseline: baseline, state: CatchUpState(positions: baseline, changes: []))
+        }
         let state = try inline.catchUpState(
             appId: principal.appId, uid: principal.uid, afterUserSeq: resume?.userSeq ?? baseline.userSeq,
             limit: configuration.maxReplayedMembershipChanges
@@ -36,7 +50,10 @@ extension WebSocketGateway {
     /// The frames of a plan that replays no event: its `resync`s, then `caughtUp`.
     static func framesWithoutReplay(_ plan: ReplayPlan) -> [ByteBuffer] {
         plan.resyncs.map { FrameEncoding.frame(.resync($0)) }
-            + [FrameEncoding.frame(.caughtUp(CaughtUpFrame(userSeq: plan.userSeq, conversations: plan.positions, replayed: 0)))]
+            + [
+                FrameEncoding.frame(
+                    .caughtUp(CaughtUpFrame(userSeq: plan.userSeq, conversations: plan.positions, replayed: 0)))
+            ]
     }
 
     /// Sends a registered connection what it missed, then `caughtUp` (after `hello`, before its live queue is
@@ -59,7 +76,8 @@ extension WebSocketGateway {
                 guard let last = page.last?.event.seq else { break }
                 if after == range.after, let first = page.first, first.event.timestamp < oldest {
                     // Older than the server replays: the client reloads the conversation instead.
-                    let resync = ResyncFrame(conversationId: range.conversationId, reason: .historyTrimmed, lastSeq: range.through)
+                    let resync = ResyncFrame(
+                        conversationId: range.conversationId, reason: .historyTrimmed, lastSeq: range.through)
                     try await send([FrameEncoding.frame(.resync(resync))])
                     break
                 }

@@ -33,6 +33,8 @@ struct WebSocketGateway: Sendable {
         var principal: UserPrincipal
         var user: User
         var baseline: StreamPositions
+        /// Taken just before the baseline was read, when the writer had no batch under way (inline reads only).
+        var quietMark: WriteEpoch.Mark? = nil
     }
 
     /// Whether an upgrade request is for this endpoint; other paths are refused (HTTP 400). The token is not checked
@@ -113,9 +115,13 @@ struct WebSocketGateway: Sendable {
     func authenticate(token: String?, inline: any InlineReads) -> Result<Opening, DomainError> {
         do {
             try refuseWhileShuttingDown()
-            let opening = try inline.connectionOpening(tokenHash: try Authenticator.hash(of: token))
+            let hash = try Authenticator.hash(of: token)
+            let mark = writer.epoch.quietMark()
+            let opening = try inline.connectionOpening(tokenHash: hash)
             let principal = try authenticator.principal(of: opening?.token)
-            return .success(try Self.opening(principal, opening?.user, opening!.positions))
+            var opened = try Self.opening(principal, opening?.user, opening!.positions)
+            opened.quietMark = mark
+            return .success(opened)
         } catch {
             return .failure(refusal(error))
         }

@@ -81,6 +81,8 @@ final class CommandWriter: Service {
     /// Whether to store and publish on a thread of the writer's own when the store and the deployment allow it.
     private let ownThread: Bool
     private let metrics: ServerMetrics
+    /// The batches started and finished, for readers that must know whether anything was written meanwhile.
+    let epoch = WriteEpoch()
 
     /// - Parameter ownThread: store and publish on a thread of the writer's own on a single node whose store applies
     ///   batches on the calling thread (see the type's discussion); false keeps the overlapping loops there too.
@@ -167,7 +169,9 @@ final class CommandWriter: Service {
             group.addTask { await self.publishStored() }
             while let work = await nextWork() {
                 switch work {
-                case .commands(let batch): await stored.put(await commit(batch))
+                case .commands(let batch):
+                    epoch.batchStarted()
+                    await stored.put(await commit(batch))
                 case .committedElsewhere(let ranges): await stored.put(.committedElsewhere(ranges))
                 }
             }
@@ -187,7 +191,9 @@ final class CommandWriter: Service {
                 while let work = nextWorkOnThread() {
                     // A single node has no other nodes' commits to publish.
                     guard case .commands(let batch) = work else { continue }
+                    epoch.batchStarted()
                     publishOnThread(commitOnThread(batch, in: store))
+                    epoch.batchFinished()
                 }
                 finished.resume()
             }
@@ -337,9 +343,11 @@ final class CommandWriter: Service {
                 await DeferredWakeUps.collect {
                     await publisher.publishingBatch(unread) { await publish(batch, results) }
                 }
+                epoch.batchFinished()
             case .failed(let batch, let error):
                 // Answered in order with the batches around it, like the others.
                 for pending in batch { pending.completion(.failure(error)) }
+                epoch.batchFinished()
             case .committedElsewhere(let ranges):
                 await publisher.publishCommitted(ranges)
             }
