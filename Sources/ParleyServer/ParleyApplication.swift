@@ -233,15 +233,13 @@ public func buildApplication(
     if let token = configuration.metrics.token { metricsEndpoint.register(on: router, token: token) }
     try api.registerParleyHandlers(on: router, middlewares: [EmptyBodyMiddleware()])
 
-    let http = Application(
-        router: router,
-        server: HTTPServerBuilder { responder in
-            ParleyHTTPChannel(responder: responder, gateway: gateway, connectionAttempts: connectionAttempts)
-        },
+    let http = ParleyHTTPServer(
+        responder: router.buildResponder(),
         configuration: .init(
-            address: .hostname(configuration.hostname, port: configuration.port), serverName: "Parley",
-            backlog: configuration.backlog
+            hostname: configuration.hostname, port: configuration.port, backlog: configuration.backlog,
+            serverName: "Parley"
         ),
+        logger: logger,
         onServerRunning: { channel in
             do {
                 try await admission.install(on: channel, logger: logger)
@@ -254,7 +252,9 @@ public func buildApplication(
                 "Parley listening on http://\(configuration.hostname):\(port) (WebSocket: \(WebSocketGateway.path))")
             await onServerRunning(port)
         },
-        logger: logger
+        makeChannel: { responder in
+            ParleyHTTPChannel(responder: responder, gateway: gateway, connectionAttempts: connectionAttempts)
+        }
     )
     return ParleyApplication(
         store: store, http: http, writer: writer, hub: hub, sockets: sockets, admission: admission,

@@ -15,8 +15,9 @@ import NIOWebSocket
 /// an upgrade to `/v1/ws` gets a ``WebSocketConnectionHandler`` on the channel's own event loop.
 ///
 /// Unlike Hummingbird's `HTTP1WebSocketUpgradeChannel` (a task and an async writer per socket), an upgraded socket
-/// costs no task: ``handle(value:logger:)`` returns at once for it, and the socket lives in its NIO pipeline until it
-/// closes. Shutdown closes sockets through the gateway's ``SocketRegistry``, not through the HTTP server.
+/// costs no task: ``ParleyHTTPServer`` starts one only for a connection that ``decided(_:_:logger:serve:)`` found to be
+/// HTTP, and the socket lives in its NIO pipeline until it closes. Shutdown closes sockets through the gateway's
+/// ``SocketRegistry``, not through the HTTP server.
 struct ParleyHTTPChannel: ServerChildChannel, HTTPChannelHandler {
     enum UpgradeResult: Sendable {
         case websocket
@@ -167,30 +168,49 @@ struct ParleyHTTPChannel: ServerChildChannel, HTTPChannelHandler {
         return upgraded
     }
 
+    /// What follows a connection's first request, on its event loop (``UpgradeOutcome/whenDecided(_:)``): a WebSocket
+    /// lives on in its pipeline, with no task; an HTTP connection goes to `serve`, which runs ``handle(value:logger:)``
+    /// in a task; a connection that ended before its first request was served (or was refused) is closed.
+    func decided(_ value: Value, _ outcome: UpgradeOutcome.Value, logger: Logger, serve: (Value) -> Void) {
+        switch outcome {
+        case .success(.websocket):
+            // The socket's handler runs it from here on; its handshake takes a slot of its own.
+            gateway.admission.becameWebSocket(value.channel)
+        case .success(.notUpgraded), .success(.failedUpgrade):
+            gateway.admission.admitted(value.channel)
+            serve(value)
+        case .failure(let error):
+            // Whoever decided it closes the connection, some after an answer (408, 429: EdgeResponse.closeAfterAnswer),
+            // which closing now would cut; past that answer's linger it is closed here in any case.
+            logger.trace("Connection ended before its first request", metadata: ["error": "\(error)"])
+            value.channel.eventLoop.scheduleTask(in: EdgeResponse.linger) { [weak channel = value.channel] in
+                channel?.close(promise: nil)
+            }
+        }
+    }
+
+    /// Serves an HTTP connection (``decided(_:_:logger:serve:)`` chose it): Hummingbird's HTTP/1 loop with the
+    /// responder, or the 400 of a refused upgrade.
     func handle(value: Value, logger: Logger) async {
         do {
             switch try await value.upgradeOutcome.value() {
             case .websocket:
-                // The socket's handler runs it from here on; its handshake takes a slot of its own.
-                gateway.admission.becameWebSocket(value.channel)
                 return
             case .notUpgraded(let http1):
-                gateway.admission.admitted(value.channel)
                 await handleHTTP(asyncChannel: http1, logger: logger)
             case .failedUpgrade(let http1):
-                gateway.admission.admitted(value.channel)
                 logger.debug("WebSocket upgrade refused")
                 await Self.writeFailedUpgrade(http1, logger: logger)
             }
         } catch {
-            // The connection ended before its first request was served (or was refused): it is closed, or closes now.
-            logger.trace("Connection ended before its first request", metadata: ["error": "\(error)"])
             value.channel.close(promise: nil)
         }
     }
 
     /// HTTP 400 for an upgrade to a path other than `/v1/ws`, or one RFC 6455 does not allow.
-    private static func writeFailedUpgrade(_ channel: NIOAsyncChannel<HTTPRequestPart, HTTPResponsePart>, logger: Logger) async {
+    private static func writeFailedUpgrade(
+        _ channel: NIOAsyncChannel<HTTPRequestPart, HTTPResponsePart>, logger: Logger
+    ) async {
         do {
             try await channel.executeThenClose { _, outbound in
                 let body = EdgeResponse.body(
