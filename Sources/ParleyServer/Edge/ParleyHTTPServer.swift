@@ -4,7 +4,6 @@ import HummingbirdCore
 import Logging
 import NIOConcurrencyHelpers
 import NIOCore
-import NIOExtras
 import NIOHTTP1
 import NIOPosix
 import ServiceLifecycle
@@ -21,10 +20,11 @@ import ServiceLifecycle
 ///
 /// What Hummingbird's did and this keeps: the backlog, `SO_REUSEADDR`, remote half-closure, the back-off after a
 /// failed accept, the `Date` and `Server` headers, a 500 for an error no middleware answered, a request id in each
-/// request's logger. On graceful shutdown the listening socket closes, every connection is asked to quiesce (an idle
-/// keep-alive connection closes, one serving a request closes after its response: NIO's `ServerQuiescingHelper`, as
-/// Hummingbird), and `run()` returns once every HTTP connection's task ended; WebSockets are closed by
-/// ``SocketCloser``.
+/// request's logger. On graceful shutdown the listening socket closes, every connection that is not a WebSocket is
+/// asked to quiesce (an idle keep-alive connection closes, one serving a request closes after its response, as with
+/// Hummingbird's `ServerQuiescingHelper`; the ``AdmissionGate`` knows them, so no handler of the listening socket keeps
+/// a second list of every connection), and `run()` returns once every HTTP connection's task ended; WebSockets are
+/// closed by ``SocketCloser``.
 struct ParleyHTTPServer: Service, CustomStringConvertible {
     struct Configuration: Sendable {
         var hostname: String
@@ -57,7 +57,6 @@ struct ParleyHTTPServer: Service, CustomStringConvertible {
 
     func run() async throws {
         let group = MultiThreadedEventLoopGroup.singleton
-        let quiescing = ServerQuiescingHelper(group: group)
         let (connections, continuation) = AsyncStream.makeStream(of: ParleyHTTPChannel.Value.self)
         let channel = self.channel
         let logger = self.logger
@@ -66,7 +65,6 @@ struct ParleyHTTPServer: Service, CustomStringConvertible {
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .serverChannelInitializer { server in
                 server.eventLoop.makeCompletedFuture {
-                    try server.pipeline.syncOperations.addHandler(quiescing.makeServerChannelHandler(channel: server))
                     // Accepting pauses for a second after it failed (EMFILE, ENFILE) instead of trying again at once,
                     // as NIO's async bootstrap (Hummingbird's) does; ``AdmissionGate`` goes behind it.
                     try server.pipeline.syncOperations.addHandler(
@@ -104,7 +102,9 @@ struct ParleyHTTPServer: Service, CustomStringConvertible {
                     }
                 }
             } onGracefulShutdown: {
-                quiescing.initiateShutdown(promise: nil)
+                // No connection comes in any more; those there finish (the WebSockets: SocketCloser).
+                serverChannel.close(promise: nil)
+                channel.gateway.admission.quiesceEveryConnection()
             }
         } onCancel: {
             continuation.finish()

@@ -280,6 +280,15 @@ final class AdmissionGate: Sendable {
         }
     }
 
+    /// Asks every connection that is not a WebSocket to finish (the start of a graceful shutdown, once the listening
+    /// socket is closed): one between requests, or still sending its first, closes at once; one being served closes
+    /// after its response (`ChannelShouldQuiesceEvent`, which the sniffer and Hummingbird's HTTP/1 handlers act on).
+    func quiesceEveryConnection() {
+        for channel in state.withLockedValue({ Array($0.open.values) }) {
+            channel.pipeline.fireUserInboundEventTriggered(ChannelShouldQuiesceEvent())
+        }
+    }
+
     /// Connections accepted, not closed yet, and not WebSockets.
     var openConnections: Int { state.withLockedValue { $0.open.count } }
 }

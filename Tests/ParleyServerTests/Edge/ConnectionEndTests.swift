@@ -21,6 +21,27 @@ import Testing
         try await server.stop()
     }
 
+    /// Graceful shutdown asks the connections that are not WebSockets to finish at once: an idle keep-alive connection
+    /// and one that has sent nothing yet are closed then, long before the close timeout (60 s here) would close them.
+    @Test func gracefulShutdownClosesIdleConnectionsAtOnce() async throws {
+        let server = try await TestServer.start {
+            TestServer.patientDeadlines(&$0)
+            $0.closeTimeout = .seconds(60)
+        }
+        let idle = try await RawSocket.connected(port: server.port, readTimeout: .seconds(20))
+        try await idle.send("GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+        #expect(try await idle.readResponse().status == 200)
+        let silent = try await RawSocket.connected(port: server.port, readTimeout: .seconds(20))
+        #expect(await server.snapshot { $0.openConnections >= 2 }.openConnections >= 2)
+        async let stopped: Void = server.stop()
+        for socket in [idle, silent] {
+            let (bytes, ending) = try await socket.readToEnd()
+            #expect(ending == .closed && bytes.isEmpty, "\(ending), \(bytes.count) bytes")
+            socket.close()
+        }
+        try await stopped
+    }
+
     enum HalfWay: String, CaseIterable, Sendable {
         case nothing
         case halfARequestHead
