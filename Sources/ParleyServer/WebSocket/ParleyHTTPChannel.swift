@@ -78,7 +78,7 @@ struct ParleyHTTPChannel: ServerChildChannel, HTTPChannelHandler {
             let sniffer = WebSocketUpgradeSniffer(
                 outcome: outcome, maxFrameSize: gateway.configuration.maxInboundFrameSize,
                 limits: gateway.configuration.edge, admitted: { admission.admitted($0) },
-                heard: { admission.heard($0) }, upgraded: { admission.becameWebSocket($0) },
+                heard: { admission.heard($0) },
                 upgrade: { channel, authorization in
                     try gateway.addHandlers(to: channel, authorization: authorization)
                 },
@@ -183,6 +183,8 @@ struct ParleyHTTPChannel: ServerChildChannel, HTTPChannelHandler {
             // Whoever decided it closes the connection, some after an answer (408, 429: EdgeResponse.closeAfterAnswer),
             // which closing now would cut; past that answer's linger it is closed here in any case.
             logger.trace("Connection ended before its first request", metadata: ["error": "\(error)"])
+            // No timer for one closed already (a health check's connect and close).
+            guard value.channel.isActive else { return }
             value.channel.eventLoop.scheduleTask(in: EdgeResponse.linger) { [weak channel = value.channel] in
                 channel?.close(promise: nil)
             }

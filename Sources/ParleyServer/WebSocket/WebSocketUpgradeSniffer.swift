@@ -30,7 +30,6 @@ final class WebSocketUpgradeSniffer: ChannelInboundHandler, RemovableChannelHand
     private let limits: EdgeLimits
     private let admitted: (any Channel) -> Void
     private let heard: (any Channel) -> Void
-    private let upgraded: (any Channel) -> Void
     private let upgrade: Upgrade
     private let fallBack: FallBack
     private var buffered: ByteBuffer?
@@ -39,18 +38,15 @@ final class WebSocketUpgradeSniffer: ChannelInboundHandler, RemovableChannelHand
     /// - Parameters:
     ///   - admitted: Tells the admission gate that the connection no longer counts as being set up.
     ///   - heard: Tells it that the connection sent its first bytes.
-    ///   - upgraded: Tells it that the connection is a WebSocket.
     init(
         outcome: UpgradeOutcome, maxFrameSize: Int, limits: EdgeLimits, admitted: @escaping (any Channel) -> Void,
-        heard: @escaping (any Channel) -> Void, upgraded: @escaping (any Channel) -> Void,
-        upgrade: @escaping Upgrade, fallBack: @escaping FallBack
+        heard: @escaping (any Channel) -> Void, upgrade: @escaping Upgrade, fallBack: @escaping FallBack
     ) {
         self.outcome = outcome
         self.maxFrameSize = maxFrameSize
         self.limits = limits
         self.admitted = admitted
         self.heard = heard
-        self.upgraded = upgraded
         self.upgrade = upgrade
         self.fallBack = fallBack
     }
@@ -120,10 +116,9 @@ final class WebSocketUpgradeSniffer: ChannelInboundHandler, RemovableChannelHand
             context.close(promise: nil)
             return
         }
+        // A WebSocket now (the admission gate hears it from whoever awaits the outcome): its handler keeps the
+        // connection's slot until it is live, or gives it up if its client waits too long to send `connect`.
         outcome.decide(.success(.websocket))
-        // A WebSocket now: its handler keeps the connection's slot until it is live, or gives it up if its client
-        // waits too long to send `connect`.
-        upgraded(context.channel)
         if rest.readableBytes > 0 { context.fireChannelRead(wrapInboundOut(rest)) }
         context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
     }

@@ -42,6 +42,23 @@ import Testing
         try await stopped
     }
 
+    /// A WebSocket leaves the admission gate's connections once upgraded (the registry has it): it counts once, and
+    /// graceful shutdown's quiesce and final close of the gate's connections do not reach it.
+    @Test func anUpgradedWebSocketCountsOnceAndNotAsAnHTTPConnection() async throws {
+        let server = try await TestServer.start { TestServer.patientDeadlines(&$0) }
+        let token = try await server.login("alice")
+        let before = await server.snapshot()
+        var sockets: [RawSocket] = []
+        for _ in 0..<3 { sockets.append(try await RawSocket.openWebSocket(port: server.port, token: token)) }
+        let after = await server.snapshot { $0.webSockets == 3 && $0.liveConnections == 3 }
+        #expect(after.webSockets == 3, "\(after)")
+        #expect(
+            after.openConnections - after.webSockets == before.openConnections - before.webSockets,
+            "before: \(before); after: \(after)")
+        for socket in sockets { socket.close() }
+        try await server.stop()
+    }
+
     enum HalfWay: String, CaseIterable, Sendable {
         case nothing
         case halfARequestHead

@@ -156,7 +156,7 @@ import Testing
         let outcome = UpgradeOutcome()
         let sniffer = WebSocketUpgradeSniffer(
             outcome: outcome, maxFrameSize: 1024, limits: limits,
-            admitted: { _ in admitted.count.withLockedValue { $0 += 1 } }, heard: { _ in }, upgraded: { _ in },
+            admitted: { _ in admitted.count.withLockedValue { $0 += 1 } }, heard: { _ in },
             upgrade: { _, _ in }, fallBack: { channel in channel.eventLoop.makeFailedFuture(ChannelError.inputClosed) }
         )
         try channel.pipeline.syncOperations.addHandler(sniffer)
