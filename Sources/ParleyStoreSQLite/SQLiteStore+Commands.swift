@@ -39,10 +39,11 @@ extension SQLiteStore: UnreadWithBatch, SynchronousBatches {
         readingUnread wanted: ([Result<CommandResult, DomainError>]) -> [UnreadRequest]
     ) throws -> (results: [Result<CommandResult, DomainError>], unread: [(UnreadRequest, UnreadSummary)]) {
         let results = try applyBatch(commands, in: db, sends: &sends)
-        // A count that cannot be read is left out: the batch is stored all the same, and the publication then
-        // records its user's change like any other, to be pushed when the user's interval ends.
+        // Counts in the conversations the sends read are known without a read (``SendBatch/unread(_:)``). A count that
+        // cannot be read is left out: the batch is stored all the same, and the publication then records its user's
+        // change like any other, to be pushed when the user's interval ends.
         let unread = wanted(results).compactMap { request in
-            (try? fetchUnread(db, request))
+            (sends.unread(request) ?? (try? fetchUnread(db, request)))
                 .map { (request, $0) }
         }
         return (results, unread)
@@ -74,8 +75,8 @@ extension SQLiteStore: UnreadWithBatch, SynchronousBatches {
                 }
             }
             results.append(result)
-            // A receipt changes no conversation and no membership; anything else may have.
-            if case .markReceipt = command {} else { sends.forget() }
+            // A receipt moves one participant's read position; anything else may have changed any conversation.
+            if case .markReceipt(let mark) = command { sends.forget(mark.conversationId) } else { sends.forget() }
         }
         try sends.flush(db)
         return results

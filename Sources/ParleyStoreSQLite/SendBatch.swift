@@ -51,8 +51,18 @@ struct SendBatch {
         var members: [String: ParticipantRole]
         /// The muted participants, with when their mute ends (nil: when lifted).
         var mutes: [String: Int64?] = [:]
+        /// Each participant's read position: the sequence number and the messages it covers.
+        var reads: [String: ReadPosition] = [:]
+        /// Messages deleted in the conversation (unread counts then need the deleted ones past a read position).
+        var deletedMessageCount: Int64 = 0
         /// Whether sends moved its position since it was read or last written.
         var moved = false
+    }
+
+    /// A participant's read position (`participants.read_seq`, `read_message_count`).
+    struct ReadPosition {
+        var seq: Int64
+        var messageCount: Int64
     }
 
     struct ReaderKey: Hashable {
@@ -83,6 +93,38 @@ struct SendBatch {
     mutating func forget() {
         precondition(moved.isEmpty && readers.isEmpty, "SendBatch: forget() before flush()")
         conversations.removeAll(keepingCapacity: true)
+    }
+
+    /// Forgets one conversation, after a command that changed only it (a receipt moves a read position).
+    mutating func forget(_ conversationId: String) {
+        precondition(moved.isEmpty && readers.isEmpty, "SendBatch: forget(_:) before flush()")
+        conversations[conversationId] = nil
+    }
+
+    /// The unread counts `request` asks for, from what the sends know, as ``SQLiteStore/fetchUnread(_:_:)`` would read
+    /// them after ``flush(_:)``; nil when they are not all known here: a read of every conversation, one not read by
+    /// a send, or one with deleted messages (which the count leaves out past the read position).
+    ///
+    /// Read positions move only through the writer's commands, and what is kept stays true to them: a send moves its
+    /// sender's (below), a receipt forgets its conversation, every other command forgets everything.
+    func unread(_ request: UnreadRequest) -> UnreadSummary? {
+        guard !request.everyConversation else { return nil }
+        var total = 0
+        var counts: [ConversationUnread] = []
+        for id in Set(request.conversationIds) {
+            guard let known = conversations[id] else { return nil }
+            // As the read: nothing for a conversation that is not there, deleted, of another app, or not theirs.
+            guard let conversation = known, conversation.appId == request.appId, !conversation.isDeleted,
+                let read = conversation.reads[request.uid]
+            else { continue }
+            guard conversation.deletedMessageCount == 0 else { return nil }
+            let count = Int(max(0, conversation.messageCount - read.messageCount))
+            total += count
+            counts.append(
+                ConversationUnread(conversationId: id, unread: count, readSeq: read.seq, lastSeq: conversation.lastSeq)
+            )
+        }
+        return UnreadSummary(total: total, conversations: counts.sorted { $0.conversationId < $1.conversationId })
     }
 
     /// Stores a message, or finds that it is a duplicate, or refuses it.
@@ -208,6 +250,7 @@ struct SendBatch {
         conversation.lastSeq = seq
         conversation.messageCount = messageIndex
         conversation.lastActivityAt = send.now
+        conversation.reads[send.sender] = ReadPosition(seq: seq, messageCount: messageIndex)
         conversations[send.conversationId] = conversation
         readers[ReaderKey(conversationPK: conversation.pk, uid: send.sender)] = (seq, messageIndex)
         return .success(
@@ -252,7 +295,7 @@ struct SendBatch {
                 db.cachedStatement(
                     sql: """
                         SELECT pk, app_id, is_public, deleted_at IS NOT NULL, last_seq, message_count, last_activity_at,
-                            roles, type = 'direct'
+                            roles, type = 'direct', deleted_message_count
                         FROM conversations WHERE id = ?
                         """
                 ),
@@ -264,24 +307,31 @@ struct SendBatch {
         }
         let pk: Int64 = row[0]
         let memberRows = try Row.fetchAll(
-            db.cachedStatement(sql: "SELECT uid, role, muted, muted_until FROM participants WHERE conversation_pk = ?"),
+            db.cachedStatement(
+                sql: """
+                    SELECT uid, role, muted, muted_until, read_seq, read_message_count
+                    FROM participants WHERE conversation_pk = ?
+                    """
+            ),
             arguments: [pk]
         )
         var participants: [String] = []
         var members: [String: ParticipantRole] = [:]
         var mutes: [String: Int64?] = [:]
+        var reads: [String: ReadPosition] = [:]
         participants.reserveCapacity(memberRows.count)
         for member in memberRows {
             let uid: String = member[0]
             participants.append(uid)
             members[uid] = ParticipantRole(rawValue: member[1]) ?? .member
             if member[2] as Bool { mutes[uid] = member[3] as Int64? }
+            reads[uid] = ReadPosition(seq: member[4], messageCount: member[5])
         }
         let conversation = Conversation(
             pk: pk, appId: row[1], id: id, isPublic: row[2], isDirect: row[8], isDeleted: row[3], lastSeq: row[4],
             messageCount: row[5],
             lastActivityAt: row[6], roles: try ConversationRoles(storedJSON: row[7]), participants: participants,
-            members: members, mutes: mutes
+            members: members, mutes: mutes, reads: reads, deletedMessageCount: row[9]
         )
         remember(id, conversation)
         return conversation

@@ -99,6 +99,64 @@ import Testing
         #expect(stored.map(\.event.seq) == Array(1...6))
         try await fixture.close()
     }
+
+    /// The unread counts read with a batch come from what its sends know when they can (``SendBatch/unread(_:)``):
+    /// after every batch, each count asked for must be what a read of the database gives.
+    @Test func unreadCountsWithABatchAreWhatTheDatabaseSays() async throws {
+        let fixture = try await Fixture()
+        let store = fixture.store
+        func message(_ sender: String, _ id: String) -> Command {
+            .sendMessage(
+                .init(
+                    appId: Self.appId, conversationId: "c_g", sender: sender, messageId: id, clientMessageId: nil,
+                    parts: [.text("hi")], metadata: nil, alert: nil, now: 20
+                ))
+        }
+        func receipt(_ uid: String, read: Int64) -> Command {
+            .markReceipt(
+                .init(appId: Self.appId, conversationId: "c_g", uid: uid, deliveredSeq: nil, readSeq: read, now: 21))
+        }
+        // Each batch asks for everyone's count in c_g, someone's who is not a participant, and bob's in c_g and a
+        // conversation that is not there (no send read it: that one is read); what came with the batch must equal a
+        // read after it.
+        let asked = [
+            ("alice", ["c_g"]), ("bob", ["c_g"]), ("dave", ["c_g"]), ("erin", ["c_g"]), ("bob", ["c_g", "c_none"]),
+        ]
+        func apply(_ commands: [Command]) async throws -> [String: Int] {
+            let (_, unread) = try await store.apply(commands) { _ in
+                asked.map {
+                    UnreadRequest(appId: Self.appId, uid: $0.0, conversationIds: $0.1, everyConversation: false)
+                }
+            }
+            #expect(unread.count == asked.count)
+            var totals: [String: Int] = [:]
+            for (request, summary) in unread {
+                let read = try await store.unread(
+                    appId: Self.appId, uid: request.uid, conversationIds: request.conversationIds)
+                #expect(summary == read, "\(request.uid) after \(commands.count) commands")
+                totals[request.uid] = summary.total
+            }
+            return totals
+        }
+        // Alice created the group (seq 1-4): her count is 0, bob's and dave's too (no messages yet).
+        #expect(try await apply([message("alice", "m1")]) == ["alice": 0, "bob": 1, "dave": 1, "erin": 0])
+        #expect(try await apply([message("alice", "m2"), message("bob", "m3")])["dave"] == 3)
+        // Sending reads the conversation: bob's count falls to 0 with his message, alice's rises with his.
+        #expect(try await apply([message("dave", "m4")]) == ["alice": 2, "bob": 1, "dave": 0, "erin": 0])
+        // A receipt in the batch, before a send to the same conversation, and one in a batch of its own.
+        #expect(try await apply([receipt("alice", read: 8), message("bob", "m5")])["alice"] == 1)
+        #expect(try await apply([receipt("dave", read: 9)])["dave"] == 0)
+        #expect(try await apply([message("alice", "m6")])["dave"] == 1)
+        // A deleted message past dave's read position is not counted.
+        #expect(
+            try await apply([
+                .deleteMessage(
+                    .init(appId: Self.appId, conversationId: "c_g", actor: "alice", messageId: "m6", now: 22)),
+                message("bob", "m7"),
+            ])["dave"] == 1)
+        #expect(try await apply([message("alice", "m8")])["dave"] == 2)
+        try await fixture.close()
+    }
 }
 
 extension Result {
