@@ -35,10 +35,7 @@ import ServiceLifecycle
 /// being read whole again. A ledger is read whole again after one to two lifetimes (`ledgerLifetime`, a minute) at the
 /// latest.
 final class UnreadNotifier: Service {
-    struct UserKey: Hashable, Sendable {
-        var appId: String
-        var uid: String
-    }
+    typealias UserKey = ParleyServer.UserKey
 
     /// A user's push budget: `burst` intervals of credit at most, earned back as time passes; a push spends one
     /// interval. Kept in `Duration`s so that an interval's end always earns a whole push back.

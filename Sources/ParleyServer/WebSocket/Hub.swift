@@ -9,11 +9,6 @@ import ParleyProtocol
 /// are woken with one task per event loop (``WakeUps``). The registry is split into shards, each
 /// behind its own lock, so that connects, disconnects and deliveries for different users rarely contend.
 final class Hub: Sendable {
-    struct UserKey: Hashable, Sendable {
-        var appId: String
-        var uid: String
-    }
-
     private let shards: [NIOLockedValueBox<[UserKey: [ServerConnection]]>]
     /// Connections that receive every user's presence, by app.
     private let presenceSubscriptions = NIOLockedValueBox([String: [ObjectIdentifier: ServerConnection]]())
