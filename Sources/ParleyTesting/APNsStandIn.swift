@@ -74,7 +74,10 @@ public final class APNsStandIn: Sendable {
         var everyToken: Answer?
         var requests: [Request] = []
         var connections = 0
-        var waiters: [(count: Int, continuation: CheckedContinuation<[Request], Never>)] = []
+        var waiters: [(id: UInt64, count: Int, continuation: CheckedContinuation<[Request], Never>)] = []
+        var lastWaiter: UInt64 = 0
+        /// Waits given up before their continuation was kept (a task cancelled before it waited).
+        var abandoned: Set<UInt64> = []
     }
 
     private init(
@@ -124,7 +127,9 @@ public final class APNsStandIn: Sendable {
             signatureAlgorithm: .ecdsaWithSHA256,
             extensions: try Certificate.Extensions {
                 Critical(BasicConstraints.notCertificateAuthority)
-                SubjectAlternativeNames([.dnsName("localhost"), .ipAddress(ASN1OctetString(contentBytes: [127, 0, 0, 1]))])
+                SubjectAlternativeNames([
+                    .dnsName("localhost"), .ipAddress(ASN1OctetString(contentBytes: [127, 0, 0, 1])),
+                ])
                 try ExtendedKeyUsage([.serverAuth])
             },
             issuerPrivateKey: .init(caKey)
@@ -133,7 +138,11 @@ public final class APNsStandIn: Sendable {
         try ca.serializeAsPEM().pemString.write(toFile: trustRootsFile, atomically: true, encoding: .utf8)
 
         var tls = TLSConfiguration.makeServerConfiguration(
-            certificateChain: [.certificate(try NIOSSLCertificate(bytes: Array(serverCertificate.serializeAsPEM().pemString.utf8), format: .pem))],
+            certificateChain: [
+                .certificate(
+                    try NIOSSLCertificate(bytes: Array(serverCertificate.serializeAsPEM().pemString.utf8), format: .pem)
+                )
+            ],
             privateKey: .privateKey(try NIOSSLPrivateKey(bytes: Array(serverKey.pemRepresentation.utf8), format: .pem))
         )
         tls.applicationProtocols = ["h2"]
@@ -191,16 +200,45 @@ public final class APNsStandIn: Sendable {
     /// Requests answered 200 so far.
     public var accepted: [Request] { requests.filter { $0.status == 200 } }
 
-    /// Waits until at least `count` requests have arrived; returns them all.
-    public func waitForRequests(_ count: Int) async -> [Request] {
-        await withCheckedContinuation { continuation in
-            let ready = state.withLockedValue { state -> [Request]? in
-                if state.requests.count >= count { return state.requests }
-                state.waiters.append((count, continuation))
-                return nil
-            }
-            if let ready { continuation.resume(returning: ready) }
+    /// Waits until at least `count` requests have arrived; returns them all. Gives up after `timeout`, or when the
+    /// waiting task is cancelled (a test's time limit), and returns what arrived: the caller's expectations then fail
+    /// instead of the test hanging on a push that never comes.
+    public func waitForRequests(_ count: Int, timeout: Duration = .seconds(60)) async -> [Request] {
+        let id = state.withLockedValue { state -> UInt64 in
+            state.lastWaiter += 1
+            return state.lastWaiter
         }
+        // Not a child task: it runs out even when the waiting task was cancelled before its continuation was kept.
+        let deadline = Task { [self] in
+            guard (try? await Task.sleep(for: timeout)) != nil else { return }
+            giveUp(id)
+        }
+        defer { deadline.cancel() }
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                let ready = state.withLockedValue { state -> [Request]? in
+                    if state.requests.count >= count || state.abandoned.remove(id) != nil { return state.requests }
+                    state.waiters.append((id, count, continuation))
+                    return nil
+                }
+                if let ready { continuation.resume(returning: ready) }
+            }
+        } onCancel: {
+            giveUp(id)
+        }
+    }
+
+    /// Ends one waiter's wait with the requests so far; one not waiting yet ends as soon as it would.
+    private func giveUp(_ id: UInt64) {
+        let (waiter, requests) = state.withLockedValue {
+            state -> (CheckedContinuation<[Request], Never>?, [Request]) in
+            guard let index = state.waiters.firstIndex(where: { $0.id == id }) else {
+                state.abandoned.insert(id)
+                return (nil, state.requests)
+            }
+            return (state.waiters.remove(at: index).continuation, state.requests)
+        }
+        waiter?.resume(returning: requests)
     }
 }
 
@@ -212,7 +250,9 @@ struct RequestChecker: Sendable {
     let publicKey: P256.Signing.PublicKey
     let state: NIOLockedValueBox<APNsStandIn.StandInState>
 
-    func answer(method: HTTPMethod, uri: String, headers: HTTPHeaders, body: [UInt8]) -> (Int, String?, [String: String]) {
+    func answer(method: HTTPMethod, uri: String, headers: HTTPHeaders, body: [UInt8]) -> (
+        Int, String?, [String: String]
+    ) {
         var flat: [String: String] = [:]
         for (name, value) in headers { flat[name.lowercased()] = value }
         let token = uri.hasPrefix("/3/device/") ? String(uri.dropFirst("/3/device/".count)) : ""
@@ -254,7 +294,9 @@ struct RequestChecker: Sendable {
         return (request.status, answer, ["apns-id": UUID().uuidString])
     }
 
-    private func check(method: HTTPMethod, uri: String, token: String, headers: HTTPHeaders, body: [UInt8]) -> (Int, String?) {
+    private func check(method: HTTPMethod, uri: String, token: String, headers: HTTPHeaders, body: [UInt8]) -> (
+        Int, String?
+    ) {
         guard uri.hasPrefix("/3/device/") else { return (404, "BadPath") }
         guard method == .POST else { return (405, "MethodNotAllowed") }
         guard token.count >= 16, token.count.isMultiple(of: 2), token.allSatisfy(\.isHexDigit) else {
@@ -340,14 +382,16 @@ private final class StreamHandler: ChannelInboundHandler {
             body += buffer.readBytes(length: buffer.readableBytes) ?? []
         case .end:
             guard let head else { return }
-            let (status, reason, extra) = checker.answer(method: head.method, uri: head.uri, headers: head.headers, body: body)
+            let (status, reason, extra) = checker.answer(
+                method: head.method, uri: head.uri, headers: head.headers, body: body)
             var headers = HTTPHeaders()
             for (name, value) in extra { headers.add(name: name, value: value) }
             let payload = reason.map { ByteBuffer(string: $0) }
             if payload != nil { headers.add(name: "content-type", value: "application/json") }
             headers.add(name: "content-length", value: String(payload?.readableBytes ?? 0))
             context.write(
-                wrapOutboundOut(.head(HTTPResponseHead(version: .http2, status: .init(statusCode: status), headers: headers))),
+                wrapOutboundOut(
+                    .head(HTTPResponseHead(version: .http2, status: .init(statusCode: status), headers: headers))),
                 promise: nil
             )
             if let payload { context.write(wrapOutboundOut(.body(.byteBuffer(payload))), promise: nil) }

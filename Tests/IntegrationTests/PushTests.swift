@@ -53,6 +53,17 @@ import Testing
         return (depth, devices)
     }
 
+    /// A push that never comes ends the stand-in's wait, at its timeout or when the waiting task is cancelled (a test's
+    /// time limit cancels it): the test then fails on its expectations instead of hanging.
+    @Test func aWaitForAPushThatNeverComesEnds() async throws {
+        let standIn = try await APNsStandIn.start()
+        #expect(await standIn.waitForRequests(1, timeout: .milliseconds(20)).isEmpty)
+        let waiting = Task { await standIn.waitForRequests(1, timeout: .seconds(600)) }
+        waiting.cancel()
+        #expect(await waiting.value.isEmpty)
+        try await standIn.stop()
+    }
+
     @Test func anOfflineRecipientGetsOneAPNsPushPerDeviceWithAlertBadgeAndIds() async throws {
         let standIn = try await APNsStandIn.start()
         let server = try await server(standIn)
@@ -66,7 +77,8 @@ import Testing
 
         let first = try await send("See you at 5", to: group.id, as: alice, on: server)
         let firstPushes = await standIn.waitForRequests(2)
-        let second = try await send("Bring the slides", alert: "Alice shared a file", to: group.id, as: alice, on: server)
+        let second = try await send(
+            "Bring the slides", alert: "Alice shared a file", to: group.id, as: alice, on: server)
         let pushes = await standIn.waitForRequests(4)
         #expect(Set(pushes.map(\.token)) == [Self.phone, Self.tablet])
         #expect(pushes.allSatisfy { $0.status == 200 })
@@ -105,7 +117,8 @@ import Testing
         let standIn = try await APNsStandIn.start()
         let server = try await server(standIn) { $0.presenceGrace = .milliseconds(1) }
         let alice = try await server.login("alice")
-        let bobClient = try await ParleyClient.initialize(appId: server.app.appId, settings: testSettings(server: server))
+        let bobClient = try await ParleyClient.initialize(
+            appId: server.app.appId, settings: testSettings(server: server))
         try await bobClient.setDeviceToken(hex: Self.phone, environment: .sandbox)
         try await bobClient.authorize(uid: "bob", authKey: server.app.authKey)
         await bobClient.waitUntilConnected()
