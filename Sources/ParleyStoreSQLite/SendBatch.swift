@@ -75,7 +75,7 @@ struct SendBatch {
     /// The conversations with `moved` set, in the order of their first send.
     private var moved: [String] = []
     /// Senders' new read positions (sending reads the conversation up to the message).
-    private var readers: [ReaderKey: (seq: Int64, messageIndex: Int64)] = [:]
+    private var readers: [ReaderKey: ReadPosition] = [:]
     private var insertEvent: Statement?
 
     init(known: consuming Known = Known()) {
@@ -250,9 +250,10 @@ struct SendBatch {
         conversation.lastSeq = seq
         conversation.messageCount = messageIndex
         conversation.lastActivityAt = send.now
-        conversation.reads[send.sender] = ReadPosition(seq: seq, messageCount: messageIndex)
+        let read = ReadPosition(seq: seq, messageCount: messageIndex)
+        conversation.reads[send.sender] = read
         conversations[send.conversationId] = conversation
-        readers[ReaderKey(conversationPK: conversation.pk, uid: send.sender)] = (seq, messageIndex)
+        readers[ReaderKey(conversationPK: conversation.pk, uid: send.sender)] = read
         return .success(
             CommandResult(
                 outcome: .message(message, duplicate: false), events: [StoredEvent(event: event, json: json)],
@@ -282,7 +283,7 @@ struct SendBatch {
                     UPDATE participants SET delivered_seq = ?, read_seq = ?, read_message_count = ?
                     WHERE conversation_pk = ? AND uid = ?
                     """
-            ).execute(arguments: [position.seq, position.seq, position.messageIndex, key.conversationPK, key.uid])
+            ).execute(arguments: [position.seq, position.seq, position.messageCount, key.conversationPK, key.uid])
         }
         readers.removeAll(keepingCapacity: true)
     }

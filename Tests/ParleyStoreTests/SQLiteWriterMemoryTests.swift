@@ -138,10 +138,10 @@ import Testing
             }
             return totals
         }
-        // Alice created the group (seq 1-4): her count is 0, bob's and dave's too (no messages yet).
+        // Alice created the group (seq 1-4, no messages): her first message is unread for bob and dave, not for her.
         #expect(try await apply([message("alice", "m1")]) == ["alice": 0, "bob": 1, "dave": 1, "erin": 0])
         #expect(try await apply([message("alice", "m2"), message("bob", "m3")])["dave"] == 3)
-        // Sending reads the conversation: bob's count falls to 0 with his message, alice's rises with his.
+        // Sending reads the conversation: dave's count falls to 0 with his message, alice's and bob's rise.
         #expect(try await apply([message("dave", "m4")]) == ["alice": 2, "bob": 1, "dave": 0, "erin": 0])
         // A receipt in the batch, before a send to the same conversation, and one in a batch of its own.
         #expect(try await apply([receipt("alice", read: 8), message("bob", "m5")])["alice"] == 1)
