@@ -32,8 +32,14 @@ public protocol ClusterLink: Sendable {
     func userOffline(appId: String, uid: String) async throws -> Bool
     /// Whether the user is online on any live node.
     func isOnline(appId: String, uid: String) async throws -> Bool
-    /// Whether the user is online on another live node (a node counts them online until its presence grace ends).
-    func isOnlineElsewhere(appId: String, uid: String) async throws -> Bool
+    /// Records, for ``hasSocketElsewhere(appId:uid:since:)``, when each user's last socket on this node closed
+    /// (epoch ms, this node's clock; `nil`: a socket of theirs is open here again). Only users online here (between
+    /// ``usersOnline(_:)`` and ``userOffline(appId:uid:)``) have a record; the others are ignored. A user registered
+    /// by ``usersOnline(_:)`` counts as having a socket open until this says otherwise.
+    func recordSocketsClosed(_ users: [UserRef], at closedAt: [Int64?]) async throws
+    /// Whether another live node has a socket of the user open now, or had one open at `since` (epoch ms): a node
+    /// that still counts the user online during its presence grace, with no socket, does not count.
+    func hasSocketElsewhere(appId: String, uid: String, since: Int64) async throws -> Bool
 }
 
 extension ClusterLink {

@@ -337,7 +337,7 @@ public final class PostgresCluster: ClusterLink {
                 try await session.execute(
                     """
                     INSERT INTO presence_sessions (app_id, uid, node_id) VALUES (\(appId), \(uid), \(nodeId))
-                    ON CONFLICT DO NOTHING
+                    ON CONFLICT (app_id, uid, node_id) DO UPDATE SET sockets_closed_at = NULL
                     """
                 )
                 return others == 0
@@ -375,11 +375,13 @@ public final class PostgresCluster: ClusterLink {
                         ) FROM unnest(\(apps), \(uids)) WITH ORDINALITY AS u(app_id, uid, i)
                         """
                     ).map { try $0.decode((Int64, Int64).self) }
+                    // A row already there (a stalled node registering its users again) counts a socket open, as a
+                    // new one does: `recordSocketsClosed` follows with the users who have none.
                     try await session.execute(
                         """
                         INSERT INTO presence_sessions (app_id, uid, node_id)
                         SELECT app_id, uid, \(nodeId) FROM unnest(\(apps), \(uids)) AS u(app_id, uid)
-                        ON CONFLICT DO NOTHING
+                        ON CONFLICT (app_id, uid, node_id) DO UPDATE SET sockets_closed_at = NULL
                         """
                     )
                     return counts
@@ -414,20 +416,57 @@ public final class PostgresCluster: ClusterLink {
     }
 
     public func isOnline(appId: String, uid: String) async throws -> Bool {
-        try await onlineCount(appId: appId, uid: uid, excluding: nil) > 0
-    }
-
-    public func isOnlineElsewhere(appId: String, uid: String) async throws -> Bool {
-        try await onlineCount(appId: appId, uid: uid, excluding: nodeId) > 0
-    }
-
-    private func onlineCount(appId: String, uid: String, excluding node: String?) async throws -> Int64 {
         try await store.rows(
             """
-            SELECT count(*) FROM presence_sessions s JOIN cluster_nodes n ON n.node_id = s.node_id
-            WHERE s.app_id = \(appId) AND s.uid = \(uid) AND (\(node)::text IS NULL OR s.node_id <> \(node))
+            SELECT EXISTS (
+                SELECT 1 FROM presence_sessions s JOIN cluster_nodes n ON n.node_id = s.node_id
+                WHERE s.app_id = \(appId) AND s.uid = \(uid)
+            )
             """
-        ).first?.decode(Int64.self) ?? 0
+        ).first?.decode(Bool.self) ?? false
+    }
+
+    public func recordSocketsClosed(_ users: [UserRef], at closedAt: [Int64?]) async throws {
+        let changes = zip(users, closedAt)
+        let closed = changes.compactMap { user, at in at.map { (user, $0) } }
+        let reopened = changes.filter { $0.1 == nil }.map(\.0)
+        guard !users.isEmpty else { return }
+        // Only this node's own rows: no lock needed (the reaper deletes rows of other nodes only).
+        try await store.withSession { session in
+            try await session.transaction {
+                if !closed.isEmpty {
+                    try await session.execute(
+                        """
+                        UPDATE presence_sessions s SET sockets_closed_at = u.closed_at
+                        FROM unnest(\(closed.map(\.0.appId)), \(closed.map(\.0.uid)), \(closed.map(\.1)))
+                            AS u(app_id, uid, closed_at)
+                        WHERE s.app_id = u.app_id AND s.uid = u.uid AND s.node_id = \(nodeId)
+                        """
+                    )
+                }
+                if !reopened.isEmpty {
+                    try await session.execute(
+                        """
+                        UPDATE presence_sessions s SET sockets_closed_at = NULL
+                        FROM unnest(\(reopened.map(\.appId)), \(reopened.map(\.uid))) AS u(app_id, uid)
+                        WHERE s.app_id = u.app_id AND s.uid = u.uid AND s.node_id = \(nodeId)
+                        """
+                    )
+                }
+            }
+        }
+    }
+
+    public func hasSocketElsewhere(appId: String, uid: String, since: Int64) async throws -> Bool {
+        try await store.rows(
+            """
+            SELECT EXISTS (
+                SELECT 1 FROM presence_sessions s JOIN cluster_nodes n ON n.node_id = s.node_id
+                WHERE s.app_id = \(appId) AND s.uid = \(uid) AND s.node_id <> \(nodeId)
+                    AND (s.sockets_closed_at IS NULL OR s.sockets_closed_at >= \(since))
+            )
+            """
+        ).first?.decode(Bool.self) ?? false
     }
 
     // MARK: Helpers

@@ -456,6 +456,14 @@ extension PostgresStore {
                 "ALTER TABLE apps ADD COLUMN max_file_bytes BIGINT",
             ]
         ),
+        PostgresMigration(
+            version: 13, name: "sockets closed during the presence grace",
+            statements: [
+                // When the user's last socket on that node closed (the node's epoch ms), while the node still counts
+                // them online for its grace; NULL while a socket is open.
+                "ALTER TABLE presence_sessions ADD COLUMN sockets_closed_at BIGINT"
+            ]
+        ),
     ]
 
     /// The key of the advisory lock that serializes migrations of one database ("parley.schema").

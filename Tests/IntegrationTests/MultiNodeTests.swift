@@ -32,7 +32,8 @@ struct MultiNodeTests {
     /// A database with one app in it, provisioned before the nodes start (so the test knows its keys).
     static func provisionedDatabase() async throws -> (PostgresTestDatabase, ProvisionedApp) {
         let database = try await PostgresTestDatabase.create(prefix: "parley_nodes")
-        let store = try await PostgresStore.connect(url: database.url, logger: .init(label: "test"), timeout: .seconds(60))
+        let store = try await PostgresStore.connect(
+            url: database.url, logger: .init(label: "test"), timeout: .seconds(60))
         let app = try await AppProvisioning.createApp(in: store, name: "Multi-node")
         try await store.close()
         return (database, app)
@@ -97,7 +98,9 @@ struct MultiNodeTests {
     /// The messages of a conversation a recorder received, as (seq, text), in arrival order.
     static func messages(_ recorder: RecordingListener, in conversationId: String) -> [(seq: Int64, text: String)] {
         recorder.receivedEvents.compactMap { event in
-            guard event.conversationId == conversationId, case .messageSent(let message) = event.payload else { return nil }
+            guard event.conversationId == conversationId, case .messageSent(let message) = event.payload else {
+                return nil
+            }
             return (event.seq ?? -1, message.text)
         }
     }
@@ -178,13 +181,17 @@ struct MultiNodeTests {
             let killedAt = ContinuousClock.now
             nodeB.kill()
             let offline = await aliceEvents.next(where: { event in
-                if case .presenceUpdated(let presence) = event.payload { return presence.uid == "bob" && !presence.online }
+                if case .presenceUpdated(let presence) = event.payload {
+                    return presence.uid == "bob" && !presence.online
+                }
                 return false
             })
             let detection = ContinuousClock.now - killedAt
             #expect(offline != nil)
             #expect(try await alice.presence(of: "bob").online == false)
-            print("multi-node: node B killed; bob offline on node A after \(detection) (node timeout \(Self.nodeTimeout))")
+            print(
+                "multi-node: node B killed; bob offline on node A after \(detection) (node timeout \(Self.nodeTimeout))"
+            )
 
             // Meanwhile alice writes; bob's client resumes on node A and gets exactly what it missed.
             for index in 0..<5 { _ = try await alice.sendTextMessage("missed\(index)", to: .conversation(group.id)) }
@@ -195,7 +202,9 @@ struct MultiNodeTests {
             #expect(afterResume.suffix(5).map(\.text) == (0..<5).map { "missed\($0)" })
             #expect(afterResume.map(\.seq) == Self.messages(aliceEvents, in: group.id).map(\.seq))
             let online = await aliceEvents.next(where: { event in
-                if case .presenceUpdated(let presence) = event.payload { return presence.uid == "bob" && presence.online }
+                if case .presenceUpdated(let presence) = event.payload {
+                    return presence.uid == "bob" && presence.online
+                }
                 return false
             })
             #expect(online != nil, "bob, back on node A, is online again")
@@ -366,13 +375,15 @@ struct MultiNodeTests {
             for (index, directory) in directories.enumerated() {
                 group.addTask {
                     try await ServerProcess.start(
-                        label: "\(index)", app: placeholder, arguments: Self.nodeArguments(database, dataDirectory: directory)
+                        label: "\(index)", app: placeholder,
+                        arguments: Self.nodeArguments(database, dataDirectory: directory)
                     )
                 }
             }
             return try await group.reduce(into: []) { $0.append($1) }
         }
-        let store = try await PostgresStore.connect(url: database.url, logger: .init(label: "test"), timeout: .seconds(60))
+        let store = try await PostgresStore.connect(
+            url: database.url, logger: .init(label: "test"), timeout: .seconds(60))
         let apps = try await store.apps()
         try await store.close()
         #expect(apps.count == 1, "one default app, not one per node: \(apps.map(\.id))")
@@ -446,20 +457,9 @@ struct MultiNodeTests {
     @Test(.timeLimit(.minutes(3)))
     func aPushGoesOutOnceWhenTheRecipientHasNoSocketOnAnyNode() async throws {
         let standIn = try await APNsStandIn.start()
-        let nodes = try await Self.twoNodes(extraArguments: [
-            "--apns-key-file", standIn.keyFile, "--apns-key-id", standIn.keyId, "--apns-team-id", standIn.teamId,
-            "--apns-topic", standIn.topic, "--apns-endpoint", standIn.endpoint.absoluteString,
-            "--apns-ca-file", standIn.trustRootsFile,
-        ])
+        let nodes = try await Self.twoNodes(extraArguments: Self.apnsArguments(standIn))
         let (nodeA, nodeB) = (nodes.a, nodes.b)
-        let alice = try await nodeA.login("alice")
-        let bob = try await nodeB.login("bob")
-        let device = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
-        let registered = try await nodeA.request(
-            "PUT", "/v1/me/devices/phone", token: bob, body: RegisterDeviceRequest(token: device, environment: .sandbox)
-        )
-        #expect(registered.status == 200 || registered.status == 201)
-        let group = try await nodeA.createConversation(token: alice, with: ["bob"])
+        let (alice, bob, group) = try await Self.aliceAndBobWithAPhone(a: nodeA, b: nodeB)
         let aliceSocket = WebSocketProbe(url: nodeA.webSocketURL, token: alice)
         guard case .hello = try await aliceSocket.nextFrame() else {
             Issue.record("no hello from node A")
@@ -482,7 +482,8 @@ struct MultiNodeTests {
         try await presence(of: "bob", online: true)
         func send(_ text: String) async throws -> Message {
             try await nodeA.request(
-                "POST", "/v1/conversations/\(group.id)/messages", token: alice, body: SendMessageRequest(parts: [.text(text)])
+                "POST", "/v1/conversations/\(group.id)/messages", token: alice,
+                body: SendMessageRequest(parts: [.text(text)])
             ).decode()
         }
         _ = try await send("bob is online on node B")
@@ -495,12 +496,102 @@ struct MultiNodeTests {
 
         await nodeA.stop()
         await nodeB.stop()
-        let store = try await PostgresStore.connect(url: nodes.database.url, logger: .init(label: "test"), timeout: .seconds(60))
+        let store = try await PostgresStore.connect(
+            url: nodes.database.url, logger: .init(label: "test"), timeout: .seconds(60))
         // Both nodes looked at the outbox; the entry yielded one job, sent once.
         #expect(try await store.pushQueueDepth() == PushQueueDepth(outbox: 0, jobs: 0))
         try await store.close()
         #expect(standIn.requests.count == 1)
         try await nodes.database.drop()
+        try await standIn.stop()
+    }
+
+    /// alice logged in on node A, bob on node B with an iPhone registered, and their conversation.
+    static func aliceAndBobWithAPhone(a nodeA: ServerProcess, b nodeB: ServerProcess) async throws
+        -> (alice: String, bob: String, group: Conversation)
+    {
+        let alice = try await nodeA.login("alice")
+        let bob = try await nodeB.login("bob")
+        let device = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
+        let registered = try await nodeA.request(
+            "PUT", "/v1/me/devices/phone", token: bob, body: RegisterDeviceRequest(token: device, environment: .sandbox)
+        )
+        #expect(registered.status == 200 || registered.status == 201)
+        return (alice, bob, try await nodeA.createConversation(token: alice, with: ["bob"]))
+    }
+
+    /// The options that send a node's pushes to `standIn`.
+    static func apnsArguments(_ standIn: APNsStandIn) -> [String] {
+        [
+            "--apns-key-file", standIn.keyFile, "--apns-key-id", standIn.keyId, "--apns-team-id", standIn.teamId,
+            "--apns-topic", standIn.topic, "--apns-endpoint", standIn.endpoint.absoluteString,
+            "--apns-ca-file", standIn.trustRootsFile,
+        ]
+    }
+
+    /// A user whose last socket closed on node B stays online there for B's presence grace (5 s), with no socket: a
+    /// message sent then gets its push, also when node A makes the pushes. Before, node A took "online on node B" for
+    /// a socket and made none.
+    @Test(.timeLimit(.minutes(3)))
+    func aPushGoesOutDuringAnotherNodesPresenceGrace() async throws {
+        let standIn = try await APNsStandIn.start()
+        let (database, app) = try await Self.provisionedDatabase()
+        let directories = try ["a", "b"].map { try TemporaryDirectory(prefix: "parley-node-\($0)") }
+        // Only node A has an APNs key, so node A makes every push.
+        let nodeA = try await ServerProcess.start(
+            label: "A", app: app,
+            arguments: Self.nodeArguments(database, dataDirectory: directories[0]) + Self.apnsArguments(standIn)
+        )
+        let nodeB = try await ServerProcess.start(
+            label: "B", app: app, arguments: Self.nodeArguments(database, dataDirectory: directories[1])
+        )
+        let (alice, bob, group) = try await Self.aliceAndBobWithAPhone(a: nodeA, b: nodeB)
+        // The directory, read as node A reads it (from a third node id: every row of B counts as elsewhere).
+        let store = try await PostgresStore.connect(
+            url: database.url, logger: .init(label: "test"), timeout: .seconds(60))
+        let directory = PostgresCluster(store: store)
+        func bobHasASocketOnB() async throws -> Bool {
+            try await directory.hasSocketElsewhere(
+                appId: app.appId, uid: "bob", since: Int64(Date().timeIntervalSince1970 * 1000))
+        }
+        let bobSocket = WebSocketProbe(url: nodeB.webSocketURL, token: bob)
+        guard case .hello = try await bobSocket.nextFrame() else {
+            Issue.record("no hello from node B")
+            return
+        }
+        let deadline = ContinuousClock.now + .seconds(30)
+        while try await !bobHasASocketOnB(), ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        #expect(try await bobHasASocketOnB(), "node B never registered bob's socket")
+        await bobSocket.close()
+        // Node B records the closed socket at once; bob stays online there for its grace.
+        while try await bobHasASocketOnB(), ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        #expect(try await !bobHasASocketOnB(), "node B never recorded bob's closed socket")
+        let message: Message = try await nodeA.request(
+            "POST", "/v1/conversations/\(group.id)/messages", token: alice,
+            body: SendMessageRequest(parts: [.text("bob left node B a moment ago")])
+        ).decode()
+        let pushes = await standIn.waitForRequests(1, timeout: .seconds(30))
+        #expect(pushes.map(\.headers["apns-collapse-id"]) == [message.id])
+        // Back within the grace: the directory says open again.
+        let again = WebSocketProbe(url: nodeB.webSocketURL, token: bob)
+        guard case .hello = try await again.nextFrame() else {
+            Issue.record("no hello from node B")
+            return
+        }
+        while try await !bobHasASocketOnB(), ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        #expect(try await bobHasASocketOnB(), "node B never recorded bob's socket open again")
+        await again.close()
+
+        try await store.close()
+        await nodeA.stop()
+        await nodeB.stop()
+        try await database.drop()
         try await standIn.stop()
     }
 }

@@ -28,6 +28,8 @@ final class PresenceTracker: Service {
     private enum Change: Sendable {
         /// Users connected (``State/arrivals``).
         case arrived
+        /// Users' last sockets here closed (``State/departures``).
+        case departed
         case expired(UserKey)
         /// Users whose node died (reaped by this node): offline everywhere.
         case lostWithNode([UserKey])
@@ -43,6 +45,11 @@ final class PresenceTracker: Service {
         var socketClosedAt: [UserKey: Int64] = [:]
         /// A user per connection opened since the tracker last looked, in order.
         var arrivals: [UserKey] = []
+        /// A user per last socket closed since the tracker last looked.
+        var departures: [UserKey] = []
+        /// Users online here whose row in the cluster directory says their sockets here are closed
+        /// (``recordSockets(_:)``).
+        var closedInDirectory: Set<UserKey> = []
     }
 
     /// Closing times older than this are forgotten once the map is large.
@@ -101,19 +108,25 @@ final class PresenceTracker: Service {
     func disconnected(_ connection: ServerConnection) {
         let key = UserKey(appId: connection.principal.appId, uid: connection.principal.uid)
         let now = time.epochMilliseconds()
-        let last = state.withLockedValue { state -> Bool in
+        let tracksSockets = link != nil
+        let (last, firstDeparture) = state.withLockedValue { state -> (Bool, Bool) in
             let remaining = (state.connections[key] ?? 1) - 1
             state.connections[key] = remaining > 0 ? remaining : nil
-            if remaining <= 0 {
-                if state.socketClosedAt.count >= 100_000 {
-                    state.socketClosedAt = state.socketClosedAt.filter { now - $0.value < Self.socketClosedMemory }
-                }
-                state.socketClosedAt[key] = now
+            guard remaining <= 0 else { return (false, false) }
+            if state.socketClosedAt.count >= 100_000 {
+                state.socketClosedAt = state.socketClosedAt.filter { now - $0.value < Self.socketClosedMemory }
             }
-            return remaining <= 0
+            state.socketClosedAt[key] = now
+            guard tracksSockets else { return (true, false) }
+            state.departures.append(key)
+            return (true, state.departures.count == 1)
         }
         guard last else { return }
         timers.schedule(key)
+        // With several nodes, the directory learns it once the loop's turn is over, for everyone who left by then.
+        guard firstDeparture else { return }
+        let sink = self.sink
+        connection.socket.eventLoop.execute { sink.yield(.departed) }
     }
 
     /// Users of a dead node, announced offline by this node.
@@ -150,9 +163,10 @@ final class PresenceTracker: Service {
         return Presence(uid: uid, online: online, lastSeenAt: online ? nil : lastSeen)
     }
 
-    /// Whether the user had a live socket at `since` (epoch ms) or has one now: here, or (with several nodes) on a
-    /// node that counts them online. A socket here that closed after `since` counts (it carried what happened at
-    /// `since`); the presence grace of this node does not (a user whose last socket closed before has none).
+    /// Whether the user had a live socket at `since` (epoch ms) or has one now: here, or (with several nodes) on
+    /// another node (``ClusterLink/hasSocketElsewhere(appId:uid:since:)``). A socket that closed after `since` counts
+    /// (it carried what happened at `since`); a presence grace does not (a user whose last socket closed before has
+    /// none), on this node or another.
     func hasLiveSocket(appId: String, uid: String, since: Int64) async throws -> Bool {
         let key = UserKey(appId: appId, uid: uid)
         let here = state.withLockedValue { state in
@@ -160,7 +174,7 @@ final class PresenceTracker: Service {
         }
         if here { return true }
         guard let link else { return false }
-        return try await link.isOnlineElsewhere(appId: appId, uid: uid)
+        return try await link.hasSocketElsewhere(appId: appId, uid: uid, since: since)
     }
 
     func run() async throws {
@@ -193,12 +207,16 @@ final class PresenceTracker: Service {
                 }
                 cameOnline = zip(inserted, answers).filter(\.1).map(\.0)
             }
+            // Back within the grace (their row said closed), or gone again already (a new row says open).
+            await recordSockets(arrivals)
             await publish(cameOnline.map { (Presence(uid: $0.uid, online: true), $0) })
         case .expired(let key):
             let now = time.epochMilliseconds()
             let wentOffline = state.withLockedValue { state -> Bool in
                 guard state.connections[key] == nil, state.online.remove(key) != nil else { return false }
                 state.lastSeen[key] = now
+                // `userOffline` deletes the row.
+                state.closedInDirectory.remove(key)
                 return true
             }
             guard wentOffline else { return }
@@ -215,12 +233,64 @@ final class PresenceTracker: Service {
                 for key in keys { state.lastSeen[key] = now }
             }
             await publish(keys.map { (Presence(uid: $0.uid, online: false, lastSeenAt: now), $0) })
+        case .departed:
+            var departures: [UserKey] = []
+            state.withLockedValue { swap(&departures, &$0.departures) }
+            await recordSockets(departures)
         case .reregister:
             guard let link else { return }
-            let online = state.withLockedValue { $0.online }
+            let online = state.withLockedValue { state in
+                // The rows made again say "open" (``ClusterLink/usersOnline(_:)``).
+                state.closedInDirectory = []
+                return state.online
+            }
             _ = await clusterAnswers(online.count) {
                 try await link.usersOnline(online.map { UserRef(appId: $0.appId, uid: $0.uid) })
             }
+            await recordSockets(online)
+        }
+    }
+
+    /// With several nodes, brings the directory's record of this node's sockets in line with them for `keys`: a user
+    /// online here with no socket here is recorded with the time their last one closed, one with a socket again as
+    /// open (``ClusterLink/recordSocketsClosed(_:at:)``), so that another node's push looks at sockets, not at this
+    /// node's presence grace. Only what differs from the record is written, in one transaction. Every change of a
+    /// user's sockets comes back here (as an arrival or a departure) after it, so the last write is the truth.
+    private func recordSockets(_ keys: some Sequence<UserKey>) async {
+        guard let link else { return }
+        let changes = state.withLockedValue { state -> [(UserKey, Int64?)] in
+            var changes: [(UserKey, Int64?)] = []
+            for key in Set(keys) where state.online.contains(key) {
+                let closedAt =
+                    state.connections[key] == nil ? state.socketClosedAt[key] ?? time.epochMilliseconds() : nil
+                guard (closedAt != nil) != state.closedInDirectory.contains(key) else { continue }
+                if closedAt != nil {
+                    state.closedInDirectory.insert(key)
+                } else {
+                    state.closedInDirectory.remove(key)
+                }
+                changes.append((key, closedAt))
+            }
+            return changes
+        }
+        guard !changes.isEmpty else { return }
+        do {
+            try await link.recordSocketsClosed(
+                changes.map { UserRef(appId: $0.0.appId, uid: $0.0.uid) }, at: changes.map(\.1)
+            )
+        } catch {
+            // The record stays as it was: until the grace ends, another node may take a closed socket as open (no
+            // push) or the reverse (a push the user also got on their socket).
+            state.withLockedValue { state in
+                for (key, closedAt) in changes {
+                    if closedAt != nil {
+                        state.closedInDirectory.remove(key)
+                    } else {
+                        state.closedInDirectory.insert(key)
+                    }
+                }
+            }
+            logger.warning("Presence: the cluster directory is unavailable", metadata: ["error": "\(error)"])
         }
     }
 
