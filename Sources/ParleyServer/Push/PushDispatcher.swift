@@ -128,7 +128,7 @@ final class PushDispatcher: Service {
         let entries = try await store.pushOutbox(limit: Self.outboxBatch)
         guard !entries.isEmpty else { return 0 }
         var expansions: [PushExpansion] = []
-        var names: [UserRefKey: String] = [:]
+        var names: [UserKey: String] = [:]
         for entry in entries {
             expansions.append(PushExpansion(entryId: entry.id, jobs: try await jobs(for: entry, names: &names)))
         }
@@ -137,12 +137,7 @@ final class PushDispatcher: Service {
         return entries.count
     }
 
-    private struct UserRefKey: Hashable {
-        var appId: String
-        var uid: String
-    }
-
-    private func jobs(for entry: PushOutboxEntry, names: inout [UserRefKey: String]) async throws -> [PushJob] {
+    private func jobs(for entry: PushOutboxEntry, names: inout [UserKey: String]) async throws -> [PushJob] {
         let now = time.epochMilliseconds()
         // A message deleted before its pushes were made makes none.
         guard let message = entry.message, !message.isDeleted, now - entry.createdAt <= Self.milliseconds(retry.expiry),
@@ -163,7 +158,7 @@ final class PushDispatcher: Service {
             }
             let devices = try await store.devices(appId: entry.appId, uid: uid).filter { $0.platform == .apns }
             guard !devices.isEmpty else { continue }
-            let senderKey = UserRefKey(appId: entry.appId, uid: message.sender)
+            let senderKey = UserKey(appId: entry.appId, uid: message.sender)
             if names[senderKey] == nil {
                 names[senderKey] = try await store.user(appId: entry.appId, uid: message.sender)?.name ?? message.sender
             }

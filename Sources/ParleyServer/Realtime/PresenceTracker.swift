@@ -20,10 +20,7 @@ import ServiceLifecycle
 /// user: a node announces "online" only when no other node had the user, "offline" only when no other node has them,
 /// and the users of a dead node are announced offline by the node that reaps it.
 final class PresenceTracker: Service {
-    struct UserKey: Hashable, Sendable {
-        var appId: String
-        var uid: String
-    }
+    typealias UserKey = ParleyServer.UserKey
 
     private enum Change: Sendable {
         /// Users connected (``State/arrivals``).

@@ -1,4 +1,4 @@
-/// A user of an app, as the hub and the unread notifier key their maps by it.
+/// A user of an app, as the hub, the unread notifier, the presence tracker and the push dispatcher key their maps by it.
 ///
 /// Hashed once, when made: a message to a group of five looks each recipient up a dozen times (the hub's connections,
 /// the unread notifier's budgets, holds and ledgers), and hashing two strings every time was most of what the
