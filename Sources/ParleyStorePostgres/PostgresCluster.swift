@@ -416,21 +416,14 @@ public final class PostgresCluster: ClusterLink {
     }
 
     public func isOnline(appId: String, uid: String) async throws -> Bool {
-        try await store.rows(
-            """
-            SELECT EXISTS (
-                SELECT 1 FROM presence_sessions s JOIN cluster_nodes n ON n.node_id = s.node_id
-                WHERE s.app_id = \(appId) AND s.uid = \(uid)
-            )
-            """
-        ).first?.decode(Bool.self) ?? false
+        try await hasPresenceRow(appId: appId, uid: uid, elsewhereWithSocketSince: nil)
     }
 
     public func recordSocketsClosed(_ users: [UserRef], at closedAt: [Int64?]) async throws {
+        guard !users.isEmpty else { return }
         let changes = zip(users, closedAt)
         let closed = changes.compactMap { user, at in at.map { (user, $0) } }
         let reopened = changes.filter { $0.1 == nil }.map(\.0)
-        guard !users.isEmpty else { return }
         // Only this node's own rows: no lock needed (the reaper deletes rows of other nodes only).
         try await store.withSession { session in
             try await session.transaction {
@@ -458,12 +451,20 @@ public final class PostgresCluster: ClusterLink {
     }
 
     public func hasSocketElsewhere(appId: String, uid: String, since: Int64) async throws -> Bool {
+        try await hasPresenceRow(appId: appId, uid: uid, elsewhereWithSocketSince: since)
+    }
+
+    /// Whether a live node has a presence row of the user: any node (`since` nil), or another node whose row has a
+    /// socket open, or had one at `since`.
+    private func hasPresenceRow(appId: String, uid: String, elsewhereWithSocketSince since: Int64?) async throws
+        -> Bool
+    {
         try await store.rows(
             """
             SELECT EXISTS (
                 SELECT 1 FROM presence_sessions s JOIN cluster_nodes n ON n.node_id = s.node_id
-                WHERE s.app_id = \(appId) AND s.uid = \(uid) AND s.node_id <> \(nodeId)
-                    AND (s.sockets_closed_at IS NULL OR s.sockets_closed_at >= \(since))
+                WHERE s.app_id = \(appId) AND s.uid = \(uid) AND (\(since)::bigint IS NULL OR (s.node_id <> \(nodeId)
+                    AND (s.sockets_closed_at IS NULL OR s.sockets_closed_at >= \(since))))
             )
             """
         ).first?.decode(Bool.self) ?? false

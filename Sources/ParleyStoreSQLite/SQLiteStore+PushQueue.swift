@@ -55,9 +55,8 @@ extension SQLiteStore {
         return try await pool.write { db in
             var inserted = 0
             for expansion in expansions {
-                try db.cachedStatement(sql: "DELETE FROM push_outbox WHERE id = ?").execute(arguments: [
-                    expansion.entryId
-                ])
+                let delete = try db.cachedStatement(sql: "DELETE FROM push_outbox WHERE id = ?")
+                try delete.execute(arguments: [expansion.entryId])
                 guard db.changesCount > 0 else { continue }
                 for job in expansion.jobs {
                     try db.cachedStatement(
