@@ -75,7 +75,9 @@ final class PushDispatcher: Service {
             logger.warning("Push: could not release earlier leases", metadata: ["error": "\(error)"])
         }
         await withGracefulShutdownHandler {
-            while !stopping.withLockedValue({ $0 }) {
+            // Cancelled (another part of the server failed): the store answers every call with CancellationError
+            // and every wait returns at once, so only this check ends the loop.
+            while !stopping.withLockedValue({ $0 }), !Task.isCancelled {
                 let busy = await pass()
                 if busy { continue }
                 await waitForWork()
@@ -99,6 +101,8 @@ final class PushDispatcher: Service {
             guard !stopping.withLockedValue({ $0 }) else { return false }
             let sent = try await sendDueJobs()
             return expanded == Self.outboxBatch || sent == concurrency
+        } catch is CancellationError {
+            return false  // the loop ends (see `run()`)
         } catch {
             logger.warning("Push: the queue is unavailable", metadata: ["error": "\(error)"])
             return false

@@ -96,7 +96,9 @@ final class WebhookDispatcher: Service {
             logger.warning("Webhooks: could not release earlier leases", metadata: ["error": "\(error)"])
         }
         await withGracefulShutdownHandler {
-            while !stopping.withLockedValue({ $0 }) {
+            // Cancelled (another part of the server failed): the store answers every call with CancellationError
+            // and every wait returns at once, so only this check ends the loop.
+            while !stopping.withLockedValue({ $0 }), !Task.isCancelled {
                 let busy = await pass()
                 if busy { continue }
                 await waitForWork()
@@ -129,6 +131,8 @@ final class WebhookDispatcher: Service {
             guard !stopping.withLockedValue({ $0 }) else { return false }
             let sent = try await sendDue()
             return expanded == Self.outboxBatch || sent > 0
+        } catch is CancellationError {
+            return false  // the loop ends (see `run()`)
         } catch {
             logger.warning("Webhooks: the queue is unavailable", metadata: ["error": "\(error)"])
             return false
