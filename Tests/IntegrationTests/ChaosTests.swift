@@ -67,7 +67,7 @@ import Testing
     }
 
     @Test(.timeLimit(.minutes(3))) func everyMessageArrivesExactlyOnceInOrderThroughCutsAndRestarts() async throws {
-        var server = try await TestServer.start()
+        var server = try await TestServer.start(port: RestartablePort.take())
         let port = server.port
         let proxy = try await TCPProxy.start(targetPort: port)
         var tuning = ConnectionTuning()
@@ -75,7 +75,8 @@ import Testing
         tuning.maximumBackoff = .milliseconds(300)
         tuning.requestTimeout = .seconds(2)
         tuning.connectTimeout = .seconds(5)
-        let storages = try Dictionary(uniqueKeysWithValues: Self.users.map { ($0, try TemporaryDirectory(prefix: "parley-chaos")) })
+        let storages = try Dictionary(
+            uniqueKeysWithValues: Self.users.map { ($0, try TemporaryDirectory(prefix: "parley-chaos")) })
         let inboxes = Dictionary(uniqueKeysWithValues: Self.users.map { ($0, Inbox()) })
         let settings = { (uid: String) in
             AppSettings.Builder()
@@ -97,7 +98,8 @@ import Testing
         for uid in Self.users { clients[uid] = try await open(uid, login: true) }
         var ids: [String: String] = [:]
         for (name, members) in Self.conversations {
-            ids[name] = try await clients[members[0]]!.createGroup(name: name, participants: Array(members.dropFirst())).id
+            ids[name] = try await clients[members[0]]!.createGroup(name: name, participants: Array(members.dropFirst()))
+                .id
         }
         for uid in Self.users { await clients[uid]!.waitUntilConnected() }
 

@@ -142,7 +142,7 @@ import Testing
     }
 
     @Test func clientsComeBackAfterTheServerRestarts() async throws {
-        let server = try await TestServer.start()
+        let server = try await TestServer.start(port: RestartablePort.take())
         let clock = ManualClock()
         func client(_ uid: String) async throws -> ParleyClient {
             let client = try ParleyClient(appId: server.app.appId, settings: testSettings(server: server), clock: clock)

@@ -202,7 +202,7 @@ import Testing
     }
 
     @Test func aFileQueuedWhileTheServerIsDownIsSentOnceAfterAServerAndAnAppRestart() async throws {
-        let server = try await TestServer.start()
+        let server = try await TestServer.start(port: RestartablePort.take())
         let alice = try await member("alice", on: server)
         let group = try await alice.client.createGroup(name: "Team")
         let port = server.port
@@ -240,7 +240,9 @@ import Testing
     @Test(arguments: [false, true])
     func anAppClosedAfterTheUploadSendsTheMessageOnce(uploadRemoved: Bool) async throws {
         // One message (or upload) per 1000 s: the upload takes it, the send is refused with ERR_RATE_LIMITED.
-        let server = try await TestServer.start { $0.edge.messagesPerUser = RateLimit(perSecond: 0.001, burst: 1) }
+        let server = try await TestServer.start(port: RestartablePort.take()) {
+            $0.edge.messagesPerUser = RateLimit(perSecond: 0.001, burst: 1)
+        }
         let alice = try await member("alice", on: server)
         let group = try await alice.client.createGroup(name: "Team")
         let (url, _) = try Self.file("clip.bin", 50 * 1024)

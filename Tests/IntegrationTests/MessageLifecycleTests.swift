@@ -231,7 +231,7 @@ import Testing
     /// Offline, the app sends a message, edits it, reacts to it and deletes another: once the server is back, each
     /// goes once, in order, the later ones reaching the message sent first.
     @Test func changesQueuedOfflineGoOnceInOrderAfterTheirMessage() async throws {
-        let server = try await TestServer.start()
+        let server = try await TestServer.start(port: RestartablePort.take())
         let resume = ResumeTests()
         let alice = try await resume.member("alice", on: server)
         let bob = try await resume.member("bob", on: server)

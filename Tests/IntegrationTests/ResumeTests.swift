@@ -30,14 +30,18 @@ import Testing
 
     static func messages(_ events: [Event], in conversationId: String) -> [String] {
         events.compactMap { event in
-            guard event.conversationId == conversationId, case .messageSent(let message) = event.payload else { return nil }
+            guard event.conversationId == conversationId, case .messageSent(let message) = event.payload else {
+                return nil
+            }
             return message.text
         }
     }
 
     /// Waits for `recorder`'s next `parley.caughtUp`.
     static func caughtUp(_ recorder: RecordingListener) async -> CaughtUpFrame? {
-        guard case .caughtUp(let frame) = await recorder.next(where: { $0.name == .caughtUp })?.payload else { return nil }
+        guard case .caughtUp(let frame) = await recorder.next(where: { $0.name == .caughtUp })?.payload else {
+            return nil
+        }
         return frame
     }
 
@@ -50,7 +54,9 @@ import Testing
         _ = await bob.recorder.next { Self.messages([$0], in: group.id) == ["before"] }
 
         await bob.client.disconnect()
-        for index in 1...5 { _ = try await alice.client.sendTextMessage("missed \(index)", to: .conversation(group.id)) }
+        for index in 1...5 {
+            _ = try await alice.client.sendTextMessage("missed \(index)", to: .conversation(group.id))
+        }
         let other = try await alice.client.createGroup(name: "Joined while away", participants: ["bob"])
         _ = try await alice.client.sendTextMessage("in the new group", to: .conversation(other.id))
         let mark = bob.recorder.receivedEvents.count
@@ -62,7 +68,8 @@ import Testing
         _ = await bob.recorder.next { Self.messages([$0], in: group.id) == ["live"] }
 
         let after = Array(bob.recorder.receivedEvents.dropFirst(mark))
-        #expect(Self.messages(after, in: group.id) == ["missed 1", "missed 2", "missed 3", "missed 4", "missed 5", "live"])
+        #expect(
+            Self.messages(after, in: group.id) == ["missed 1", "missed 2", "missed 3", "missed 4", "missed 5", "live"])
         #expect(Self.messages(after, in: other.id) == ["in the new group"])
         let names = after.filter { $0.conversationId == other.id }.map(\.name)
         #expect(names == [.conversationCreate, .participantAdded, .participantAdded, .messageSent])
@@ -124,7 +131,9 @@ import Testing
         for index in 1...5 { _ = try await alice.client.sendTextMessage("m\(index)", to: .conversation(group.id)) }
         try await bob.client.connect()
         let resync = await bob.recorder.next { $0.name == .resyncRequired }
-        #expect(resync?.payload == .resyncRequired(ResyncFrame(conversationId: group.id, reason: .resumeTooFarBehind, lastSeq: 8)))
+        #expect(
+            resync?.payload
+                == .resyncRequired(ResyncFrame(conversationId: group.id, reason: .resumeTooFarBehind, lastSeq: 8)))
         _ = try #require(await Self.caughtUp(bob.recorder))
         // Live events continue after the skipped range.
         _ = try await alice.client.sendTextMessage("live", to: .conversation(group.id))
@@ -137,7 +146,7 @@ import Testing
     // MARK: Outbox
 
     @Test func messagesQueuedOfflineAreSentInOrderOnceWhenTheSocketIsBack() async throws {
-        let server = try await TestServer.start()
+        let server = try await TestServer.start(port: RestartablePort.take())
         let alice = try await member("alice", on: server)
         let bob = try await member("bob", on: server)
         let group = try await alice.client.createGroup(name: "Team", participants: ["bob"])
@@ -146,7 +155,9 @@ import Testing
         // The server goes away too, so that HTTP cannot carry them either.
         let port = server.port
         try await server.stop()
-        let queued = try (1...4).map { try alice.client.queueMessage(parts: [.text("q\($0)")], to: .conversation(group.id)) }
+        let queued = try (1...4).map {
+            try alice.client.queueMessage(parts: [.text("q\($0)")], to: .conversation(group.id))
+        }
         #expect(alice.client.outgoingMessages().map(\.clientMessageId) == queued.map(\.clientMessageId))
         #expect(alice.client.outgoingMessages().allSatisfy { $0.state == .pending })
 
@@ -177,7 +188,11 @@ import Testing
                 break
             }
         }
-        #expect(failed?.state == .failed(code: .conversationNotFound, message: failed.map { if case .failed(_, let m) = $0.state { m } else { "" } } ?? ""))
+        #expect(
+            failed?.state
+                == .failed(
+                    code: .conversationNotFound,
+                    message: failed.map { if case .failed(_, let m) = $0.state { m } else { "" } } ?? ""))
         #expect(alice.client.outgoingMessages().map(\.clientMessageId) == [refused.clientMessageId])
         #expect(throws: ParleyError.self) { try alice.client.retryMessage(clientMessageId: "unknown") }
         try alice.client.retryMessage(clientMessageId: refused.clientMessageId)
@@ -209,19 +224,22 @@ import Testing
     }
 
     @Test func theOutboxSurvivesAnAppRestart() async throws {
-        let server = try await TestServer.start()
+        let server = try await TestServer.start(port: RestartablePort.take())
         let alice = try await member("alice", on: server)
         let group = try await alice.client.createGroup(name: "Team")
         let port = server.port
         try await server.stop()
-        _ = try alice.client.queueMessage(parts: [.text("written offline")], to: .conversation(group.id), clientMessageId: "cm-2")
+        _ = try alice.client.queueMessage(
+            parts: [.text("written offline")], to: .conversation(group.id), clientMessageId: "cm-2")
         await alice.client.shutdown()  // the app is killed before the server is back
 
         let restarted = try await TestServer.start(dataDirectory: server.dataDirectory, port: port)
         let reopened = try await member("alice", on: restarted, storage: alice.storage, login: false)
         let updates = reopened.client.outboxUpdates()
         if !reopened.client.outgoingMessages().isEmpty {
-            for await update in updates where update.clientMessageId == "cm-2" { if case .sent = update.state { break } }
+            for await update in updates where update.clientMessageId == "cm-2" {
+                if case .sent = update.state { break }
+            }
         }
         let page = try await reopened.client.fetchMessages(conversationId: group.id)
         #expect(page.messages.map(\.clientMessageId) == ["cm-2"])
@@ -239,14 +257,21 @@ import Testing
 
         // Bob's positions, from the caughtUp of a first connection.
         let first = WebSocketProbe(url: server.webSocketURL, token: bob, skipCaughtUp: false)
-        guard case .caughtUp(let positions) = try await first.nextFrame(where: { if case .caughtUp = $0 { true } else { false } })
-        else { Issue.record("no caughtUp"); return }
+        guard
+            case .caughtUp(let positions) = try await first.nextFrame(where: {
+                if case .caughtUp = $0 { true } else { false }
+            })
+        else {
+            Issue.record("no caughtUp")
+            return
+        }
         await first.close()
         let seen = positions.conversations[group.id] ?? 0
 
         for text in ["one", "two", "three"] {
             let answer = try await server.request(
-                "POST", "/v1/conversations/\(group.id)/messages", token: alice, body: SendMessageRequest(parts: [.text(text)])
+                "POST", "/v1/conversations/\(group.id)/messages", token: alice,
+                body: SendMessageRequest(parts: [.text(text)])
             )
             #expect(answer.status == 201)
         }
@@ -266,8 +291,13 @@ import Testing
             if case .caughtUp = frame { break }
         }
         #expect(frames.first == .resync(ResyncFrame(conversationId: group.id, reason: .historyTrimmed, lastSeq: last)))
-        #expect(!frames.contains { if case .event = $0 { true } else { false } }, "nothing older than the window is replayed")
-        guard case .caughtUp(let caughtUp) = frames.last else { Issue.record("\(frames)"); return }
+        #expect(
+            !frames.contains { if case .event = $0 { true } else { false } },
+            "nothing older than the window is replayed")
+        guard case .caughtUp(let caughtUp) = frames.last else {
+            Issue.record("\(frames)")
+            return
+        }
         #expect(caughtUp.replayed == 0 && caughtUp.conversations[group.id] == last)
         await late.close()
         try await server.stop()

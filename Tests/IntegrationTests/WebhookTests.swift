@@ -256,7 +256,7 @@ import Testing
 
     @Test(arguments: backends)
     func anEndpointThatFailsThenRecoversGetsEverythingWithRetries(_ backend: Backend) async throws {
-        let receiver = try await WebhookReceiver.start()
+        let receiver = try await WebhookReceiver.start(port: RestartablePort.take())
         // A request not answered within two seconds fails (the receiver's `hang`).
         let (server, database) = try await Self.server(backend) { configuration in
             Self.fast(&configuration)
@@ -324,7 +324,7 @@ import Testing
 
     @Test(arguments: backends)
     func deliveriesQueuedAtARestartGoOutOnceAfterIt(_ backend: Backend) async throws {
-        let receiver = try await WebhookReceiver.start()
+        let receiver = try await WebhookReceiver.start(port: RestartablePort.take())
         let port = receiver.port
         try await receiver.stop()
         let (server, database) = try await Self.server(backend)
