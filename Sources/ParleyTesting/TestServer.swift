@@ -197,11 +197,13 @@ extension TestServer {
     /// HTTP deadlines no request of a test misses however busy the machine, for a server from
     /// ``startForEdgeTests(databaseURL:clock:configure:)`` whose test looks at other rules (rate limits, bans): with
     /// the suite running at once on two cores, a REST call there once waited past the 2 s deadlines, and a kept-alive
-    /// connection past the 3 s idle timeout (its reuse then reset).
+    /// connection past the 3 s idle timeout (its reuse then reset). The readiness check waits as long for the database:
+    /// with the cores held busy besides, a `/health` once got 503 after the 2 s default.
     public static func patientDeadlines(_ configuration: inout ServerConfiguration) {
         configuration.edge.requestHeadTimeout = .seconds(30)
         configuration.edge.requestBodyTimeout = .seconds(30)
         configuration.edge.idleTimeout = .seconds(30)
+        configuration.healthCheckTimeout = .seconds(30)
     }
 
     /// A server with everything this test needs to see quickly: short HTTP deadlines, and no rate limits (the tests

@@ -281,8 +281,10 @@ import Testing
         let refused = await server.application.webhookAttempts { $0.count >= made + 2 }
         #expect(refused.allSatisfy { !$0.delivered })
         let reasons = refused.compactMap(\.error)
-        // Each answer the receiver gave failed the attempt that got it (a slow machine may time out one more).
-        #expect(reasons.first == "HTTP 500" && reasons.contains { $0.hasPrefix("No answer") })
+        // Each answer the receiver gave failed the attempt that got it. A slow machine may time out one more, the
+        // first one too (with the cores held busy besides, the 500 once came after the 2 s timeout).
+        #expect(reasons.first == "HTTP 500" || reasons.first?.hasPrefix("No answer") == true, "\(reasons)")
+        #expect(reasons.contains { $0.hasPrefix("No answer") }, "\(reasons)")
         #expect(
             Set(receiver.requests.map(\.answer)).isSuperset(of: [
                 .status(500), .status(503), .hang, .close, .status(302),
