@@ -11,6 +11,12 @@ import Testing
         for port in [first, second] { #expect(RestartablePort.range.contains(port)) }
         #expect(first != second)
         #expect(RestartablePort.range.upperBound > 1024 && RestartablePort.range.count >= 1)
+        // Below what the kernel hands out, read here on its own.
+        if let setting = try? String(contentsOfFile: "/proc/sys/net/ipv4/ip_local_port_range", encoding: .utf8),
+            let lowest = setting.split(whereSeparator: \.isWhitespace).first.flatMap({ Int($0) })
+        {
+            #expect(first < lowest && second < lowest, "\(first), \(second) against \(lowest)")
+        }
     }
 
     /// Tried on a port of the ephemeral range that a listener holds (its own ports are other tests' to take).

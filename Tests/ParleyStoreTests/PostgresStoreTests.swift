@@ -157,8 +157,8 @@ struct PostgresStoreTests {
 
     /// Connects to `url`, expecting a failure with `code`. The start-up timeout runs on a clock that never moves, so the
     /// failure came from what the server answered (or from nothing listening), never from waiting the timeout out.
-    /// There is no wall-clock bound: a machine busy with the whole suite took 12.6 s, once 20.05 s, for a refusal
-    /// (its threads were busy starting other tests' servers); the tests' time limits catch a hang.
+    /// There is no wall-clock bound: a machine busy with the whole suite took 12.6 s, once 20.05 s, for a refusal; the
+    /// tests' time limits catch a hang.
     func expectStartupFailure(
         _ url: String, _ code: PostgresStoreError.Code, sourceLocation: SourceLocation = #_sourceLocation
     ) async throws -> PostgresStoreError? {
