@@ -23,9 +23,10 @@ import Testing
                 try await pacer.wrote(1)
             }
         }
-        // The first mark goes on the loop after 4 bytes, and at 8 the producer waits for the loop to pass it. A
-        // producer that did not wait would be at 40 by now.
-        #expect(await eventually { written.withLock { $0 } == 8 })
+        // The first mark goes on the loop after 4 bytes, and at 8 the producer waits for the loop to pass it: it
+        // stays at 8, where one that did not wait goes through it to 40. (A generous timeout: in CI, started beside
+        // every other suite, this test took 17 s in all.)
+        #expect(await eventually(timeout: .seconds(60)) { written.withLock { $0 } == 8 })
         busy.signal()
         try await producer.value
         #expect(written.withLock { $0 } == 40)
