@@ -66,7 +66,7 @@ import Testing
         }
     }
 
-    @Test(.timeLimit(.minutes(3))) func everyMessageArrivesExactlyOnceInOrderThroughCutsAndRestarts() async throws {
+    @Test(.timeLimit(.minutes(4))) func everyMessageArrivesExactlyOnceInOrderThroughCutsAndRestarts() async throws {
         var server = try await TestServer.start(port: RestartablePort.take())
         let port = server.port
         let proxy = try await TCPProxy.start(targetPort: port)

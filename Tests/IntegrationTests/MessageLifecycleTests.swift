@@ -7,7 +7,7 @@ import Testing
 /// Edits, deletions, reactions, replies, mentions and roles, live through the SDK: each action's exact event at every
 /// client that should get it and at none that should not (alice owns the group; bob and carol are members; dave is
 /// an outsider), the refusals of every role that may not, the outbox offline, resume, and the SDK's ``MessageList``.
-@Suite(.timeLimit(.minutes(2))) struct MessageLifecycleTests {
+@Suite(.timeLimit(.minutes(3))) struct MessageLifecycleTests {
     typealias Party = EventCatalogTests.Party
 
     func party() async throws -> Party { try await EventCatalogTests().party() }
