@@ -106,7 +106,7 @@ public struct AddressInUseError: Error, CustomStringConvertible {
 /// On graceful shutdown, closes every WebSocket with 1001 (refusing new ones) and waits at most the close timeout
 /// until they are gone; what is left then is dropped. One second later every connection still open (an HTTP request
 /// that has not finished) is closed too: shutdown never waits longer than the close timeout plus one second for the
-/// network (docs/PROTOCOL.md, "Limits").
+/// network (docs/PROTOCOL.md, "Limits"). Cancelled instead, it sends the 1001 and drops the WebSockets at once.
 struct SocketCloser: Service {
     let sockets: SocketRegistry
     let admission: AdmissionGate
@@ -125,7 +125,9 @@ struct SocketCloser: Service {
         admission.closeEveryConnection(after: (closeTimeout + .seconds(1)).timeAmount)
         sockets.closeAll(code: WebSocketCloseCode.goingAway, reason: .serverShuttingDown)
         while sockets.count > 0, ContinuousClock.now < deadline {
-            try? await Task.sleep(for: .milliseconds(20))
+            // Cancelled (another service failed) rather than shut down: stop now. The sleep would throw at once on
+            // every round, and the loop spin until the deadline.
+            do { try await Task.sleep(for: .milliseconds(20)) } catch { break }
         }
         sockets.closeChannels()
     }

@@ -114,6 +114,18 @@ public final class TestServer: Sendable {
         try await running.value
     }
 
+    /// Cancels the server's task, as its service group does when another service fails: no graceful shutdown. Returns
+    /// once the task has ended, with what it threw.
+    public func cancel() async -> (any Error)? {
+        running.cancel()
+        do {
+            try await running.value
+            return nil
+        } catch {
+            return error
+        }
+    }
+
     /// The app of this data directory: created on first start and remembered in a file next to the database, so
     /// that a restarted server keeps its keys (the server itself stores only their hashes).
     private static func provisionedApp(in store: any ParleyStore, directory: String) async throws -> ProvisionedApp {

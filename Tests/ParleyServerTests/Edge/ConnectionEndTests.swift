@@ -42,6 +42,32 @@ import Testing
         try await stopped
     }
 
+    /// A server cancelled instead of shut down gracefully (its service group cancels it when another service fails)
+    /// stops at once: it still sends its WebSockets 1001, but does not wait the close timeout (60 s here) for a peer
+    /// that never answers the close frame.
+    @Test(.timeLimit(.minutes(1))) func aCancelledServerDropsItsWebSocketsWithoutWaiting() async throws {
+        let server = try await TestServer.start {
+            TestServer.patientDeadlines(&$0)
+            $0.closeTimeout = .seconds(60)
+        }
+        let token = try await server.login("alice")
+        let deaf = try await RawSocket.openWebSocket(port: server.port, token: token, readTimeout: .seconds(50))
+        #expect(await server.snapshot { $0.webSockets == 1 }.webSockets == 1)
+        let started = ContinuousClock.now
+        let error = await server.cancel()
+        let took = ContinuousClock.now - started
+        #expect(error == nil || error is CancellationError, "\(String(describing: error))")
+        #expect(took < .seconds(30), "the cancelled server took \(took) to stop")
+        let (bytes, ending) = try await deaf.readToEnd()
+        #expect(ending == .closed, "\(ending)")
+        // Whatever came first (a hello), the close frame with 1001: 0x88, its length, then the code.
+        let closeFrame = bytes.indices.dropLast(3).first {
+            bytes[$0] == 0x88 && bytes[$0 + 2...$0 + 3] == [0x03, 0xE9]
+        }
+        #expect(closeFrame != nil, "no close frame with 1001 in \(bytes.count) bytes")
+        deaf.close()
+    }
+
     /// A WebSocket leaves the admission gate's connections once upgraded (the registry has it): it counts once, and
     /// graceful shutdown's quiesce and final close of the gate's connections do not reach it.
     @Test func anUpgradedWebSocketCountsOnceAndNotAsAnHTTPConnection() async throws {
