@@ -51,6 +51,8 @@ final class AdmissionGate: Sendable {
         var accepting: [ObjectIdentifier: NIODeadline] = [:]
         /// Of those, connections that have sent nothing yet.
         var unheard: Set<ObjectIdentifier> = []
+        /// Graceful shutdown has begun (``quiesceEveryConnection()``).
+        var quiescing = false
         /// Handshakes holding a slot, with the time they took it.
         var handshakes: [Ticket: NIODeadline] = [:]
         /// Handshakes waiting, in order (a released waiter stays in the queue and is skipped).
@@ -283,11 +285,19 @@ final class AdmissionGate: Sendable {
     /// Asks every connection that is not a WebSocket to finish (the start of a graceful shutdown, once the listening
     /// socket is closed): one between requests, or still sending its first, closes at once; one being served closes
     /// after its response (`ChannelShouldQuiesceEvent`, which the sniffer and Hummingbird's HTTP/1 handlers act on).
+    /// A connection accepted but not set up yet has no handler to hear it: its setup asks ``isQuiescing``.
     func quiesceEveryConnection() {
-        for channel in state.withLockedValue({ Array($0.open.values) }) {
+        let channels = state.withLockedValue { state in
+            state.quiescing = true
+            return Array(state.open.values)
+        }
+        for channel in channels {
             channel.pipeline.fireUserInboundEventTriggered(ChannelShouldQuiesceEvent())
         }
     }
+
+    /// Whether graceful shutdown has begun: a connection set up from then on is asked to quiesce at once.
+    var isQuiescing: Bool { state.withLockedValue { $0.quiescing } }
 
     /// Connections accepted, not closed yet, and not WebSockets.
     var openConnections: Int { state.withLockedValue { $0.open.count } }

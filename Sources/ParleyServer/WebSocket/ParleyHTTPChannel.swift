@@ -85,6 +85,11 @@ struct ParleyHTTPChannel: ServerChildChannel, HTTPChannelHandler {
                 fallBack: { channel in try self.configureHTTP(channel: channel, logger: logger) }
             )
             try channel.pipeline.syncOperations.addHandler(sniffer)
+            if admission.isQuiescing {
+                // Accepted just before graceful shutdown began, the connection had no handler yet when the quiesce
+                // reached it (a silent one then stayed open until the final close): the sniffer hears it now.
+                channel.pipeline.syncOperations.fireUserInboundEventTriggered(ChannelShouldQuiesceEvent())
+            }
             return Value(upgradeOutcome: outcome, channel: channel)
         }
     }
