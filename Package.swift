@@ -72,6 +72,16 @@ let package = Package(
             ],
             plugins: [.plugin(name: "OpenAPIGenerator", package: "swift-openapi-generator")]
         ),
+        // A small NATS client on SwiftNIO (the path between server nodes), independent of Parley's types.
+        .target(
+            name: "NATSNIO",
+            dependencies: [
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         // Storage protocol and records.
         .target(name: "ParleyStore", dependencies: ["ParleyProtocol"]),
         // SQLite storage (GRDB).
@@ -99,7 +109,7 @@ let package = Package(
         .target(
             name: "ParleyServer",
             dependencies: [
-                "ParleyProtocol", "ParleyAPI", "ParleyAPIServer", "ParleyStore", "ParleyStoreSQLite",
+                "ParleyProtocol", "ParleyAPI", "ParleyAPIServer", "ParleyStore", "ParleyStoreSQLite", "NATSNIO",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "OpenAPIHummingbird", package: "swift-openapi-hummingbird"),
                 .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
@@ -215,6 +225,17 @@ let package = Package(
         .executableTarget(name: "ReadmeExample", dependencies: ["Parley"], path: "Examples/ReadmeExample"),
         .testTarget(name: "ParleyProtocolTests", dependencies: ["ParleyProtocol"]),
         .testTarget(
+            name: "NATSNIOTests",
+            dependencies: [
+                "NATSNIO", "ParleyTesting",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .testTarget(
             name: "ParleyStoreTests",
             dependencies: [
                 "ParleyStore", "ParleyStoreSQLite", "ParleyStorePostgres", "ParleyTesting",
@@ -242,8 +263,9 @@ let package = Package(
         .testTarget(
             name: "IntegrationTests",
             dependencies: [
-                "Parley", "ParleyTesting", "ParleyServer", "ParleyStorePostgres",
+                "Parley", "ParleyTesting", "ParleyServer", "ParleyStorePostgres", "NATSNIO",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 // Webhook tests check signatures independently of the server's code.
                 .product(name: "Crypto", package: "swift-crypto"),

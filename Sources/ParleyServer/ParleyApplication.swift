@@ -32,6 +32,8 @@ public struct ParleyApplication: Service {
     let presence: PresenceTracker
     let unread: UnreadNotifier
     let cluster: ClusterNode?
+    /// Keeps the claim on a PostgreSQL database.
+    let claimKeeper: DeploymentClaimKeeper?
     let push: PushDispatcher?
     let webhooks: WebhookDispatcher
     /// Removes uploads no message took.
@@ -41,12 +43,14 @@ public struct ParleyApplication: Service {
     let logger: Logger
 
     public func run() async throws {
-        // Shut down in reverse order: sockets close first, the cluster link last but for the push dispatcher and
-        // the writer's final commits.
-        var services: [any Service] = [writer]
+        // Shut down in reverse order: sockets close first; the writer commits and publishes what is queued; the
+        // cluster link (which sends the writer's last events to the other nodes) and the database's claim last.
+        var services: [any Service] = []
+        if let claimKeeper { services.append(claimKeeper) }
+        if let cluster { services.append(cluster) }
+        services.append(writer)
         if let push { services.append(push) }
         services.append(webhooks)
-        if let cluster { services.append(cluster) }
         services += [typing, presence, unread, uploadSweeper]
         if let metricsListener { services.append(metricsListener) }
         services += [
@@ -139,8 +143,8 @@ struct SocketCloser: Service {
 /// - Parameters:
 ///   - configuration: Address, data directory, limits.
 ///   - store: A store to use instead of SQLite in `configuration.dataDirectory`.
-///   - cluster: The link to the other nodes of a deployment on one PostgreSQL database (`PostgresCluster`); nil for
-///     a single node.
+///   - role: Whether the server is the only one of its database (claiming a PostgreSQL database for itself) or one of
+///     several nodes that meet on NATS (``NodeRole``).
 ///   - clock: The clock of the server's timing rules (typing expiry, presence grace, unread pushes); tests pass a
 ///     virtual one.
 ///   - logger: Where the server logs.
@@ -149,7 +153,7 @@ struct SocketCloser: Service {
 public func buildApplication(
     _ configuration: ServerConfiguration,
     store: (any ParleyStore)? = nil,
-    cluster link: (any ClusterLink)? = nil,
+    role: NodeRole = .single,
     clock: any Clock<Duration> = ContinuousClock(),
     logger: Logger = Logger(label: "parley"),
     onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in },
@@ -159,13 +163,40 @@ public func buildApplication(
     let metrics = ServerMetrics.prometheus()
     let time = ServerClock(timeline: Timeline(clock))
     let hub = Hub()
-    let relay = Relay(hub: hub, link: link)
+    let positions = ConversationPositions()
+    // The database is claimed before anything else: a node that may not serve it stops here, with one line.
+    var claimKeeper: DeploymentClaimKeeper?
+    var natsCluster: NATSCluster?
+    var clusterStore: (any ClusterStore)?
+    switch role {
+    case .alone(let claiming):
+        if let claiming {
+            let claim = try await claiming.claimDeployment(shared: false)
+            claimKeeper = DeploymentClaimKeeper(
+                store: claiming, shared: false, first: claim, time: time, logger: logger)
+        }
+    case .clustered(let options):
+        let servers = try options.servers()
+        let claim = try await options.store.claimDeployment(shared: true)
+        claimKeeper = DeploymentClaimKeeper(
+            store: options.store, shared: true, first: claim, time: time, logger: logger)
+        clusterStore = options.store
+        natsCluster = NATSCluster(
+            configuration: .init(
+                servers: servers, heartbeatInterval: options.heartbeatInterval, nodeTimeout: options.nodeTimeout,
+                linger: options.linger, sweepInterval: options.sweepInterval
+            ),
+            deploymentId: try await options.store.deploymentId(), positions: positions, hub: hub,
+            timeline: time.timeline, metrics: metrics, logger: logger
+        )
+    }
+    let relay = Relay(hub: hub, cluster: natsCluster)
     let typing = TypingTracker(
         store: store, relay: relay, timeout: configuration.typingTimeout, time: time, metrics: metrics,
         logger: logger
     )
     let presence = PresenceTracker(
-        store: store, relay: relay, link: link, grace: configuration.presenceGrace, time: time,
+        store: store, relay: relay, cluster: natsCluster, grace: configuration.presenceGrace, time: time,
         metrics: metrics, logger: logger
     )
     // A burst pays where the counts are read in the batch's transaction and go out in its write (SQLite); elsewhere
@@ -175,7 +206,10 @@ public func buildApplication(
         burst: store is any UnreadWithBatch ? configuration.unreadPushBurst : 1,
         maxUsersForBurst: configuration.unreadBurstMaxUsers, time: time, logger: logger
     )
-    let publisher = EventPublisher(hub: hub, typing: typing, unread: unread, relay: relay, link: link, logger: logger)
+    let publisher = EventPublisher(
+        hub: hub, typing: typing, unread: unread, relay: relay, cluster: natsCluster, store: clusterStore,
+        positions: positions, metrics: metrics, logger: logger
+    )
     let push = try makePushDispatcher(
         configuration, store: store, presence: presence, time: time, metrics: metrics, logger: logger
     )
@@ -187,7 +221,7 @@ public func buildApplication(
         store: store, publisher: publisher, maxBatch: configuration.maxCommandBatch, pushQueued: push.map { $0.wake },
         eventsStored: webhooks.wake, metrics: metrics, logger: logger
     )
-    let readiness = Readiness()
+    let readiness = Readiness(waitsForCluster: natsCluster != nil)
     let authenticator = Authenticator(store: store, time: time)
     let allowedOrigins = AllowedOrigins(store: store, time: time)
     let limits = EdgeRateLimiters(configuration.edge, time: time)
@@ -203,12 +237,12 @@ public func buildApplication(
     )
     let gateway = WebSocketGateway(
         authenticator: authenticator, store: store, hub: hub, writer: writer, typing: typing, presence: presence,
-        sockets: sockets, expiry: expiry, admission: admission,
+        cluster: natsCluster, sockets: sockets, expiry: expiry, admission: admission,
         sends: limits.sends, time: time,
         configuration: configuration, metrics: metrics, logger: logger
     )
     let connectionAttempts = limits.connectionAttempts
-    let metricsEndpoint = MetricsEndpoint(metrics: metrics) {
+    let metricsEndpoint = MetricsEndpoint(metrics: metrics) { [natsCluster] in
         metrics.openConnections.record(sockets.count)
         let gate = admission.counts
         metrics.connectionsInSetup.record(gate.accepting + gate.handshakes)
@@ -216,6 +250,7 @@ public func buildApplication(
         metrics.queuedBytes.record(bytes)
         metrics.connectedUsers.record(users)
         metrics.record(store.activity)
+        natsCluster?.refreshGauges()
     }
 
     let router = Router(context: ParleyRequestContext.self)
@@ -262,11 +297,12 @@ public func buildApplication(
         store: store, http: http, writer: writer, hub: hub, sockets: sockets, admission: admission,
         readiness: readiness,
         closeTimeout: configuration.closeTimeout, expiry: expiry, typing: typing, presence: presence, unread: unread,
-        cluster: link.map {
+        cluster: natsCluster.map { cluster in
             ClusterNode(
-                link: $0, writer: writer, publisher: publisher, relay: relay, presence: presence, hub: hub,
-                logger: logger)
+                cluster: cluster, store: clusterStore!, writer: writer, publisher: publisher, relay: relay,
+                presence: presence, hub: hub, readiness: readiness, logger: logger)
         },
+        claimKeeper: claimKeeper,
         push: push, webhooks: webhooks,
         uploadSweeper: UploadSweeper(
             store: store, blobs: blobs, retention: configuration.files.unusedUploadRetention,

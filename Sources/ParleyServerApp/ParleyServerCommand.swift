@@ -126,12 +126,18 @@ struct ServeOptions: ParsableArguments {
 
     @OptionGroup(title: "Connection edge (docs/PROTOCOL.md, Limits)") var edge: EdgeOptions
 
-    @Option(help: "With PostgreSQL: seconds between this node's heartbeats in the node table (default 2).")
+    @Option(
+        help: ArgumentHelp(
+            "With PostgreSQL: the NATS servers that the nodes of this database share (nats://HOST:PORT[,nats://...]); several nodes need it, one does not.",
+            valueName: "url"))
+    var natsUrl: String?
+
+    @Option(help: "With --nats-url: seconds between this node's heartbeats on NATS (default 1).")
     var nodeHeartbeatSeconds: Double?
 
     @Option(
         help:
-            "With PostgreSQL: seconds without a heartbeat after which the other nodes declare a node dead and its users offline (default 10)."
+            "With --nats-url: seconds without a heartbeat after which the other nodes declare a node dead and its users offline (default 5)."
     )
     var nodeTimeoutSeconds: Double?
 
@@ -179,10 +185,15 @@ struct ServeOptions: ParsableArguments {
         configuration.metrics = logging.metrics
         configuration.requestLogLevel = logging.requestLogLevel
         let create = try await settings.bool(createDatabase ? true : nil, "create-database", default: false)
-        let heartbeat = try await settings.double(nodeHeartbeatSeconds, "node-heartbeat-seconds", default: 2)
-        let timeout = try await settings.double(nodeTimeoutSeconds, "node-timeout-seconds", default: 10)
+        let natsURL = try await settings.string(natsUrl, "nats-url")
+        let heartbeat = try await settings.double(nodeHeartbeatSeconds, "node-heartbeat-seconds", default: 1)
+        let timeout = try await settings.double(nodeTimeoutSeconds, "node-timeout-seconds", default: 5)
         guard heartbeat > 0, timeout > heartbeat else {
             throw ValidationError("--node-timeout-seconds must be longer than --node-heartbeat-seconds (> 0).")
+        }
+        if natsURL != nil, location.databaseURL == nil {
+            throw ValidationError(
+                "--nats-url joins the nodes of one PostgreSQL database: give --database-url too (SQLite is one node).")
         }
         try settings.checkEveryFileKeyIsKnown()
         // A taken port stops the start before the database is opened, with one line that says what to do.
@@ -202,14 +213,28 @@ struct ServeOptions: ParsableArguments {
         if let app = try await AppProvisioning.ensureDefaultApp(in: store) {
             printKeys(of: app, heading: "Created the default app. Keep these; the keys are not shown again:")
         }
-        // On PostgreSQL every process is a node of one deployment, however many run.
-        let cluster = (store as? PostgresStore).map {
-            PostgresCluster(
-                store: $0, heartbeatInterval: .milliseconds(Int64(heartbeat * 1000)),
-                nodeTimeout: .milliseconds(Int64(timeout * 1000)), logger: logger
-            )
+        // On PostgreSQL, the nodes of one database meet on NATS; one node without it claims the database alone.
+        let role: NodeRole
+        if let postgres = store as? PostgresStore {
+            if let natsURL {
+                var options = ClusterOptions(natsURL: natsURL, store: postgres)
+                options.heartbeatInterval = .milliseconds(Int64(heartbeat * 1000))
+                options.nodeTimeout = .milliseconds(Int64(timeout * 1000))
+                role = .clustered(options)
+                logger.info("Cluster: a node of the deployment of this database, on NATS at \(natsURL)")
+            } else {
+                role = .alone(claiming: postgres)
+            }
+        } else {
+            role = .single
         }
-        let application = try await buildApplication(configuration, store: store, cluster: cluster, logger: logger)
+        let application: ParleyApplication
+        do {
+            application = try await buildApplication(configuration, store: store, role: role, logger: logger)
+        } catch {
+            try? await store.close()
+            throw error
+        }
         do {
             try await application.runService()
         } catch let error as AddressInUseError {

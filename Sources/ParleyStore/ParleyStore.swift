@@ -114,6 +114,10 @@ public protocol ParleyStore: Sendable {
     /// them (a read of every participation of the user). Otherwise only those conversations (the ones the user is in
     /// and that are not deleted; the others are left out), and the total over them: a read per conversation asked for.
     func unread(appId: String, uid: String, conversationIds: [String]?) async throws -> UnreadSummary
+    /// ``unread(appId:uid:conversationIds:)`` of many users at once (the unread notifier's pushes), in the order asked:
+    /// ``UnreadRequest/reads`` of each (a store may refuse a read of every conversation of a user in more than
+    /// `maxConversations`).
+    func unread(_ requests: [UnreadRequest]) async throws -> [UnreadSummary]
     /// The users who share at least one (not deleted) conversation with `uid`, not including `uid` nor those who
     /// blocked `uid` (they do not see `uid`'s presence and profile changes).
     func contacts(appId: String, uid: String) async throws -> [String]
@@ -231,6 +235,16 @@ public struct StoreActivity: Sendable, Hashable {
 }
 
 extension ParleyStore {
+    /// One user after the other.
+    public func unread(_ requests: [UnreadRequest]) async throws -> [UnreadSummary] {
+        var summaries: [UnreadSummary] = []
+        for request in requests {
+            summaries.append(
+                try await unread(appId: request.appId, uid: request.uid, conversationIds: request.reads))
+        }
+        return summaries
+    }
+
     /// One user after the other.
     public func contacts(of users: [UserRef]) async throws -> [[String]] {
         var contacts: [[String]] = []

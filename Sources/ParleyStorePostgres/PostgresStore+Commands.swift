@@ -39,13 +39,7 @@ extension PostgresStore {
                 return try await withSession { session in
                     try await session.transaction {
                         let batch = BatchTransaction(session: session, looksUpClientMessageIds: looksUpClientMessageIds)
-                        let results = try await batch.apply(commands)
-                        // The other nodes' wake-up, delivered when (and only if) this transaction commits.
-                        let ranges = CommittedRange.of(results.lazy.compactMap { try? $0.get() }.flatMap(\.events))
-                        if !ranges.isEmpty {
-                            try await PostgresCluster.notifyCommitted(ranges, node: nodeId, in: session)
-                        }
-                        return results
+                        return try await batch.apply(commands)
                     }
                 }
             } catch let error as PSQLError where attempt < Self.maxAttempts && Self.isRetryable(error) {

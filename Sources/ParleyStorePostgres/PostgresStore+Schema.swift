@@ -464,6 +464,27 @@ extension PostgresStore {
                 "ALTER TABLE presence_sessions ADD COLUMN sockets_closed_at BIGINT"
             ]
         ),
+        PostgresMigration(
+            version: 14, name: "nodes meet on NATS",
+            statements: [
+                // Presence, heartbeats and signals moved to NATS (docs/ARCHITECTURE.md, "Several nodes").
+                "DROP TABLE presence_sessions",
+                "DROP TABLE cluster_signals",
+                "DROP TABLE cluster_nodes",
+                // The deployment's id, one row: its nodes' NATS subjects are named after it.
+                """
+                CREATE TABLE deployment (
+                    id TEXT PRIMARY KEY,
+                    created_at BIGINT NOT NULL
+                )
+                """,
+                """
+                INSERT INTO deployment (id, created_at)
+                VALUES (substr(md5(random()::text || clock_timestamp()::text), 1, 16),
+                    (extract(epoch from clock_timestamp()) * 1000)::bigint)
+                """,
+            ]
+        ),
     ]
 
     /// The key of the advisory lock that serializes migrations of one database ("parley.schema").

@@ -31,8 +31,6 @@ public final class PostgresStore: ParleyStore {
     public let url: PostgresDatabaseURL
     let client: PostgresClient
     let logger: Logger
-    /// This process's id among the nodes of the database: its commit notifications carry it (see ``PostgresCluster``).
-    public let nodeId = "node_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "").prefix(16)
     /// Runs `client.run()`: the pool works only while it runs; cancelling it closes the pool.
     private let running: Task<Void, Never>
     /// The pool's size.
@@ -500,6 +498,68 @@ public final class PostgresStore: ParleyStore {
         }
         return UnreadSummary(
             total: total, conversations: conversations.sorted { $0.conversationId < $1.conversationId })
+    }
+
+    /// One statement for every request: the conversations asked for by id (each looked up by its unique id, then the
+    /// participant by key), and every conversation of the users read whole (their participations driving the loop, as
+    /// in ``unread(appId:uid:conversationIds:)``). The unread notifier pushed each user with a statement of its own
+    /// before: most of PostgreSQL's statements per message under `parley-bench rooms`, each parsed and planned anew.
+    public func unread(_ requests: [UnreadRequest]) async throws -> [UnreadSummary] {
+        guard !requests.isEmpty else { return [] }
+        var someIndex: [Int64] = []
+        var someApp: [String] = []
+        var someUid: [String] = []
+        var someConversation: [String] = []
+        var wholeIndex: [Int64] = []
+        var wholeApp: [String] = []
+        var wholeUid: [String] = []
+        for (index, request) in requests.enumerated() {
+            if request.everyConversation {
+                wholeIndex.append(Int64(index))
+                wholeApp.append(request.appId)
+                wholeUid.append(request.uid)
+            } else {
+                for id in Set(request.conversationIds) {
+                    someIndex.append(Int64(index))
+                    someApp.append(request.appId)
+                    someUid.append(request.uid)
+                    someConversation.append(id)
+                }
+            }
+        }
+        let rows = try await rows(
+            """
+            SELECT r.i, \(unescaped: Self.unreadColumns)
+            FROM unnest(\(someIndex), \(someApp), \(someUid), \(someConversation)) AS r(i, app_id, uid, conversation_id)
+            JOIN conversations c ON c.id = r.conversation_id AND c.app_id = r.app_id AND c.deleted_at IS NULL
+            JOIN participants p ON p.conversation_pk = c.pk AND p.uid = r.uid
+            UNION ALL
+            SELECT r.i, \(unescaped: Self.unreadColumns)
+            FROM unnest(\(wholeIndex), \(wholeApp), \(wholeUid)) AS r(i, app_id, uid)
+            JOIN participants p ON p.uid = r.uid
+            CROSS JOIN LATERAL (
+                SELECT * FROM conversations c
+                WHERE c.pk = p.conversation_pk AND c.app_id = r.app_id AND c.deleted_at IS NULL OFFSET 0
+            ) c
+            """
+        )
+        var totals = Array(repeating: 0, count: requests.count)
+        var conversations = Array(repeating: [ConversationUnread](), count: requests.count)
+        for row in rows {
+            let (index, id, lastSeq, messageCount, readSeq, readMessageCount, deletedUnread) = try row.decode(
+                (Int64, String, Int64, Int64, Int64, Int64, Int64).self
+            )
+            guard index >= 0, index < Int64(requests.count) else { continue }
+            let count = max(0, Int(messageCount - readMessageCount - deletedUnread))
+            totals[Int(index)] += count
+            conversations[Int(index)].append(
+                ConversationUnread(conversationId: id, unread: count, readSeq: readSeq, lastSeq: lastSeq))
+        }
+        return (0..<requests.count).map { index in
+            UnreadSummary(
+                total: totals[index],
+                conversations: conversations[index].sorted { $0.conversationId < $1.conversationId })
+        }
     }
 
     /// What ``unread(appId:uid:conversationIds:)`` reads of a conversation `c` and its participant `p`.

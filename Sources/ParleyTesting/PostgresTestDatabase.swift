@@ -58,13 +58,16 @@ public struct PostgresTestDatabase: Sendable {
         try await Self.administer(adminURL, "DROP DATABASE IF EXISTS \(name) WITH (FORCE)")
     }
 
-    /// Runs one statement on the server's administration database.
-    /// Ends the server-side connections that `LISTEN` on this database: a fault in the nodes' notification channel.
-    public func terminateListeners() async throws {
+    /// Ends the sessions of this database that hold advisory locks (a node's claim on the database): as if their
+    /// connections broke.
+    public func terminateClaims() async throws {
         guard let adminURL = Self.adminURL else { return }
         try await Self.administer(
             adminURL,
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '\(name)' AND query ILIKE 'LISTEN%'"
+            """
+            SELECT pg_terminate_backend(a.pid) FROM pg_stat_activity a
+            WHERE a.datname = '\(name)' AND EXISTS (SELECT 1 FROM pg_locks l WHERE l.pid = a.pid AND l.locktype = 'advisory')
+            """
         )
     }
 

@@ -2,31 +2,60 @@ import Foundation
 import Logging
 import Parley
 import ParleyProtocol
-import ParleyServer
 import ParleyStore
 import ParleyStorePostgres
 import ParleyTesting
 import Testing
 
-/// Several `parley-server` processes on one PostgreSQL database serve one deployment: what happens on one node reaches
-/// the clients of the others, in order, once; a node that dies takes its users' presence with it, and its clients
-/// resume on another node without losing anything.
+@testable import ParleyServer
+
+/// Several `parley-server` processes on one PostgreSQL database, meeting on NATS, serve one deployment: what happens
+/// on one node reaches the clients of the others, in order, once; a node that dies takes its users' presence with it,
+/// and its clients resume on another node without losing anything.
 @Suite(
     .enabled(
-        if: PostgresTestDatabase.isConfigured && ServerProcess.isAvailable,
-        "Multi-node tests SKIPPED: they need PARLEY_TEST_DATABASE_URL (run scripts/test) and the parley-server binary (swift build --build-tests)."
+        if: PostgresTestDatabase.isConfigured && ServerProcess.isAvailable && NATSServerProcess.sharedURL != nil,
+        "Multi-node tests SKIPPED: they need PARLEY_TEST_DATABASE_URL and PARLEY_TEST_NATS_URL (run scripts/test) and the parley-server binary (swift build --build-tests)."
     ),
     .serialized
 )
 struct MultiNodeTests {
-    /// Fast node failure detection, so that the test waits seconds, not the default 10 s.
+    /// Fast node failure detection, so that the test waits seconds, not the default 5 s.
     static let nodeTimeout: Duration = .seconds(2)
 
-    static func nodeArguments(_ database: PostgresTestDatabase, dataDirectory: TemporaryDirectory) -> [String] {
+    /// A node's options: the database, its data folder, the NATS servers (the run's shared one by default).
+    static func nodeArguments(
+        _ database: PostgresTestDatabase, dataDirectory: TemporaryDirectory, nats: String? = nil
+    ) -> [String] {
         [
-            "--database-url", database.url, "--data-dir", dataDirectory.url.path, "--node-heartbeat-seconds", "0.25",
+            "--database-url", database.url, "--data-dir", dataDirectory.url.path,
+            "--nats-url", nats ?? NATSServerProcess.sharedURL ?? "", "--node-heartbeat-seconds", "0.25",
             "--node-timeout-seconds", "2",
         ]
+    }
+
+    /// Starts a node and waits until it is ready (listening and connected to NATS).
+    static func startNode(
+        _ label: String, app: ProvisionedApp, database: PostgresTestDatabase, directory: TemporaryDirectory,
+        nats: String? = nil, extraArguments: [String] = []
+    ) async throws -> ServerProcess {
+        let node = try await ServerProcess.start(
+            label: label, app: app,
+            arguments: nodeArguments(database, dataDirectory: directory, nats: nats) + extraArguments
+        )
+        try await waitUntilReady(node)
+        return node
+    }
+
+    /// Waits until `GET /health/ready` answers 200 (a node is ready once it is connected to NATS).
+    static func waitUntilReady(_ node: ServerProcess, timeout: Duration = .seconds(30)) async throws {
+        let deadline = ContinuousClock.now + timeout
+        while (try? await node.request("GET", "/health/ready").status) != 200 {
+            guard ContinuousClock.now < deadline else {
+                throw NATSServerError("Node \(node.label) was not ready within \(timeout):\n\(node.log.suffix(3_000))")
+            }
+            try await Task.sleep(for: .milliseconds(20))
+        }
     }
 
     /// A database with one app in it, provisioned before the nodes start (so the test knows its keys).
@@ -55,15 +84,18 @@ struct MultiNodeTests {
         }
     }
 
-    static func twoNodes(extraArguments: [String] = []) async throws -> TwoNodes {
+    /// Two nodes on a new provisioned database, on `nats` (the run's shared server by default), node B on `natsB`
+    /// when given.
+    static func twoNodes(extraArguments: [String] = [], nats: String? = nil, natsB: String? = nil) async throws
+        -> TwoNodes
+    {
         let (database, app) = try await provisionedDatabase()
         let directories = try ["a", "b"].map { try TemporaryDirectory(prefix: "parley-node-\($0)") }
-        let a = try await ServerProcess.start(
-            label: "A", app: app, arguments: nodeArguments(database, dataDirectory: directories[0]) + extraArguments
-        )
-        let b = try await ServerProcess.start(
-            label: "B", app: app, arguments: nodeArguments(database, dataDirectory: directories[1]) + extraArguments
-        )
+        let a = try await startNode(
+            "A", app: app, database: database, directory: directories[0], nats: nats, extraArguments: extraArguments)
+        let b = try await startNode(
+            "B", app: app, database: database, directory: directories[1], nats: natsB ?? nats,
+            extraArguments: extraArguments)
         return TwoNodes(database: database, app: app, a: a, b: b, directories: directories)
     }
 
@@ -410,8 +442,9 @@ struct MultiNodeTests {
         try await nodes.stop()
     }
 
+    /// A signal goes to the nodes where its recipients are connected, however large (a profile update of 10 KB here).
     @Test(.timeLimit(.minutes(3)))
-    func aSignalTooLargeForANotificationStillCrosses() async throws {
+    func aLargeProfileUpdateCrossesToTheNodesOfTheContacts() async throws {
         let nodes = try await Self.twoNodes()
         let alice = try await nodes.a.login("alice")
         let bob = try await nodes.b.login("bob")
@@ -421,7 +454,8 @@ struct MultiNodeTests {
             Issue.record("no hello from node A")
             return
         }
-        // Bob's new profile is larger than a NOTIFY payload may be: it travels through cluster_signals.
+        // Node B learns that alice is on node A: the signal is routed there.
+        try await Self.waitUntilKnown(uid: "alice", online: true, on: nodes.b, app: nodes.app)
         let bio = String(repeating: "long profile ", count: 800)
         let answer = try await nodes.b.request(
             "PATCH", "/v1/users/bob", token: bob, body: UpdateUserRequest(metadata: .object(["bio": .string(bio)]))
@@ -437,21 +471,21 @@ struct MultiNodeTests {
         try await nodes.stop()
     }
 
-    @Test(.timeLimit(.minutes(3)))
-    func aNodeThatLostItsNotificationChannelMakesItsClientsResume() async throws {
-        let nodes = try await Self.twoNodes()
-        let token = try await nodes.a.login("alice")
-        let socket = WebSocketProbe(url: nodes.a.webSocketURL, token: token)
-        guard case .hello = try await socket.nextFrame() else {
-            Issue.record("no hello from node A")
-            return
+    /// Waits until `node` sees `uid` online (or offline) through its REST API (its presence directory).
+    static func waitUntilKnown(
+        uid: String, online: Bool, on node: ServerProcess, app: ProvisionedApp, timeout: Duration = .seconds(30)
+    ) async throws {
+        let deadline = ContinuousClock.now + timeout
+        while true {
+            let presence: Presence = try await node.request(
+                "GET", "/v1/users/\(uid)/presence", apiKey: app.restAPIKey
+            ).decode()
+            if presence.online == online { return }
+            guard ContinuousClock.now < deadline else {
+                throw NATSServerError("node \(node.label) never saw \(uid) \(online ? "online" : "offline")")
+            }
+            try await Task.sleep(for: .milliseconds(20))
         }
-        // Commits announced while a node does not listen would never reach its sockets: it closes them with 1012.
-        try await nodes.database.terminateListeners()
-        let ending = await socket.closure()
-        #expect(ending.code == WebSocketCloseCode.serviceRestart)
-        #expect(ending.reason == ErrorCode.nodeResync.rawValue)
-        try await nodes.stop()
     }
 
     @Test(.timeLimit(.minutes(3)))
@@ -530,65 +564,59 @@ struct MultiNodeTests {
     }
 
     /// A user whose last socket closed on node B stays online there for B's presence grace (5 s), with no socket: a
-    /// message sent then gets its push, also when node A makes the pushes. Before, node A took "online on node B" for
-    /// a socket and made none.
+    /// message sent then gets its push, also when node A makes the pushes. Node B announces the closed socket on NATS,
+    /// and node A's push looks at sockets, not at B's presence.
     @Test(.timeLimit(.minutes(3)))
     func aPushGoesOutDuringAnotherNodesPresenceGrace() async throws {
         let standIn = try await APNsStandIn.start()
         let (database, app) = try await Self.provisionedDatabase()
         let directories = try ["a", "b"].map { try TemporaryDirectory(prefix: "parley-node-\($0)") }
+        let observer = try await ClusterObserver.start(url: NATSServerProcess.sharedURL!)
         // Only node A has an APNs key, so node A makes every push.
-        let nodeA = try await ServerProcess.start(
-            label: "A", app: app,
-            arguments: Self.nodeArguments(database, dataDirectory: directories[0]) + Self.apnsArguments(standIn)
-        )
-        let nodeB = try await ServerProcess.start(
-            label: "B", app: app, arguments: Self.nodeArguments(database, dataDirectory: directories[1])
-        )
+        let nodeA = try await Self.startNode(
+            "A", app: app, database: database, directory: directories[0],
+            extraArguments: Self.apnsArguments(standIn))
+        let nodeB = try await Self.startNode("B", app: app, database: database, directory: directories[1])
+        let idA = try #require(ClusterObserver.nodeId(in: nodeA.log))
         let (alice, bob, group) = try await Self.aliceAndBobWithAPhone(a: nodeA, b: nodeB)
-        // The directory, read as node A reads it (from a third node id: every row of B counts as elsewhere).
-        let store = try await PostgresStore.connect(
-            url: database.url, logger: .init(label: "test"), timeout: .seconds(60))
-        let directory = PostgresCluster(store: store)
-        func bobHasASocketOnB() async throws -> Bool {
-            try await directory.hasSocketElsewhere(
-                appId: app.appId, uid: "bob", since: Int64(Date().timeIntervalSince1970 * 1000))
-        }
+        let bobKey = UserKey(appId: app.appId, uid: "bob")
         let bobSocket = WebSocketProbe(url: nodeB.webSocketURL, token: bob)
         guard case .hello = try await bobSocket.nextFrame() else {
             Issue.record("no hello from node B")
             return
         }
-        let deadline = ContinuousClock.now + .seconds(30)
-        while try await !bobHasASocketOnB(), ContinuousClock.now < deadline {
-            try await Task.sleep(for: .milliseconds(20))
-        }
-        #expect(try await bobHasASocketOnB(), "node B never registered bob's socket")
+        #expect(
+            await observer.waitUntilApplied(by: [idA], change: { $0 == .online(bobKey) }),
+            "node B announced bob online and node A applied it")
         await bobSocket.close()
-        // Node B records the closed socket at once; bob stays online there for its grace.
-        while try await bobHasASocketOnB(), ContinuousClock.now < deadline {
-            try await Task.sleep(for: .milliseconds(20))
-        }
-        #expect(try await !bobHasASocketOnB(), "node B never recorded bob's closed socket")
+        // Node B announces the closed socket at once; bob stays online there for its grace.
+        #expect(
+            await observer.waitUntilApplied(by: [idA]) { change in
+                if case .socketsClosed(bobKey, _) = change { return true }
+                return false
+            }, "node B announced bob's closed socket and node A applied it")
+        #expect(
+            try await nodeA.request("GET", "/v1/users/bob/presence", apiKey: app.restAPIKey).decode(
+                Presence.self
+            ).online, "bob is still online, within node B's grace")
         let message: Message = try await nodeA.request(
             "POST", "/v1/conversations/\(group.id)/messages", token: alice,
             body: SendMessageRequest(parts: [.text("bob left node B a moment ago")])
         ).decode()
         let pushes = await standIn.waitForRequests(1, timeout: .seconds(30))
         #expect(pushes.map(\.headers["apns-collapse-id"]) == [message.id])
-        // Back within the grace: the directory says open again.
+        // Back within the grace: announced open again.
         let again = WebSocketProbe(url: nodeB.webSocketURL, token: bob)
         guard case .hello = try await again.nextFrame() else {
             Issue.record("no hello from node B")
             return
         }
-        while try await !bobHasASocketOnB(), ContinuousClock.now < deadline {
-            try await Task.sleep(for: .milliseconds(20))
-        }
-        #expect(try await bobHasASocketOnB(), "node B never recorded bob's socket open again")
+        #expect(
+            await observer.waitUntilApplied(by: [idA], change: { $0 == .socketsOpen(bobKey) }),
+            "node B announced bob's socket open again")
         await again.close()
 
-        try await store.close()
+        await observer.stop()
         await nodeA.stop()
         await nodeB.stop()
         try await database.drop()

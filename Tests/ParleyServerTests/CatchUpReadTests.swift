@@ -52,17 +52,18 @@ import Testing
         let logger = Logger(label: "test")
         let time = ServerClock(timeline: Timeline(ContinuousClock()))
         let hub = Hub()
-        let relay = Relay(hub: hub, link: nil)
+        let relay = Relay(hub: hub, cluster: nil)
         let typing = TypingTracker(store: store, relay: relay, timeout: .seconds(5), time: time, logger: logger)
         let unread = UnreadNotifier(store: store, hub: hub, interval: .seconds(1), time: time, logger: logger)
         let publisher = EventPublisher(
-            hub: hub, typing: typing, unread: unread, relay: relay, link: nil, logger: logger)
+            hub: hub, typing: typing, unread: unread, relay: relay, cluster: nil, store: nil,
+            positions: ConversationPositions(), logger: logger)
         let writer = CommandWriter(store: store, publisher: publisher, maxBatch: 16, logger: logger)
         let gateway = WebSocketGateway(
             authenticator: Authenticator(store: store, time: time), store: store, hub: hub, writer: writer,
             typing: typing,
             presence: PresenceTracker(
-                store: store, relay: relay, link: nil, grace: .seconds(5), time: time, logger: logger),
+                store: store, relay: relay, cluster: nil, grace: .seconds(5), time: time, logger: logger),
             sockets: SocketRegistry(), expiry: TokenExpiry(time: time), admission: AdmissionGate(limit: 16), time: time,
             configuration: ServerConfiguration(), logger: logger
         )

@@ -18,12 +18,12 @@ import Testing
         let logger = Logger(label: "test")
         let time = ServerClock(timeline: Timeline(ContinuousClock()))
         let hub = Hub()
-        let relay = Relay(hub: hub, link: nil)
+        let relay = Relay(hub: hub, cluster: nil)
         let publisher = EventPublisher(
             hub: hub,
             typing: TypingTracker(store: store, relay: relay, timeout: .seconds(5), time: time, logger: logger),
             unread: UnreadNotifier(store: store, hub: hub, interval: .seconds(1), time: time, logger: logger),
-            relay: relay, link: nil, logger: logger
+            relay: relay, cluster: nil, store: nil, positions: ConversationPositions(), logger: logger
         )
         return CommandWriter(
             store: store, publisher: publisher, maxBatch: maxBatch, ownThread: ownThread, logger: logger
@@ -103,7 +103,8 @@ import Testing
                                 clientMessageId: nil, parts: [.text("\(number)")], metadata: nil, alert: nil, now: 2
                             )
                             writer.enqueue(.sendMessage(send)) { result in
-                                guard case .success(let outcome) = result, case .message(let message, false) = outcome.outcome
+                                guard case .success(let outcome) = result,
+                                    case .message(let message, false) = outcome.outcome
                                 else {
                                     Issue.record("a send failed: \(result)")
                                     return

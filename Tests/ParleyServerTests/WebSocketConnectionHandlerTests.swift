@@ -27,20 +27,25 @@ import Testing
             directory = try TemporaryDirectory(prefix: "parley-ws-handler")
             let store = try openSQLiteStore(in: directory.path)
             if let token {
-                try await store.insertApp(AppRecord(id: "app1", name: "A", authKeyHash: [1], restAPIKeyHash: [2], createdAt: 1))
+                try await store.insertApp(
+                    AppRecord(id: "app1", name: "A", authKeyHash: [1], restAPIKeyHash: [2], createdAt: 1))
                 try await store.insertUser(appId: "app1", User(uid: "alice", name: "Alice", createdAt: 1, updatedAt: 1))
                 try await store.insertToken(
-                    TokenRecord(id: "t1", hash: try Authenticator.hash(of: token), appId: "app1", uid: "alice", createdAt: 1)
+                    TokenRecord(
+                        id: "t1", hash: try Authenticator.hash(of: token), appId: "app1", uid: "alice", createdAt: 1)
                 )
             }
             let logger = Logger(label: "test")
             let time = ServerClock(timeline: Timeline(ContinuousClock()))
             let hub = Hub()
-            let relay = Relay(hub: hub, link: nil)
+            let relay = Relay(hub: hub, cluster: nil)
             let typing = TypingTracker(store: store, relay: relay, timeout: .seconds(5), time: time, logger: logger)
-            let presence = PresenceTracker(store: store, relay: relay, link: nil, grace: .seconds(5), time: time, logger: logger)
+            let presence = PresenceTracker(
+                store: store, relay: relay, cluster: nil, grace: .seconds(5), time: time, logger: logger)
             let unread = UnreadNotifier(store: store, hub: hub, interval: .seconds(1), time: time, logger: logger)
-            let publisher = EventPublisher(hub: hub, typing: typing, unread: unread, relay: relay, link: nil, logger: logger)
+            let publisher = EventPublisher(
+                hub: hub, typing: typing, unread: unread, relay: relay, cluster: nil, store: nil,
+                positions: ConversationPositions(), logger: logger)
             gateway = WebSocketGateway(
                 authenticator: Authenticator(store: store, time: time), store: store, hub: hub,
                 writer: CommandWriter(store: store, publisher: publisher, maxBatch: 16, logger: logger), typing: typing,
@@ -62,7 +67,8 @@ import Testing
         func written() async throws -> WebSocketFrame? {
             guard var bytes = try await channel.readOutbound(as: ByteBuffer.self) else { return nil }
             guard let first = bytes.readInteger(as: UInt8.self), let second = bytes.readInteger(as: UInt8.self),
-                let opcode = WebSocketOpcode(encodedWebSocketOpcode: first & 0x0F), first & 0x80 != 0, second & 0x80 == 0
+                let opcode = WebSocketOpcode(encodedWebSocketOpcode: first & 0x0F), first & 0x80 != 0,
+                second & 0x80 == 0
             else { throw FrameError.notAFinalServerFrame }
             var length = Int(second)
             if length == 126 { length = Int(bytes.readInteger(as: UInt16.self) ?? 0) }
@@ -87,7 +93,8 @@ import Testing
     }
 
     static func close(_ frame: WebSocketFrame?) -> (code: UInt16, reason: String)? {
-        guard var data = frame?.unmaskedData, frame?.opcode == .connectionClose, let code = data.readInteger(as: UInt16.self)
+        guard var data = frame?.unmaskedData, frame?.opcode == .connectionClose,
+            let code = data.readInteger(as: UInt16.self)
         else { return nil }
         return (code, data.readString(length: data.readableBytes) ?? "")
     }
@@ -124,7 +131,8 @@ import Testing
         #expect(try await rig.written() == nil)
         await rig.loop.advanceTime(by: .milliseconds(1))
         let close = Self.close(try await rig.written())
-        #expect(close?.code == WebSocketCloseCode.protocolViolation && close?.reason == ErrorCode.handshakeFailed.rawValue)
+        #expect(
+            close?.code == WebSocketCloseCode.protocolViolation && close?.reason == ErrorCode.handshakeFailed.rawValue)
         // The client answers the close: the socket closes at once.
         var answer = ByteBuffer()
         answer.writeInteger(WebSocketCloseCode.protocolViolation)
@@ -174,7 +182,10 @@ import Testing
 
     @Test func aWebSocketProtocolErrorClosesWith1002AndAnOversizedMessageWith1009WithoutWaiting() async throws {
         for (error, code, reason) in [
-            (NIOWebSocketError.invalidFrameLength as any Error, WebSocketCloseCode.messageTooBig, ErrorCode.messageTooLarge),
+            (
+                NIOWebSocketError.invalidFrameLength as any Error, WebSocketCloseCode.messageTooBig,
+                ErrorCode.messageTooLarge
+            ),
             (
                 WebSocketProtocolViolation(code: WebSocketCloseCode.messageTooBig, detail: "too large"),
                 WebSocketCloseCode.messageTooBig, .messageTooLarge

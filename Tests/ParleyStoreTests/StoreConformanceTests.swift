@@ -599,6 +599,30 @@ extension StoreConformanceTests {
             try await store.unread(appId: Self.otherApp, uid: "bob", conversationIds: ["c_1"]).conversations.isEmpty)
     }
 
+    /// The unread notifier's pushes read many users at once: each answer is what that user's read alone would be.
+    @Test(arguments: Backend.allCases) func unreadCountsOfManyUsersAreEachUsersOwn(_ backend: Backend) async throws {
+        let store = try await prepared(backend)
+        for id in ["c_1", "c_2"] { _ = try await group(store, id: id, members: ["bob", "carol"]) }
+        for _ in 0..<2 { _ = try await apply(store, send(store, "c_1", from: "alice")) }
+        _ = try await apply(store, send(store, "c_2", from: "bob"))
+        let requests = [
+            UnreadRequest(appId: Self.appId, uid: "bob", conversationIds: ["c_1"], everyConversation: true),
+            UnreadRequest(
+                appId: Self.appId, uid: "carol", conversationIds: ["c_2", "c_none"], everyConversation: false),
+            UnreadRequest(appId: Self.appId, uid: "nobody", conversationIds: [], everyConversation: true),
+            UnreadRequest(appId: Self.appId, uid: "bob", conversationIds: ["c_2", "c_1"], everyConversation: false),
+            UnreadRequest(appId: Self.otherApp, uid: "carol", conversationIds: ["c_1"], everyConversation: false),
+        ]
+        let together = try await store.unread(requests)
+        var alone: [UnreadSummary] = []
+        for request in requests {
+            alone.append(try await store.unread(appId: request.appId, uid: request.uid, conversationIds: request.reads))
+        }
+        #expect(together == alone)
+        #expect(together.map(\.total) == [2, 1, 0, 2, 0])
+        #expect(try await store.unread([]).isEmpty)
+    }
+
     @Test func aWholeReadForABatchFailsForAUserInMoreConversationsThanItAllows() async throws {
         let store = try await prepared(.sqlite)
         for id in ["c_1", "c_2", "c_3"] { _ = try await group(store, id: id, members: ["bob"]) }

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import NIOCore
+import ParleyProtocol
 
 /// `rooms`: many small groups all talking at once.
 struct RoomsScenario: AsyncParsableCommand {
@@ -60,6 +61,14 @@ struct RoomsScenario: AsyncParsableCommand {
     )
     var nodes: Int = 1
 
+    @Option(
+        help: """
+            More nodes started beside --nodes with no user connected to them: what a node that follows none of the \
+            traffic costs (interest routing).
+            """
+    )
+    var idleNodes: Int = 0
+
     @OptionGroup var server: ServerOptions
     @OptionGroup var client: ClientOptions
 
@@ -75,6 +84,8 @@ struct RoomsScenario: AsyncParsableCommand {
         var nodes: Int?
         /// Absent when 0 (as before the option).
         var quietGroups: Int?
+        /// Absent when 0.
+        var idleNodes: Int?
     }
 
     /// The deliveries of one path: sender and receiver on one node, or on two.
@@ -109,10 +120,20 @@ struct RoomsScenario: AsyncParsableCommand {
         var crossNode: PathFigures?
         /// With PostgreSQL: the database server's own CPU (all its processes) over the same span, per message.
         var postgresCPUMicrosPerMessage: Double?
+        /// With several nodes: the NATS server's CPU over the same span, per message.
+        var natsCPUMicrosPerMessage: Double?
+        /// With several nodes: the idle nodes' CPU over the same span, per message.
+        var idleNodeCPUMicrosPerMessage: [Double]?
+        /// With several nodes: seconds from the last socket's `hello` until each node saw a sample of the other
+        /// nodes' users online.
+        var presenceSettledSeconds: Double?
+        /// With PostgreSQL: rows the database wrote (inserted, updated, deleted) while the sockets connected, per
+        /// socket (from `pg_stat_database`, through `psql` when it is installed).
+        var postgresRowsWrittenPerConnection: Double?
     }
 
     func run() async throws {
-        try await BenchRun.run(scenario: "rooms", server: server, options: client, nodes: nodes) { run in
+        try await BenchRun.run(scenario: "rooms", server: server, options: client, nodes: nodes + idleNodes) { run in
             let setupStart = Monotonic.nanoseconds()
             let prefix = "r\(run.runID)-"
             let people = rooms * size
@@ -139,7 +160,8 @@ struct RoomsScenario: AsyncParsableCommand {
             let warmupCount = offsets.firstIndex { $0 >= warmup * 1e9 } ?? count
             let marker = Marker(runID: run.runID)
             // Member i of a group connects to node i % nodes: every group has members on every node (up to its size).
-            let nodeCount = run.server.nodes.count
+            // Idle nodes (the last ones) get no member.
+            let nodeCount = run.server.nodes.count - idleNodes
             let groupSize = size
             let nodeOf: @Sendable (Int) -> Int = { socket in socket % groupSize % nodeCount }
             // Path 0: sender and receiver on one node; path 1: on two.
@@ -163,12 +185,28 @@ struct RoomsScenario: AsyncParsableCommand {
                 )
             })
             run.note("connecting \(people) sockets" + (nodeCount > 1 ? " to \(nodeCount) nodes" : ""))
+            let rowsBefore = server.databaseURL.flatMap(PostgresStats.rowsWritten)
             // Members of one group connecting make presence events for each other: an attempt that times out in that
             // flood is tried again once the server is quiet.
             let connected = await run.fleet.connect(tokens: tokens, retries: 2, node: nodeOf, callbacks: callbacks) {
                 _ = await waitUntilQuiet(quietFor: 1, deadlineSeconds: 120) { ledger.frames }
             }
+            let connectedAt = Monotonic.nanoseconds()
+            var presenceSettled: Double?
+            if nodeCount > 1 {
+                presenceSettled = try await Self.presenceSettled(
+                    run: run, prefix: prefix, people: people, nodeCount: nodeCount, nodeOf: nodeOf,
+                    connected: { connected.sockets[$0] != nil }, since: connectedAt)
+            }
             _ = await waitUntilQuiet(quietFor: 1, deadlineSeconds: 120) { ledger.frames }
+            // PostgreSQL's counters reach pg_stat_database within a second of a transaction.
+            var rowsWritten: Double?
+            if let before = rowsBefore {
+                try await Task.sleep(for: .milliseconds(1_500))
+                rowsWritten = server.databaseURL.flatMap(PostgresStats.rowsWritten).map {
+                    Double($0 - before) / Double(max(people, 1))
+                }
+            }
             let setupSeconds = Monotonic.seconds(since: setupStart)
             run.note(
                 "\(connected.connected) connected (\(connected.failed) failed); sending \(count) messages at \(rate)/s")
@@ -178,6 +216,10 @@ struct RoomsScenario: AsyncParsableCommand {
             let benchBefore = ProcFS.cpuSeconds(pid: getpid())
             let postgresPort = server.databaseURL.map { URL(string: $0)?.port ?? 5432 }
             let postgresBefore = postgresPort.flatMap(ProcFS.postgresCPUSeconds)
+            let natsPort = server.natsURL.flatMap {
+                URL(string: $0.split(separator: ",").first.map(String.init) ?? "")?.port
+            }
+            let natsBefore = natsPort.flatMap(ProcFS.natsCPUSeconds)
             var expected = 0
             var expectedByPath = [0, 0]
             for number in 0..<count {
@@ -211,7 +253,10 @@ struct RoomsScenario: AsyncParsableCommand {
             let nodeCPU = zip(nodesBefore, run.server.nodeCPUSeconds()).map { before, after in
                 before.flatMap { b in after.map { perMessage($0 - b) } }
             }
-            let cpu = nodeCPU.contains(nil) ? nil : nodeCPU.compactMap { $0 }.reduce(0, +)
+            let activeCPU = Array(nodeCPU.prefix(nodeCount))
+            let idleCPU = Array(nodeCPU.dropFirst(nodeCount))
+            let cpu = activeCPU.contains(nil) ? nil : activeCPU.compactMap { $0 }.reduce(0, +)
+            let natsCPU = natsBefore.flatMap { b in natsPort.flatMap(ProcFS.natsCPUSeconds).map { perMessage($0 - b) } }
             let postgresCPU = postgresBefore.flatMap { b in
                 postgresPort.flatMap(ProcFS.postgresCPUSeconds).map { perMessage($0 - b) }
             }
@@ -235,11 +280,17 @@ struct RoomsScenario: AsyncParsableCommand {
                 benchCPUMicrosPerMessage: benchCPU
             )
             if several {
-                figures.nodeServerCPUMicrosPerMessage = nodeCPU.contains(nil) ? nil : nodeCPU.compactMap { $0 }
+                figures.nodeServerCPUMicrosPerMessage = activeCPU.contains(nil) ? nil : activeCPU.compactMap { $0 }
                 figures.sameNode = paths[0]
                 figures.crossNode = paths[1]
+                figures.natsCPUMicrosPerMessage = natsCPU
+                figures.presenceSettledSeconds = presenceSettled
+            }
+            if !idleCPU.isEmpty, !idleCPU.contains(nil) {
+                figures.idleNodeCPUMicrosPerMessage = idleCPU.compactMap { $0 }
             }
             figures.postgresCPUMicrosPerMessage = postgresCPU
+            figures.postgresRowsWrittenPerConnection = rowsWritten
             // One node on SQLite prints what it always did; several nodes and PostgreSQL add their figures after it.
             var more = ""
             if several {
@@ -252,7 +303,13 @@ struct RoomsScenario: AsyncParsableCommand {
                     more += path.latency.line([("p50", \.p50), ("p99", \.p99)])
                 }
             }
+            if let idle = figures.idleNodeCPUMicrosPerMessage {
+                more += " idle_node_cpu/msg=" + idle.map { Format.fixed($0, 1) }.joined(separator: "/") + "us"
+            }
+            if let natsCPU = figures.natsCPUMicrosPerMessage { more += " nats_cpu/msg=\(Format.fixed(natsCPU, 0))us" }
             if let postgresCPU { more += " pg_cpu/msg=\(Format.fixed(postgresCPU, 0))us" }
+            if let settled = figures.presenceSettledSeconds { more += " presence_settled=\(Format.fixed(settled, 2))s" }
+            if let rows = rowsWritten { more += " pg_rows_written/connection=\(Format.fixed(rows, 2))" }
             try run.report(
                 line:
                     "rooms=\(rooms)x\(size)" + (quietGroups > 0 ? " quiet_groups=\(quietGroups)" : "")
@@ -263,12 +320,53 @@ struct RoomsScenario: AsyncParsableCommand {
                     + (benchCPU.map { " bench_cpu/msg=\(Format.fixed($0, 0))us" } ?? "") + more,
                 parameters: Parameters(
                     rooms: rooms, size: size, rate: rate, duration: duration, warmup: warmup, padding: padding,
-                    phases: phases, nodes: several ? nodeCount : nil, quietGroups: quietGroups > 0 ? quietGroups : nil
+                    phases: phases, nodes: several ? nodeCount : nil, quietGroups: quietGroups > 0 ? quietGroups : nil,
+                    idleNodes: idleNodes > 0 ? idleNodes : nil
                 ),
                 figures: figures
             )
             for socket in connected.sockets { socket?.close(abort: true) }
         }
+    }
+
+    /// Seconds from `since` until every node sees a sample of 50 users of each other node online (through
+    /// `GET /v1/users/{uid}/presence`, 20 ms apart); nil after 60 s.
+    static func presenceSettled(
+        run: BenchRun, prefix: String, people: Int, nodeCount: Int, nodeOf: @Sendable (Int) -> Int,
+        connected: (Int) -> Bool, since: UInt64
+    ) async throws -> Double? {
+        var checks: [(node: Int, uid: String)] = []
+        var generator = SystemRandomNumberGenerator()
+        for observer in 0..<nodeCount {
+            let others = (0..<people).filter { nodeOf($0) != observer && connected($0) }
+            for member in others.shuffled(using: &generator).prefix(50) {
+                checks.append((observer, "\(prefix)\(member)"))
+            }
+        }
+        let nodes = run.server.nodes
+        let apiKey = run.server.restAPIKey
+        var connections: [HTTPConnection] = []
+        for node in nodes.prefix(nodeCount) {
+            connections.append(
+                try await HTTPConnection.connect(
+                    to: try SocketAddress(ipAddress: node.host, port: node.port), host: "\(node.host):\(node.port)",
+                    group: run.group))
+        }
+        defer { for connection in connections { Task { await connection.close() } } }
+        let deadline = since + 60_000_000_000
+        while !checks.isEmpty {
+            var waiting: [(node: Int, uid: String)] = []
+            for check in checks {
+                let answer = try await connections[check.node].request(
+                    .GET, "/v1/users/\(check.uid)/presence", headers: [("X-Parley-Api-Key", apiKey)])
+                if (try? answer.decode(Presence.self).online) != true { waiting.append(check) }
+            }
+            checks = waiting
+            if checks.isEmpty { break }
+            guard Monotonic.nanoseconds() < deadline else { return nil }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        return Double(Monotonic.nanoseconds() - since) / 1e9
     }
 
     /// `rounds` times, every member in one more group of `size` (the members shuffled each round; the last group of a

@@ -63,11 +63,13 @@ final class ServerUnderTest: Sendable {
             )
         }
         guard nodes >= 1 else { throw BenchError("--nodes must be at least 1.") }
-        guard nodes == 1 || options.databaseURL != nil else {
+        guard nodes == 1 || (options.databaseURL != nil && options.natsURL != nil) else {
             throw BenchError(
-                "--nodes \(nodes) needs --database-url (or PARLEY_BENCH_DATABASE_URL): the nodes share one PostgreSQL "
-                    + "database (a SQLite server is a single node), e.g. scripts/with-postgres sh -c "
-                    + "'.build/release/parley-bench rooms --database-url \"$PARLEY_TEST_DATABASE_URL\" --nodes 2'")
+                "--nodes \(nodes) needs --database-url and --nats-url (or PARLEY_BENCH_DATABASE_URL and "
+                    + "PARLEY_BENCH_NATS_URL): the nodes share one PostgreSQL database and meet on NATS (a SQLite "
+                    + "server is a single node), e.g. scripts/with-postgres scripts/with-nats sh -c "
+                    + "'.build/release/parley-bench rooms --database-url \"$PARLEY_TEST_DATABASE_URL\" "
+                    + "--nats-url \"$PARLEY_TEST_NATS_URL\" --nodes 2'")
         }
         let first = try await ManagedServer.launch(options)
         var children = [first]
@@ -189,6 +191,29 @@ enum ProcFS {
         return (command, stat[stat.index(after: close)...].split(separator: " "))
     }
 
+    /// User + system CPU seconds of the nats-server listening on `port` (its command line names the port), or of
+    /// every nats-server when none does.
+    static func natsCPUSeconds(port: Int) -> Double? {
+        guard let entries = try? FileManager.default.contentsOfDirectory(atPath: "/proc") else { return nil }
+        var all: [Double] = []
+        var ours: [Double] = []
+        for entry in entries {
+            guard let pid = Int32(entry), let process = processStat(pid: pid), process.command == "nats-server",
+                process.fields.count > 13
+            else { continue }
+            let ticks = process.fields[11...12].compactMap { Double($0) }.reduce(0, +)
+            all.append(ticks)
+            let arguments =
+                (try? Data(contentsOf: URL(fileURLWithPath: "/proc/\(pid)/cmdline")))
+                .map { $0.split(separator: 0).map { String(decoding: $0, as: UTF8.self) } } ?? []
+            if arguments.contains(String(port)) || arguments.contains(where: { $0.hasSuffix(":\(port)") }) {
+                ours.append(ticks)
+            }
+        }
+        guard !all.isEmpty else { return nil }
+        return (ours.isEmpty ? all : ours).reduce(0, +) / Double(sysconf(Int32(_SC_CLK_TCK)))
+    }
+
     /// User + system CPU seconds of a process (/proc/<pid>/stat).
     static func cpuSeconds(pid: Int32) -> Double? {
         guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
@@ -248,6 +273,7 @@ final class ManagedServer: Sendable {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         var extra = options.serverArguments
         if let url = options.databaseURL { extra += ["--database-url", url] }
+        if let url = options.natsURL { extra += ["--nats-url", url] }
         // The scenarios are load from a few addresses (thousands of connections a second, tens of thousands of
         // messages a second from a few users): the server's abuse limits are off for them, unless the run sets them.
         if supports(option: "--connections-per-second-per-address", binary: binary) {
@@ -420,4 +446,26 @@ final class ChildProcesses: Sendable {
 struct BenchError: Error, CustomStringConvertible {
     var description: String
     init(_ description: String) { self.description = description }
+}
+
+/// PostgreSQL's own statistics, read with `psql` when it is installed (the bench has no PostgreSQL client of its own).
+enum PostgresStats {
+    /// Rows inserted, updated and deleted in every database since the server started (`pg_stat_database`).
+    static func rowsWritten(url: String) -> Int? {
+        let psql = ["/usr/bin/psql", "/usr/local/bin/psql"].first { FileManager.default.isExecutableFile(atPath: $0) }
+        guard let psql else { return nil }
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: psql)
+        process.arguments = [
+            url, "-Atc",
+            "SELECT pg_stat_clear_snapshot(); SELECT sum(tup_inserted + tup_updated + tup_deleted) FROM pg_stat_database",
+        ]
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        do { try process.run() } catch { return nil }
+        let data = output.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return String(decoding: data, as: UTF8.self).split(separator: "\n").last.flatMap { Int($0) }
+    }
 }

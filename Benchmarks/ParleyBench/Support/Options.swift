@@ -29,6 +29,15 @@ struct ServerOptions: ParsableArguments {
     var databaseURLOption: String?
 
     @Option(
+        name: .customLong("nats-url"),
+        help: """
+            NATS servers for the started nodes, passed to each as --nats-url (several nodes need it, e.g. a \
+            `nats-server -p 4222` of your own: nats://127.0.0.1:4222). (env PARLEY_BENCH_NATS_URL)
+            """
+    )
+    var natsURLOption: String?
+
+    @Option(
         name: .customLong("server-arg"), parsing: .unconditionalSingleValue,
         help: "An extra argument for the started server (repeatable)."
     )
@@ -36,6 +45,9 @@ struct ServerOptions: ParsableArguments {
 
     var appId: String? { appIdOption ?? ProcessInfo.processInfo.environment["PARLEY_APP_ID"] }
     var restAPIKey: String? { restAPIKeyOption ?? ProcessInfo.processInfo.environment["PARLEY_REST_API_KEY"] }
+    var natsURL: String? {
+        natsURLOption ?? ProcessInfo.processInfo.environment["PARLEY_BENCH_NATS_URL"].flatMap { $0.isEmpty ? nil : $0 }
+    }
     var databaseURL: String? {
         databaseURLOption
             ?? ProcessInfo.processInfo.environment["PARLEY_BENCH_DATABASE_URL"].flatMap { $0.isEmpty ? nil : $0 }

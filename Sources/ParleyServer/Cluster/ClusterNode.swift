@@ -3,57 +3,101 @@ import ParleyProtocol
 import ParleyStore
 import ServiceLifecycle
 
-/// This node's part in a deployment of several nodes: runs the cluster link and applies what it hears (other nodes'
-/// commits, signals, users of dead nodes), and sends this node's signals. Stops at graceful shutdown, which
-/// deregisters the node: the others then announce its users offline.
+/// This node's part in a deployment of several nodes: runs the NATS link (``NATSCluster``) and applies what it hears
+/// (other nodes' events, catch-ups, signals, users of nodes that are gone). Stops at graceful shutdown, after the
+/// command writer has published what it stored, and says goodbye: the others keep this node's users for their
+/// grace, then announce them offline.
 struct ClusterNode: Service {
-    let link: any ClusterLink
+    let cluster: NATSCluster
+    let store: any ClusterStore
     let writer: CommandWriter
     let publisher: EventPublisher
     let relay: Relay
     let presence: PresenceTracker
     let hub: Hub
+    let readiness: Readiness
     let logger: Logger
+    /// Membership changes read per user check (more: the user's sockets are closed so that their clients resume).
+    static let maxSettledChanges = 10_000
 
     func run() async throws {
-        logger.info("Cluster node \(link.nodeId): delivering to and from the other nodes of this database")
-        await withTaskGroup(of: Void.self) { group in
-            group.addTask { await relay.sendSignals() }
-            do {
-                try await cancelWhenGracefulShutdown {
-                    try await link.run { notice in await handle(notice) }
-                }
-            } catch is CancellationError {
-            } catch {
-                logger.error("Cluster link stopped", metadata: ["error": "\(error)"])
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask {
+                for await notice in cluster.notices { await handle(notice) }
             }
-            relay.finish()
+            group.addTask {
+                try await cancelWhenGracefulShutdown {
+                    try await cluster.run(connected: { readiness.markClusterConnected() })
+                }
+            }
+            try await group.next()
+            group.cancelAll()
         }
     }
 
-    private func handle(_ notice: ClusterNotice) async {
+    private func handle(_ notice: NATSCluster.Notice) async {
         switch notice {
-        case .committed(let ranges):
-            writer.committedElsewhere(ranges)
-        case .signal(let signal):
-            relay.apply(signal)
-            guard case .deliver(let appId, let uids, let presenceOf, _, let json) = signal,
-                let event = try? WireCoding.decode(Event.self, from: Array(json.utf8))
-            else { return }
+        case .events(let conversation, let events):
+            writer.clusterWork(.events(conversation, events))
+        case .sync(let conversations):
+            writer.clusterWork(.sync(conversations))
+        case .settleUsers(let users):
+            await settle(users)
+        case .signal(let message):
+            apply(message)
+        case .usersGone(let users, let announce):
+            presence.lostWithNode(users, announce: announce)
+        }
+    }
+
+    private func apply(_ message: ClusterMessage) {
+        switch message {
+        case .deliver(_, let appId, let uids, let presenceOf, let except, let json):
+            relay.apply(appId: appId, uids: uids, presenceOf: presenceOf, except: except, json: json)
+            guard let event = try? WireCoding.decode(Event.self, from: json) else { return }
             if presenceOf != nil {
                 presence.remoteChange(appId: appId, event)
             } else if event.conversationId != nil {
                 publisher.followUpElsewhere(event, recipients: uids)
             }
-        case .wentOffline(let users):
-            presence.lostWithNode(users)
-        case .resumedAfterGap:
-            // Commits announced while the channel was down never reached this node: its clients resume elsewhere or
-            // here, from the tables, and miss nothing.
-            logger.warning("Cluster: notifications were missed; closing this node's sockets so that clients resume")
-            hub.closeAll(code: WebSocketCloseCode.serviceRestart, reason: .nodeResync)
-        case .rejoined:
-            presence.reregister()
+        case .close(_, let appId, let uid, let tokenIds, let code, let reason):
+            hub.close(
+                appId: appId, uid: uid, tokenIds: tokenIds.map(Set.init), code: code,
+                reason: ErrorCode(rawValue: reason))
+        default:
+            break
         }
+    }
+
+    /// Users who connected here before every node knew it: what they joined or left meanwhile (no node routed it
+    /// here) is applied now, and the conversations they joined are caught up from the database.
+    private func settle(_ users: [UserRef: Int64]) async {
+        let read: MembershipChanges
+        do {
+            read = try await store.membershipChanges(users, limit: Self.maxSettledChanges)
+        } catch {
+            logger.warning("Cluster: newly connected users could not be checked; closing their sockets to resume")
+            for user in users.keys { closeToResume(user) }
+            return
+        }
+        var joined: [ConversationRef] = []
+        for (user, changes) in read.changes {
+            let key = UserKey(appId: user.appId, uid: user.uid)
+            for change in changes {
+                if change.joined {
+                    cluster.joined(key, conversationId: change.conversationId, position: change.seq - 1)
+                    joined.append(ConversationRef(appId: user.appId, conversationId: change.conversationId))
+                } else {
+                    cluster.left(key, conversationId: change.conversationId)
+                }
+            }
+        }
+        for user in read.incomplete { closeToResume(user) }
+        if !joined.isEmpty { writer.clusterWork(.sync(joined)) }
+    }
+
+    private func closeToResume(_ user: UserRef) {
+        hub.close(
+            appId: user.appId, uid: user.uid, code: WebSocketCloseCode.serviceRestart, reason: .nodeResync)
     }
 }

@@ -32,6 +32,18 @@ final class ServerMetrics: Sendable {
     let queuedBytes: CoreMetrics.Gauge
     let databaseInFlight: CoreMetrics.Gauge
     let databaseCapacity: CoreMetrics.Gauge
+    /// Several nodes: events other nodes committed, received on NATS.
+    let clusterEventsReceived: CoreMetrics.Counter
+    /// Several nodes: events read from the database to fill a gap in what NATS brought.
+    let clusterEventsRead: CoreMetrics.Counter
+    /// Several nodes: messages this node published on NATS.
+    let clusterMessagesPublished: CoreMetrics.Counter
+    /// Several nodes: the other live nodes, the users online on them, the conversations this node follows, and
+    /// whether it is connected to NATS.
+    let clusterNodes: CoreMetrics.Gauge
+    let clusterUsersElsewhere: CoreMetrics.Gauge
+    let clusterConversationsFollowed: CoreMetrics.Gauge
+    let clusterConnected: CoreMetrics.Gauge
     /// The store's failures already added to ``databaseErrors``.
     private let storeFailuresCounted = NIOLockedValueBox(0)
 
@@ -88,6 +100,15 @@ final class ServerMetrics: Sendable {
         queuedBytes = CoreMetrics.Gauge(label: "parley_websocket_queued_bytes", factory: factory)
         databaseInFlight = CoreMetrics.Gauge(label: "parley_database_operations_in_flight", factory: factory)
         databaseCapacity = CoreMetrics.Gauge(label: "parley_database_connections_max", factory: factory)
+        clusterEventsReceived = CoreMetrics.Counter(label: "parley_cluster_events_received_total", factory: factory)
+        clusterEventsRead = CoreMetrics.Counter(label: "parley_cluster_events_read_total", factory: factory)
+        clusterMessagesPublished = CoreMetrics.Counter(
+            label: "parley_cluster_messages_published_total", factory: factory)
+        clusterNodes = CoreMetrics.Gauge(label: "parley_cluster_nodes", factory: factory)
+        clusterUsersElsewhere = CoreMetrics.Gauge(label: "parley_cluster_users_elsewhere", factory: factory)
+        clusterConversationsFollowed = CoreMetrics.Gauge(
+            label: "parley_cluster_conversations_followed", factory: factory)
+        clusterConnected = CoreMetrics.Gauge(label: "parley_cluster_connected", factory: factory)
     }
 
     /// A WebSocket ended with this close code (sent or received; 1006 when the socket went without one).

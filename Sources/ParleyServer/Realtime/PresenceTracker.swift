@@ -16,9 +16,9 @@ import ServiceLifecycle
 /// contacts in one read transaction (SQLite) and announces those who came online. Woken and reading for every
 /// connection, presence cost ~40 µs of the server's CPU per connection in `parley-bench connect` (docs/BENCHMARKS.md).
 ///
-/// With several nodes, "online" is per node here and the cluster link keeps the directory of which nodes have the
-/// user: a node announces "online" only when no other node had the user, "offline" only when no other node has them,
-/// and the users of a dead node are announced offline by the node that reaps it.
+/// With several nodes, "online" is per node here and ``NATSCluster`` keeps the directory of which nodes have the user
+/// (``ClusterDirectory``, in memory): a node announces "online" only when no other node had the user, "offline" only
+/// when no other node has them, and the users of a node that died or left are announced offline by one live node.
 final class PresenceTracker: Service {
     typealias UserKey = ParleyServer.UserKey
 
@@ -28,10 +28,8 @@ final class PresenceTracker: Service {
         /// Users' last sockets here closed (``State/departures``).
         case departed
         case expired(UserKey)
-        /// Users whose node died (reaped by this node): offline everywhere.
-        case lostWithNode([UserKey])
-        /// This node was declared dead and is back: record its users again.
-        case reregister
+        /// Users on no node any more (their node died or left); `announce`: this node announces them.
+        case lostWithNode([UserKey], announce: Bool)
     }
 
     private struct State {
@@ -54,7 +52,7 @@ final class PresenceTracker: Service {
 
     private let store: any ParleyStore
     private let relay: Relay
-    private let link: (any ClusterLink)?
+    private let cluster: NATSCluster?
     private let grace: Duration
     private let timers: FixedDelayTimers<UserKey>
     private let logger: Logger
@@ -65,13 +63,13 @@ final class PresenceTracker: Service {
     private let sink: AsyncStream<Change>.Continuation
 
     init(
-        store: any ParleyStore, relay: Relay, link: (any ClusterLink)?, grace: Duration, time: ServerClock,
+        store: any ParleyStore, relay: Relay, cluster: NATSCluster?, grace: Duration, time: ServerClock,
         metrics: ServerMetrics = .discarding, logger: Logger
     ) {
         self.metrics = metrics
         self.store = store
         self.relay = relay
-        self.link = link
+        self.cluster = cluster
         self.grace = grace
         self.timers = FixedDelayTimers(delay: grace, timeline: time.timeline)
         self.time = time
@@ -105,7 +103,7 @@ final class PresenceTracker: Service {
     func disconnected(_ connection: ServerConnection) {
         let key = UserKey(appId: connection.principal.appId, uid: connection.principal.uid)
         let now = time.epochMilliseconds()
-        let tracksSockets = link != nil
+        let tracksSockets = cluster != nil
         let (last, firstDeparture) = state.withLockedValue { state -> (Bool, Bool) in
             let remaining = (state.connections[key] ?? 1) - 1
             state.connections[key] = remaining > 0 ? remaining : nil
@@ -126,14 +124,10 @@ final class PresenceTracker: Service {
         connection.socket.eventLoop.execute { sink.yield(.departed) }
     }
 
-    /// Users of a dead node, announced offline by this node.
-    func lostWithNode(_ users: [UserRef]) {
-        sink.yield(.lostWithNode(users.map { UserKey(appId: $0.appId, uid: $0.uid) }))
-    }
-
-    /// This node was declared dead by the others and is registered again.
-    func reregister() {
-        sink.yield(.reregister)
+    /// Users on no node any more (their node died or left); with `announce`, this node announces them offline (those
+    /// not online here).
+    func lostWithNode(_ users: [UserKey], announce: Bool) {
+        sink.yield(.lostWithNode(users, announce: announce))
     }
 
     /// A presence change made on another node: remembered for last-seen times.
@@ -149,19 +143,12 @@ final class PresenceTracker: Service {
         let (here, lastSeen) = state.withLockedValue { state in
             (state.online.contains(key) || state.connections[key] != nil, state.lastSeen[key])
         }
-        var online = here
-        if !online, let link {
-            do {
-                online = try await link.isOnline(appId: appId, uid: uid)
-            } catch {
-                logger.warning("Presence: the cluster directory is unavailable", metadata: ["error": "\(error)"])
-            }
-        }
+        let online = here || (cluster?.isOnlineElsewhere(key) ?? false)
         return Presence(uid: uid, online: online, lastSeenAt: online ? nil : lastSeen)
     }
 
     /// Whether the user had a live socket at `since` (epoch ms) or has one now: here, or (with several nodes) on
-    /// another node (``ClusterLink/hasSocketElsewhere(appId:uid:since:)``). A socket that closed after `since` counts
+    /// another node (``NATSCluster/hasSocketElsewhere(_:since:)``). A socket that closed after `since` counts
     /// (it carried what happened at `since`); a presence grace does not (a user whose last socket closed before has
     /// none), on this node or another.
     func hasLiveSocket(appId: String, uid: String, since: Int64) async throws -> Bool {
@@ -170,8 +157,7 @@ final class PresenceTracker: Service {
             state.connections[key] != nil || (state.socketClosedAt[key].map { $0 >= since } ?? false)
         }
         if here { return true }
-        guard let link else { return false }
-        return try await link.hasSocketElsewhere(appId: appId, uid: uid, since: since)
+        return cluster?.hasSocketElsewhere(key, since: since) ?? false
     }
 
     func run() async throws {
@@ -197,64 +183,53 @@ final class PresenceTracker: Service {
                 if isNew { inserted.append(key) }
             }
             var cameOnline = inserted
-            if let link, !inserted.isEmpty {
-                // Online on another node already: nothing changes for anyone. One question for the whole turn.
-                let answers = await clusterAnswers(inserted.count) {
-                    try await link.usersOnline(inserted.map { UserRef(appId: $0.appId, uid: $0.uid) })
-                }
+            if let cluster, !inserted.isEmpty {
+                // Online on another node already: nothing changes for anyone. One announcement for the whole turn.
+                let answers = cluster.usersOnline(inserted)
                 cameOnline = zip(inserted, answers).filter(\.1).map(\.0)
             }
-            // Back within the grace (their row said closed), or gone again already (a new row says open).
-            await recordSockets(arrivals)
+            // Back within the grace (announced closed), or gone again already (announced open).
+            recordSockets(arrivals)
             await publish(cameOnline.map { (Presence(uid: $0.uid, online: true), $0) })
         case .expired(let key):
             let now = time.epochMilliseconds()
             let wentOffline = state.withLockedValue { state -> Bool in
                 guard state.connections[key] == nil, state.online.remove(key) != nil else { return false }
                 state.lastSeen[key] = now
-                // `userOffline` deletes the row.
+                // `userOffline` removes the record.
                 state.closedInDirectory.remove(key)
                 return true
             }
             guard wentOffline else { return }
-            if let link {
-                // Still online on another node: nothing changes for anyone.
-                guard await clusterAnswer({ try await link.userOffline(appId: key.appId, uid: key.uid) }) else {
-                    return
+            // Still online on another node: nothing changes for anyone.
+            if let cluster, !cluster.userOffline(key) { return }
+            await publish([(Presence(uid: key.uid, online: false, lastSeenAt: now), key)])
+        case .lostWithNode(let keys, let announce):
+            let now = time.epochMilliseconds()
+            // Online here again (the clients of a node that left reconnected here): nothing to announce.
+            let gone = state.withLockedValue { state in
+                keys.filter { key in
+                    guard !state.online.contains(key) else { return false }
+                    state.lastSeen[key] = now
+                    return true
                 }
             }
-            await publish([(Presence(uid: key.uid, online: false, lastSeenAt: now), key)])
-        case .lostWithNode(let keys):
-            let now = time.epochMilliseconds()
-            state.withLockedValue { state in
-                for key in keys { state.lastSeen[key] = now }
-            }
-            await publish(keys.map { (Presence(uid: $0.uid, online: false, lastSeenAt: now), $0) })
+            guard announce else { return }
+            await publish(gone.map { (Presence(uid: $0.uid, online: false, lastSeenAt: now), $0) })
         case .departed:
             var departures: [UserKey] = []
             state.withLockedValue { swap(&departures, &$0.departures) }
-            await recordSockets(departures)
-        case .reregister:
-            guard let link else { return }
-            let online = state.withLockedValue { state in
-                // The rows made again say "open" (``ClusterLink/usersOnline(_:)``).
-                state.closedInDirectory = []
-                return state.online
-            }
-            _ = await clusterAnswers(online.count) {
-                try await link.usersOnline(online.map { UserRef(appId: $0.appId, uid: $0.uid) })
-            }
-            await recordSockets(online)
+            recordSockets(departures)
         }
     }
 
-    /// With several nodes, brings the directory's record of this node's sockets in line with them for `keys`: a user
-    /// online here with no socket here is recorded with the time their last one closed, one with a socket again as
-    /// open (``ClusterLink/recordSocketsClosed(_:at:)``), so that another node's push looks at sockets, not at this
-    /// node's presence grace. Only what differs from the record is written, in one transaction. Every change of a
-    /// user's sockets comes back here (as an arrival or a departure) after it, so the last write is the truth.
-    private func recordSockets(_ keys: some Sequence<UserKey>) async {
-        guard let link else { return }
+    /// With several nodes, brings the other nodes' record of this node's sockets in line with them for `keys`: a user
+    /// online here with no socket here is announced with the time their last one closed, one with a socket again as
+    /// open (``NATSCluster/recordSockets(_:)``), so that another node's push looks at sockets, not at this node's
+    /// presence grace. Only what differs from what was announced goes out, in one announcement. Every change of a
+    /// user's sockets comes back here (as an arrival or a departure) after it, so the last announcement is the truth.
+    private func recordSockets(_ keys: some Sequence<UserKey>) {
+        guard let cluster else { return }
         let changes = state.withLockedValue { state -> [(UserKey, Int64?)] in
             var changes: [(UserKey, Int64?)] = []
             for key in Set(keys) where state.online.contains(key) {
@@ -270,47 +245,7 @@ final class PresenceTracker: Service {
             }
             return changes
         }
-        guard !changes.isEmpty else { return }
-        do {
-            try await link.recordSocketsClosed(
-                changes.map { UserRef(appId: $0.0.appId, uid: $0.0.uid) }, at: changes.map(\.1)
-            )
-        } catch {
-            // The record stays as it was: until the grace ends, another node may take a closed socket as open (no
-            // push) or the reverse (a push the user also got on their socket).
-            state.withLockedValue { state in
-                for (key, closedAt) in changes {
-                    if closedAt != nil {
-                        state.closedInDirectory.remove(key)
-                    } else {
-                        state.closedInDirectory.insert(key)
-                    }
-                }
-            }
-            logger.warning("Presence: the cluster directory is unavailable", metadata: ["error": "\(error)"])
-        }
-    }
-
-    /// The cluster directory's answer; true (announce) when it cannot answer, so that a change is never hidden.
-    private func clusterAnswer(_ question: () async throws -> Bool) async -> Bool {
-        do {
-            return try await question()
-        } catch {
-            logger.warning("Presence: the cluster directory is unavailable", metadata: ["error": "\(error)"])
-            return true
-        }
-    }
-
-    /// ``clusterAnswer(_:)`` for `count` users at once: all true when the directory cannot answer.
-    private func clusterAnswers(_ count: Int, _ question: () async throws -> [Bool]) async -> [Bool] {
-        do {
-            let answers = try await question()
-            if answers.count == count { return answers }
-            logger.warning("Presence: the cluster directory answered \(answers.count) of \(count) users")
-        } catch {
-            logger.warning("Presence: the cluster directory is unavailable", metadata: ["error": "\(error)"])
-        }
-        return Array(repeating: true, count: count)
+        cluster.recordSockets(changes)
     }
 
     /// Announces each change to the user's contacts (read together) and to the subscribers of every user's presence.

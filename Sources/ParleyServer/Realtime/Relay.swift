@@ -3,19 +3,17 @@ import ParleyProtocol
 import ParleyStore
 
 /// Delivers what is not stored (typing, presence, unread counts, profile updates) and closes sockets: on this node at
-/// once, and on every other node through the cluster link when there is one.
+/// once, and, with several nodes, on the other nodes where the recipients are connected (``NATSCluster``).
 ///
-/// Signals leave this node in the order they were made (one sender task), so a typing indicator never reaches another
-/// node's connections after its own "off".
+/// Signals leave this node in the order they were made (NATS keeps the order of one connection's publications), so a
+/// typing indicator never reaches another node's connections after its own "off".
 final class Relay: Sendable {
     private let hub: Hub
-    private let link: (any ClusterLink)?
-    private let outgoing: AsyncStream<ClusterSignal>
-    private let sink: AsyncStream<ClusterSignal>.Continuation
-    init(hub: Hub, link: (any ClusterLink)?) {
+    private let cluster: NATSCluster?
+
+    init(hub: Hub, cluster: NATSCluster?) {
         self.hub = hub
-        self.link = link
-        (outgoing, sink) = AsyncStream.makeStream(of: ClusterSignal.self)
+        self.cluster = cluster
     }
 
     /// Builds an event that is not stored and delivers it to the connections of `uids`, on every node. With
@@ -25,64 +23,39 @@ final class Relay: Sendable {
         appId: String, conversationId: String? = nil, actor: String?, timestamp: Int64, payload: EventPayload,
         to uids: [String], presenceOf: String? = nil, except: [String] = []
     ) {
-        guard let json = EphemeralEvents.json(
-            appId: appId, conversationId: conversationId, actor: actor, timestamp: timestamp, payload: payload
-        ) else { return }
+        guard
+            let json = EphemeralEvents.json(
+                appId: appId, conversationId: conversationId, actor: actor, timestamp: timestamp, payload: payload
+            )
+        else { return }
         deliver(json: json, appId: appId, to: uids, presenceOf: presenceOf, except: except)
     }
 
     /// Whether some connection, here or (with several nodes) on another node, may receive every user's presence in
     /// the app: then a presence change must know who blocked its user.
     func mayHavePresenceSubscribers(appId: String) -> Bool {
-        link != nil || !hub.presenceSubscribers(appId: appId).isEmpty
+        cluster != nil || !hub.presenceSubscribers(appId: appId).isEmpty
     }
 
     /// Delivers an encoded event that is not stored (a receipt, say) to the connections of `uids`, on every node.
     func deliver(json: [UInt8], appId: String, to uids: [String], presenceOf: String? = nil, except: [String] = []) {
         deliverHere(
             FrameEncoding.eventFrame(json: json), appId: appId, uids: uids, presenceOf: presenceOf, except: except)
-        if link != nil {
-            sink.yield(
-                .deliver(
-                    appId: appId, uids: uids, presenceOf: presenceOf, except: except.isEmpty ? nil : except,
-                    event: String(decoding: json, as: UTF8.self)
-                )
-            )
-        }
+        cluster?.deliver(appId: appId, uids: uids, presenceOf: presenceOf, except: except, json: json)
     }
 
     /// Closes a user's connections (those opened with `tokenIds`, or all), on every node.
     func close(appId: String, uid: String, tokenIds: Set<String>?, code: UInt16, reason: ErrorCode) {
         hub.close(appId: appId, uid: uid, tokenIds: tokenIds, code: code, reason: reason)
-        if link != nil {
-            sink.yield(.close(appId: appId, uid: uid, tokenIds: tokenIds.map { $0.sorted() }, code: code, reason: reason.rawValue))
-        }
+        cluster?.close(
+            appId: appId, uid: uid, tokenIds: tokenIds.map { $0.sorted() }, code: code, reason: reason.rawValue)
     }
 
     /// Applies a signal from another node to this node's connections.
-    func apply(_ signal: ClusterSignal) {
-        switch signal {
-        case .deliver(let appId, let uids, let presenceOf, let except, let event):
-            deliverHere(
-                FrameEncoding.eventFrame(json: Array(event.utf8)), appId: appId, uids: uids, presenceOf: presenceOf,
-                except: except ?? []
-            )
-        case .close(let appId, let uid, let tokenIds, let code, let reason):
-            hub.close(
-                appId: appId, uid: uid, tokenIds: tokenIds.map(Set.init), code: code,
-                reason: ErrorCode(rawValue: reason)
-            )
-        }
+    func apply(appId: String, uids: [String], presenceOf: String?, except: [String], json: [UInt8]) {
+        deliverHere(
+            FrameEncoding.eventFrame(json: json), appId: appId, uids: uids, presenceOf: presenceOf, except: except)
     }
-
-    /// Sends this node's signals to the others, in order, until the stream ends.
-    func sendSignals() async {
-        guard let link else { return }
-        for await signal in outgoing { await link.broadcast(signal) }
-    }
-
-    /// Ends ``sendSignals()`` once what is queued has been sent.
-    func finish() { sink.finish() }
 
     private func deliverHere(
         _ frame: ByteBuffer, appId: String, uids: [String], presenceOf: String?, except: [String] = []
@@ -93,7 +66,8 @@ final class Relay: Sendable {
         }
         var reached = Set<ObjectIdentifier>()
         var wakeUps = WakeUps()
-        for connection in uids.flatMap({ hub.connections(appId: appId, uid: $0) }) + hub.presenceSubscribers(appId: appId)
+        for connection in uids.flatMap({ hub.connections(appId: appId, uid: $0) })
+            + hub.presenceSubscribers(appId: appId)
         where connection.principal.uid != subject && !except.contains(connection.principal.uid)
             && reached.insert(ObjectIdentifier(connection)).inserted
         {

@@ -480,11 +480,7 @@ final class UnreadNotifier: Service {
             if let inlineReads {
                 summaries = try inlineReads.unread(batch)
             } else {
-                for request in batch {
-                    summaries.append(
-                        try await store.unread(appId: request.appId, uid: request.uid, conversationIds: request.reads)
-                    )
-                }
+                summaries = try await store.unread(batch)
             }
             deliver(Array(zip(batch, summaries)))
         } catch {

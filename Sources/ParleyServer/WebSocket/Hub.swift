@@ -43,6 +43,11 @@ final class Hub: Sendable {
     }
 
     /// The connections of an app that receive every user's presence.
+    /// The apps with a connection here that receives every user's presence (other nodes route presence here).
+    var appsWithPresenceSubscribers: [String] {
+        presenceSubscriptions.withLockedValue { $0.filter { !$0.value.isEmpty }.keys.sorted() }
+    }
+
     func presenceSubscribers(appId: String) -> [ServerConnection] {
         presenceSubscriptions.withLockedValue { $0[appId].map { Array($0.values) } ?? [] }
     }

@@ -270,7 +270,7 @@ final class WebSocketConnectionHandler: ChannelDuplexHandler {
         )
         self.connection = connection
         session = FrameSession(connection: connection, gateway: gateway)
-        gateway.register(connection)
+        gateway.register(connection, baseline: opened.baseline)
         expiryTicket = gateway.expiry.add(connection)
         logger.debug("WebSocket connected", metadata: logMetadata)
 

@@ -14,8 +14,12 @@ extension WebSocketGateway {
             appId: principal.appId, uid: principal.uid, afterUserSeq: resume?.userSeq ?? baseline.userSeq,
             limit: configuration.maxReplayedMembershipChanges
         )
-        return replayPlan(
+        let plan = replayPlan(
             resume: resume, baseline: baseline, state: CatchUpState(positions: positions, changes: changes))
+        cluster?.connectionCaughtUp(
+            UserKey(appId: principal.appId, uid: principal.uid), positions: positions.conversations,
+            userSeq: positions.userSeq)
+        return plan
     }
 
     /// ``replayPlan(principal:resume:baseline:)`` with the store's inline reads, on the caller's thread.

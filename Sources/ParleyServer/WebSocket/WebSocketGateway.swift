@@ -17,6 +17,8 @@ struct WebSocketGateway: Sendable {
     let writer: CommandWriter
     let typing: TypingTracker
     let presence: PresenceTracker
+    /// The link to the other nodes (several nodes): it follows the conversations of the users connected here.
+    var cluster: NATSCluster? = nil
     let sockets: SocketRegistry
     let expiry: TokenExpiry
     let admission: AdmissionGate
@@ -145,14 +147,19 @@ struct WebSocketGateway: Sendable {
         return DomainError(.internalError, "The server could not open the connection.")
     }
 
-    /// A connection starts: the hub delivers to it, its user is online.
-    func register(_ connection: ServerConnection) {
+    /// A connection starts: the hub delivers to it, its user is online, and (several nodes) this node follows the
+    /// conversations of its `baseline`.
+    func register(_ connection: ServerConnection, baseline: StreamPositions) {
         hub.register(connection)
         presence.connected(connection)
+        cluster?.connectionOpened(
+            UserKey(appId: connection.principal.appId, uid: connection.principal.uid),
+            conversations: baseline.conversations)
     }
 
     /// A connection ended.
     func unregister(_ connection: ServerConnection) {
+        cluster?.connectionClosed(UserKey(appId: connection.principal.appId, uid: connection.principal.uid))
         hub.unregister(connection)
         presence.disconnected(connection)
         typing.connectionClosed(connection)

@@ -35,17 +35,17 @@ final class CommandWriter: Service {
         /// With the unread counts read in the batch's transaction (``UnreadWithBatch``).
         case committed([Pending], [Result<CommandResult, DomainError>], [(UnreadRequest, UnreadSummary)])
         case failed([Pending], any Error)
-        case committedElsewhere([CommittedRange])
+        case cluster([ClusterWork])
     }
 
     private enum Work {
         case commands([Pending])
-        case committedElsewhere([CommittedRange])
+        case cluster([ClusterWork])
     }
 
     private struct State {
         var queue: [Pending] = []
-        var committedElsewhere: [CommittedRange] = []
+        var cluster: [ClusterWork] = []
         var waiter: CheckedContinuation<Void, Never>?
         /// The writer's thread sleeps on ``CommandWriter/threadWakeUp`` until work arrives or it must stop.
         var threadSleeping = false
@@ -54,9 +54,9 @@ final class CommandWriter: Service {
         /// Takes the next work: other nodes' commits first (they are older than anything this node commits next),
         /// then up to `maxBatch` commands.
         mutating func take(maxBatch: Int) -> Work? {
-            if !committedElsewhere.isEmpty {
-                defer { committedElsewhere = [] }
-                return .committedElsewhere(committedElsewhere)
+            if !cluster.isEmpty {
+                defer { cluster = [] }
+                return .cluster(cluster)
             }
             guard !queue.isEmpty else { return nil }
             let count = min(maxBatch, queue.count)
@@ -107,10 +107,28 @@ final class CommandWriter: Service {
         if !accepted { completion(.failure(DomainError(.serverShuttingDown, "The server is shutting down."))) }
     }
 
-    /// Queues the publication of events another node committed.
-    func committedElsewhere(_ ranges: [CommittedRange]) {
-        addWork { $0.committedElsewhere += ranges }
+    /// Queues work of the cluster for the publishing loop: events another node committed, or a catch-up.
+    ///
+    /// Bounded: a node whose loop falls this far behind what arrives drops the events queued and reads every
+    /// conversation it follows from the database instead (``maxClusterBacklog``).
+    func clusterWork(_ work: ClusterWork) {
+        addWork { state in
+            // A catch-up of everything still queued covers this one: it runs after everything queued before now.
+            let syncsAll = { (item: ClusterWork) -> Bool in
+                if case .sync(nil) = item { return true }
+                return false
+            }
+            if syncsAll(work), state.cluster.contains(where: syncsAll) { return }
+            guard state.cluster.count < Self.maxClusterBacklog else {
+                state.cluster = [.sync(nil)]
+                return
+            }
+            state.cluster.append(work)
+        }
     }
+
+    /// Cluster work queued at most; past it, a catch-up from the database replaces it.
+    static let maxClusterBacklog = 50_000
 
     /// Adds work unless the writer is stopping, and wakes the loop; returns whether the work was taken.
     @discardableResult
@@ -172,7 +190,7 @@ final class CommandWriter: Service {
                 case .commands(let batch):
                     epoch.batchStarted()
                     await stored.put(await commit(batch))
-                case .committedElsewhere(let ranges): await stored.put(.committedElsewhere(ranges))
+                case .cluster(let work): await stored.put(.cluster(work))
                 }
             }
             // Everything queued is stored: the publishing loop ends once it has published it.
@@ -220,7 +238,7 @@ final class CommandWriter: Service {
             if let work { return work }
             await withCheckedContinuation { continuation in
                 let ready = state.withLockedValue { state -> Bool in
-                    if !state.queue.isEmpty || !state.committedElsewhere.isEmpty || state.stopping { return true }
+                    if !state.queue.isEmpty || !state.cluster.isEmpty || state.stopping { return true }
                     state.waiter = continuation
                     return false
                 }
@@ -289,7 +307,7 @@ final class CommandWriter: Service {
             }
         case .failed(let batch, let error):
             for pending in batch { pending.completion(.failure(error)) }
-        case .committedElsewhere:
+        case .cluster:
             preconditionFailure("CommandWriter: a single node publishes no other node's commits")
         }
     }
@@ -348,8 +366,13 @@ final class CommandWriter: Service {
                 // Answered in order with the batches around it, like the others.
                 for pending in batch { pending.completion(.failure(error)) }
                 epoch.batchFinished()
-            case .committedElsewhere(let ranges):
-                await publisher.publishCommitted(ranges)
+            case .cluster(let work):
+                for item in work {
+                    switch item {
+                    case .events(let conversation, let events): await publisher.publishRemote(conversation, events)
+                    case .sync(let conversations): await publisher.sync(conversations)
+                    }
+                }
             }
         }
     }
@@ -373,6 +396,14 @@ final class CommandWriter: Service {
         }
         return true
     }
+}
+
+/// What the cluster gives the command writer's publishing loop, in order with this node's own batches.
+enum ClusterWork: Sendable {
+    /// Events of a conversation another node committed.
+    case events(ConversationRef, [RoutedEvent])
+    /// Read the last sequence number of these conversations (nil: every followed one) and publish what is missing.
+    case sync([ConversationRef]?)
 }
 
 /// A rendezvous between one producer and one consumer: ``put(_:)`` returns once ``take()`` has taken the element, so

@@ -6,54 +6,54 @@ import ParleyStore
 /// Publishes durable events to this node's connections, each conversation's in sequence order, and what follows from
 /// them on this node (a sender's typing stops, unread counts of connected users change).
 ///
-/// Only the ``CommandWriter``'s loop calls it, one batch at a time: the events this node commits, and the wake-ups
-/// for events other nodes committed. With several nodes it remembers, per conversation, the last sequence number it
-/// published; events that arrive after a gap (another node's commit whose wake-up is still on its way) first publish
-/// the missing ones, read from the tables with their recipients, so a conversation's events reach this node's
-/// connections in order, each once.
+/// Only the ``CommandWriter``'s loop calls it, one batch at a time: the events this node commits, and, with several
+/// nodes, the events other nodes committed (``NATSCluster``) and the catch-ups it asks for. With several nodes it
+/// keeps, for each conversation the node follows, the last sequence number published here
+/// (``ConversationPositions``): events after a gap (another node's commit that NATS has not brought yet, or lost)
+/// first publish the missing ones, read from the database with their recipients, so a conversation's events reach this
+/// node's connections in order, each once. The events this node commits then go to the other nodes on NATS.
 final class EventPublisher: Sendable {
     private let hub: Hub
     private let typing: TypingTracker
     private let unread: UnreadNotifier
     private let relay: Relay
-    private let link: (any ClusterLink)?
+    private let cluster: NATSCluster?
+    private let store: (any ClusterStore)?
+    let positions: ConversationPositions
+    private let metrics: ServerMetrics
     private let logger: Logger
-    /// The last sequence number published, per conversation (only with a cluster link).
-    private let published = NIOLockedValueBox([ConversationKey: Int64]())
-    /// Remembered conversations; past this many the map starts again (gaps are then caught by the clients' resume).
-    static let maxRemembered = 200_000
     /// Events read per query when catching up.
     static let pageSize = 500
 
-    struct ConversationKey: Hashable, Sendable {
-        var appId: String
-        var conversationId: String
-    }
-
     init(
-        hub: Hub, typing: TypingTracker, unread: UnreadNotifier, relay: Relay, link: (any ClusterLink)?, logger: Logger
+        hub: Hub, typing: TypingTracker, unread: UnreadNotifier, relay: Relay, cluster: NATSCluster?,
+        store: (any ClusterStore)?, positions: ConversationPositions, metrics: ServerMetrics = .discarding,
+        logger: Logger
     ) {
         self.hub = hub
         self.typing = typing
         self.unread = unread
         self.relay = relay
-        self.link = link
+        self.cluster = cluster
+        self.store = store
+        self.positions = positions
+        self.metrics = metrics
         self.logger = logger
     }
 
-    /// Whether this node is the whole deployment (no cluster link): its own commits are all there is to publish, and
+    /// Whether this node is the whole deployment: its own commits are all there is to publish, and
     /// ``publishLocally(_:)`` publishes them without waiting for anything.
-    var isSingleNode: Bool { link == nil }
+    var isSingleNode: Bool { cluster == nil }
 
     /// Publishes the events of a command this node applied, on a single node (``isSingleNode``).
     func publishLocally(_ result: CommandResult) {
-        precondition(link == nil, "EventPublisher.publishLocally: only a single node publishes without the tables")
+        precondition(cluster == nil, "EventPublisher.publishLocally: only a single node publishes on its own")
         deliver(result.events.map { RoutedEvent(stored: $0, recipients: result.recipients) })
     }
 
-    /// Publishes the events of a command this node applied.
+    /// Publishes the events of a command this node applied, then sends them to the other nodes.
     func publish(_ result: CommandResult) async {
-        guard link != nil else {
+        guard let cluster else {
             publishLocally(result)
             return
         }
@@ -62,18 +62,44 @@ final class EventPublisher: Sendable {
             relay.deliver(json: stored.json, appId: stored.event.appId, to: result.recipients)
             followUp(stored.event, recipients: result.recipients)
         }
-        for range in CommittedRange.of(result.events) {
-            let key = ConversationKey(appId: range.appId, conversationId: range.conversationId)
-            if let last = lastPublished(key), last + 1 < range.fromSeq {
-                await catchUp(key, after: last, through: range.fromSeq - 1)
-            }
-            let after = lastPublished(key) ?? 0
-            let fresh = result.events.filter {
-                $0.event.appId == range.appId && $0.event.conversationId == range.conversationId
-                    && ($0.event.seq ?? 0) > after
-            }
-            deliver(fresh.map { RoutedEvent(stored: $0, recipients: result.recipients) })
-            record(key, range.throughSeq)
+        for (conversation, events) in Self.byConversation(result.events) {
+            await publishInOrder(conversation, events.map { RoutedEvent(stored: $0, recipients: result.recipients) })
+            cluster.publish(
+                conversation,
+                [
+                    ClusterEventGroup(
+                        recipients: result.recipients,
+                        events: events.map { ClusterEvent(seq: $0.event.seq ?? 0, json: $0.json) })
+                ],
+                alsoTo: Self.newlyConcerned(events, recipients: result.recipients)
+            )
+        }
+    }
+
+    /// Publishes events of a conversation another node committed.
+    func publishRemote(_ conversation: ConversationRef, _ events: [RoutedEvent]) async {
+        await publishInOrder(conversation, events)
+    }
+
+    /// Reads the last sequence number of `conversations` (nil: every one followed) and publishes what this node has
+    /// not published of them.
+    func sync(_ conversations: [ConversationRef]?) async {
+        guard let store else { return }
+        let followed = conversations.map { $0.filter { positions.position($0) != nil } } ?? positions.followed
+        guard !followed.isEmpty else { return }
+        let last: [ConversationRef: Int64]
+        do {
+            last = try await store.lastSeqs(followed)
+        } catch {
+            logger.warning(
+                "Catching up: the conversations' positions could not be read", metadata: ["error": "\(error)"])
+            return
+        }
+        for conversation in followed {
+            guard let through = last[conversation], let position = positions.position(conversation),
+                through > position
+            else { continue }
+            await catchUp(conversation, after: position, through: through)
         }
     }
 
@@ -93,56 +119,48 @@ final class EventPublisher: Sendable {
         unread.dueWithBatch(results)
     }
 
-    /// Publishes what other nodes committed.
-    func publishCommitted(_ ranges: [CommittedRange]) async {
-        for range in ranges {
-            let key = ConversationKey(appId: range.appId, conversationId: range.conversationId)
-            let after = lastPublished(key) ?? range.fromSeq - 1
-            if after < range.throughSeq { await catchUp(key, after: after, through: range.throughSeq) }
-        }
-    }
-
-    /// Reads events `after < seq <= through` with their recipients and publishes them.
-    private func catchUp(_ key: ConversationKey, after: Int64, through: Int64) async {
-        guard let link else { return }
-        var position = after
-        while position < through {
-            let page: [RoutedEvent]
-            do {
-                page = try await link.routedEvents(
-                    appId: key.appId, conversationId: key.conversationId, afterSeq: position, throughSeq: through,
-                    limit: Self.pageSize
-                )
-            } catch {
-                // The clients see the gap by sequence number and fetch what is missing themselves.
-                logger.warning(
-                    "Events of another node could not be read",
-                    metadata: ["conversation": "\(key.conversationId)", "error": "\(error)"]
-                )
-                return
-            }
-            guard let last = page.last?.stored.event.seq else { return }
-            deliver(page)
-            record(key, last)
-            position = last
-        }
-    }
-
     /// What follows on this node from an event another node delivered as a signal (a receipt).
     func followUpElsewhere(_ event: Event, recipients: [String]) {
         followUp(event, recipients: recipients)
     }
 
-    private func lastPublished(_ key: ConversationKey) -> Int64? {
-        published.withLockedValue { $0[key] }
+    /// Publishes a conversation's events (ascending) after the last one published here: what this node published
+    /// already is left out, and a gap before them is read from the database first.
+    private func publishInOrder(_ conversation: ConversationRef, _ events: [RoutedEvent]) async {
+        guard let last = positions.position(conversation) else {
+            deliver(events)
+            return
+        }
+        let fresh = events.filter { ($0.stored.event.seq ?? 0) > last }
+        guard let first = fresh.first?.stored.event.seq else { return }
+        if first > last + 1 { await catchUp(conversation, after: last, through: first - 1) }
+        let after = positions.position(conversation) ?? last
+        deliver(fresh.filter { ($0.stored.event.seq ?? 0) > after })
     }
 
-    private func record(_ key: ConversationKey, _ seq: Int64) {
-        published.withLockedValue { published in
-            if published.count >= Self.maxRemembered, published[key] == nil {
-                published.removeAll(keepingCapacity: true)
+    /// Reads events `after < seq <= through` with their recipients and publishes them.
+    private func catchUp(_ conversation: ConversationRef, after: Int64, through: Int64) async {
+        guard let store else { return }
+        var position = after
+        while position < through {
+            let page: [RoutedEvent]
+            do {
+                page = try await store.routedEvents(
+                    appId: conversation.appId, conversationId: conversation.conversationId, afterSeq: position,
+                    throughSeq: through, limit: Self.pageSize
+                )
+            } catch {
+                // The next sync (the sweep, at the latest) tries again; clients also see the gap by sequence number.
+                logger.warning(
+                    "Events of another node could not be read",
+                    metadata: ["conversation": "\(conversation.conversationId)", "error": "\(error)"]
+                )
+                return
             }
-            published[key] = max(published[key] ?? 0, seq)
+            guard let last = page.last?.stored.event.seq else { return }
+            metrics.clusterEventsRead.increment(by: page.count)
+            deliver(page)
+            position = last
         }
     }
 
@@ -163,8 +181,31 @@ final class EventPublisher: Sendable {
                 run.map { FrameEncoding.eventFrame(json: $0.stored.json) }, appId: first.stored.event.appId,
                 to: first.recipients
             )
-            for routed in run { followUp(routed.stored.event, recipients: routed.recipients) }
+            for routed in run {
+                followUp(routed.stored.event, recipients: routed.recipients)
+                if let cluster { follow(routed, cluster) }
+            }
             start = end
+        }
+    }
+
+    /// With several nodes: records the event's position, and what it changes in the conversations this node follows.
+    private func follow(_ routed: RoutedEvent, _ cluster: NATSCluster) {
+        let event = routed.stored.event
+        guard let conversationId = event.conversationId, let seq = event.seq else { return }
+        positions.advance(ConversationRef(appId: event.appId, conversationId: conversationId), to: seq)
+        switch event.payload {
+        case .participantAdded(let participant):
+            cluster.joined(
+                UserKey(appId: event.appId, uid: participant.uid), conversationId: conversationId, position: seq)
+        case .conversationCreated:
+            for uid in routed.recipients {
+                cluster.joined(UserKey(appId: event.appId, uid: uid), conversationId: conversationId, position: seq)
+            }
+        case .participantRemoved(let participant):
+            cluster.left(UserKey(appId: event.appId, uid: participant.uid), conversationId: conversationId)
+        default:
+            break
         }
     }
 
@@ -178,4 +219,63 @@ final class EventPublisher: Sendable {
         }
         unread.published(event, recipients: recipients)
     }
+
+    /// The stored events (with a sequence number) of each conversation, in the order the conversations first appear.
+    static func byConversation(_ events: [StoredEvent]) -> [(ConversationRef, [StoredEvent])] {
+        var groups: [(ConversationRef, [StoredEvent])] = []
+        for stored in events {
+            guard let conversationId = stored.event.conversationId, stored.event.seq != nil else { continue }
+            let key = ConversationRef(appId: stored.event.appId, conversationId: conversationId)
+            if let index = groups.firstIndex(where: { $0.0 == key }) {
+                groups[index].1.append(stored)
+            } else {
+                groups.append((key, [stored]))
+            }
+        }
+        return groups
+    }
+
+    /// Users that events make participants, ban or unban: their nodes may not follow the conversation yet.
+    static func newlyConcerned(_ events: [StoredEvent], recipients: [String]) -> [String] {
+        var users: [String] = []
+        for stored in events {
+            switch stored.event.payload {
+            case .conversationCreated: users += recipients
+            case .participantAdded(let participant): users.append(participant.uid)
+            case .participantBanned(let ban), .participantUnbanned(let ban): users.append(ban.uid)
+            default: break
+            }
+        }
+        return users
+    }
+}
+
+/// The last sequence number published to this node's connections, per conversation the node follows (several nodes).
+final class ConversationPositions: Sendable {
+    private let positions = NIOLockedValueBox([ConversationRef: Int64]())
+
+    /// Starts following a conversation from `position` (kept as it is when already followed).
+    func follow(_ conversation: ConversationRef, from position: Int64) {
+        positions.withLockedValue { positions in
+            if positions[conversation] == nil { positions[conversation] = position }
+        }
+    }
+
+    func unfollow(_ conversation: ConversationRef) {
+        positions.withLockedValue { $0[conversation] = nil }
+    }
+
+    /// The last sequence number published here, when the conversation is followed.
+    func position(_ conversation: ConversationRef) -> Int64? {
+        positions.withLockedValue { $0[conversation] }
+    }
+
+    /// Records that `seq` was published (a conversation that is not followed stays so).
+    func advance(_ conversation: ConversationRef, to seq: Int64) {
+        positions.withLockedValue { positions in
+            if let position = positions[conversation], seq > position { positions[conversation] = seq }
+        }
+    }
+
+    var followed: [ConversationRef] { positions.withLockedValue { Array($0.keys) } }
 }
