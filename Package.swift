@@ -241,6 +241,7 @@ let package = Package(
                 "ParleyStore", "ParleyStoreSQLite", "ParleyStorePostgres", "ParleyTesting",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
             ]
         ),
         .testTarget(

@@ -60,7 +60,12 @@ public struct ParleyApplication: Service {
                 logger: logger
             ),
         ]
-        let group = ServiceGroup(configuration: .init(services: services.map { .init(service: $0) }, logger: logger))
+        var configuration = ServiceGroupConfiguration(services: services.map { .init(service: $0) }, logger: logger)
+        // A part that does not finish its graceful shutdown in time (a database query that never gets an answer, or
+        // a connection from the pool that never comes: seen after the network to PostgreSQL stalled and came back)
+        // is cancelled, so that a stop always ends.
+        configuration.maximumGracefulShutdownDuration = Self.shutdownBound(closeTimeout: closeTimeout)
+        let group = ServiceGroup(configuration: configuration)
         defer { expiry.cancelAll() }
         do {
             try await withGracefulShutdownHandler {
@@ -76,6 +81,12 @@ public struct ParleyApplication: Service {
             throw error
         }
         try await store.close()
+    }
+
+    /// How long a graceful shutdown may take before what is still running is cancelled: the close timeout and the
+    /// second after it for the network (``SocketCloser``), and 30 s for the writer to commit what is queued.
+    static func shutdownBound(closeTimeout: Duration) -> Duration {
+        closeTimeout + .seconds(31)
     }
 
     /// The webhook requests this node made (at least the latest 10,000), once `condition` holds for them: for operators' tools

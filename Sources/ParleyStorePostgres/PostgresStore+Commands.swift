@@ -36,7 +36,7 @@ extension PostgresStore {
         var looksUpClientMessageIds = false
         while true {
             do {
-                return try await withSession { session in
+                return try await withSession { [looksUpClientMessageIds] session in
                     try await session.transaction {
                         let batch = BatchTransaction(session: session, looksUpClientMessageIds: looksUpClientMessageIds)
                         return try await batch.apply(commands)

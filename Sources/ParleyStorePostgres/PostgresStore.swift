@@ -152,10 +152,17 @@ public final class PostgresStore: ParleyStore {
 
     // MARK: Queries
 
+    /// How long an operation waits for a connection from the pool before it fails (``PoolLease``).
+    static let leaseTimeout: TimeAmount = .seconds(30)
+
     /// Runs `body` on one leased connection.
-    func withSession<T: Sendable>(_ body: (PostgresSession) async throws -> T) async throws -> T {
+    func withSession<T: Sendable>(_ body: @escaping @Sendable (PostgresSession) async throws -> T) async throws -> T {
         try await tracked {
-            try await client.withConnection { connection in
+            try await PoolLease.run(
+                on: client, timeout: Self.leaseTimeout,
+                timeoutError: PostgresStoreError(
+                    .database, "No connection from the pool within \(Self.leaseTimeout.nanoseconds / 1_000_000_000) s.")
+            ) { [logger] connection in
                 try await body(PostgresSession(connection: connection, logger: logger))
             }
         }
@@ -163,11 +170,11 @@ public final class PostgresStore: ParleyStore {
 
     /// Every row of a query run on any connection of the pool.
     func rows(_ query: PostgresQuery) async throws -> [PostgresRow] {
-        try await tracked { try await client.query(query, logger: logger).collect() }
+        try await withSession { try await $0.rows(query) }
     }
 
     func execute(_ query: PostgresQuery) async throws {
-        _ = try await tracked { try await client.query(query, logger: logger).collect() }
+        try await withSession { try await $0.execute(query) }
     }
 
     public var activity: StoreActivity {

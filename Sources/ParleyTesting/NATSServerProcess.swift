@@ -29,6 +29,9 @@ public final class NATSServerProcess: Sendable {
         public var user: String?
         public var password: String?
         public var maxPayload: Int?
+        /// How long the server waits on a write to a client that does not read before it drops the client as a slow
+        /// consumer (`write_deadline`; the server's default is 10 s).
+        public var writeDeadline: Duration?
         /// Cluster settings.
         public var clusterName: String?
         public var routePort: Int?
@@ -184,9 +187,14 @@ public final class NATSServerProcess: Sendable {
             arguments += ["--cluster_name", clusterName, "--cluster", "nats://127.0.0.1:\(routePort)"]
             arguments += ["--routes", options.routes.map { "nats://127.0.0.1:\($0)" }.joined(separator: ",")]
         }
-        if let maxPayload = options.maxPayload {
+        var settings: [String] = []
+        if let maxPayload = options.maxPayload { settings.append("max_payload: \(maxPayload)") }
+        if let writeDeadline = options.writeDeadline {
+            settings.append("write_deadline: \"\(writeDeadline.components.seconds)s\"")
+        }
+        if !settings.isEmpty {
             let config = self.directory.appendingPathComponent("server.conf")
-            try "max_payload: \(maxPayload)\n".write(to: config, atomically: true, encoding: .utf8)
+            try settings.map { $0 + "\n" }.joined().write(to: config, atomically: true, encoding: .utf8)
             arguments += ["-c", config.path]
         }
         let pid = try Self.spawn(binary, arguments, output: self.directory.appendingPathComponent("stdout.log").path)

@@ -66,6 +66,9 @@ public final class TestServer: Sendable {
         configuration.hostname = "127.0.0.1"
         configuration.port = port
         configuration.dataDirectory = directory
+        // Ten seconds to answer `SELECT 1` rather than two: in the first minutes of a whole run on two cores (some 650
+        // tests starting at once) a PostgreSQL that answers once took longer than two. Tests of the check set theirs.
+        configuration.healthCheckTimeout = .seconds(10)
         configure(&configuration)
         var logger = given ?? Logger(label: "parley.test-server")
         if given == nil { logger.logLevel = logLevel }
