@@ -304,7 +304,7 @@ public final class NATSServerProcess: Sendable {
         guard let port = self.monitoringPort else { throw NATSServerError("no monitoring port") }
         let deadline = ContinuousClock.now + timeout
         while ContinuousClock.now < deadline {
-            if let body = try? Self.httpGet(port: port, path: "/routez"),
+            if let body = try? await Self.httpGet(port: port, path: "/routez"),
                 let json = try? JSONSerialization.jsonObject(with: Data(body.utf8)) as? [String: Any],
                 let routes = json["routes"] as? [[String: Any]]
             {
@@ -377,33 +377,12 @@ public final class NATSServerProcess: Sendable {
         return (try? String(contentsOf: output, encoding: .utf8)) ?? ""
     }
 
-    /// A minimal HTTP/1.0 GET on 127.0.0.1 with plain sockets.
-    static func httpGet(port: Int, path: String) throws -> String {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw NATSServerError("socket failed") }
-        defer { close(fd) }
-        var timeout = timeval(tv_sec: 2, tv_usec: 0)
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(port).bigEndian)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let connected = withUnsafePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
-            }
-        }
-        guard connected else { throw NATSServerError("connect failed") }
-        let request = Array("GET \(path) HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n".utf8)
-        _ = request.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-        var response: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 65_536)
-        while true {
-            let count = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
-            if count <= 0 { break }
-            response += chunk[0..<count]
-        }
-        let text = String(decoding: response, as: UTF8.self)
+    /// A minimal HTTP/1.0 GET on 127.0.0.1: the body, read until the server closes the connection.
+    static func httpGet(port: Int, path: String) async throws -> String {
+        let socket = try await RawSocket.connected(port: port, readTimeout: .seconds(2))
+        defer { socket.close() }
+        try await socket.send("GET \(path) HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+        let text = String(decoding: try await socket.readToEnd().bytes, as: UTF8.self)
         guard let bodyStart = text.range(of: "\r\n\r\n") else { throw NATSServerError("bad HTTP response") }
         return String(text[bodyStart.upperBound...])
     }

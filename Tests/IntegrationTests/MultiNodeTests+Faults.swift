@@ -90,11 +90,7 @@ extension MultiNodeTests {
     @Test(.timeLimit(.minutes(4)))
     func aNodeKilledWhileEveryoneSendsLosesNothing() async throws {
         let (database, app) = try await Self.provisionedDatabase()
-        let directories = try (0..<3).map { try TemporaryDirectory(prefix: "parley-node-\($0)") }
-        var nodes: [ServerProcess] = []
-        for (index, directory) in directories.enumerated() {
-            nodes.append(try await Self.startNode("\(index)", app: app, database: database, directory: directory))
-        }
+        let nodes = try await Self.startNodes(3, app: app, database: database)
         let (writers, group) = try await Self.writers(
             ["ann", "ben", "cat", "dan", "eve", "fay"], nodes: nodes, app: app)
         do {
@@ -228,14 +224,8 @@ extension MultiNodeTests {
     @Test(.timeLimit(.minutes(4)))
     func aNodeWithNoParticipantConnectedReceivesNoneOfTheConversationsEvents() async throws {
         let (database, app) = try await Self.provisionedDatabase()
-        let directories = try (0..<3).map { try TemporaryDirectory(prefix: "parley-node-\($0)") }
-        var nodes: [ServerProcess] = []
-        for (index, directory) in directories.enumerated() {
-            nodes.append(
-                try await Self.startNode(
-                    "\(index)", app: app, database: database, directory: directory,
-                    extraArguments: ["--metrics-token", Self.metricsToken]))
-        }
+        let nodes = try await Self.startNodes(
+            3, app: app, database: database, extraArguments: ["--metrics-token", Self.metricsToken])
         let (writers, group) = try await Self.writers(["ann", "ben"], nodes: [nodes[0], nodes[1]], app: app)
         let acknowledged = try await Self.send(writers, count: 20, in: group, pause: .zero)
         await Self.expectEveryoneHasEverything(writers, acknowledged, in: group)

@@ -47,6 +47,20 @@ struct MultiNodeTests {
         return node
     }
 
+    /// `count` nodes on `database`, started one after the other, each in a data directory of its own.
+    static func startNodes(
+        _ count: Int, app: ProvisionedApp, database: PostgresTestDatabase, extraArguments: [String] = []
+    ) async throws -> [ServerProcess] {
+        var nodes: [ServerProcess] = []
+        for index in 0..<count {
+            let directory = try TemporaryDirectory(prefix: "parley-node-\(index)")
+            nodes.append(
+                try await startNode(
+                    "\(index)", app: app, database: database, directory: directory, extraArguments: extraArguments))
+        }
+        return nodes
+    }
+
     /// Waits until `GET /health/ready` answers 200 (a node is ready once it is connected to NATS).
     static func waitUntilReady(_ node: ServerProcess, timeout: Duration = .seconds(30)) async throws {
         let deadline = ContinuousClock.now + timeout
