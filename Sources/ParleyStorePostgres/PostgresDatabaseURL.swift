@@ -57,7 +57,9 @@ public struct PostgresDatabaseURL: Sendable, Hashable, CustomStringConvertible {
         if let explicit = components.port {
             port = explicit
         } else if let text = query["port"] {
-            guard let parsed = Int(text) else { throw PostgresStoreError(.invalidURL, "The port \(text) is not a number.") }
+            guard let parsed = Int(text) else {
+                throw PostgresStoreError(.invalidURL, "The port \(text) is not a number.")
+            }
             port = parsed
         } else {
             port = 5432
@@ -68,7 +70,8 @@ public struct PostgresDatabaseURL: Sendable, Hashable, CustomStringConvertible {
         self.port = port
 
         let host = (components.percentEncodedHost?.removingPercentEncoding).flatMap { $0.isEmpty ? nil : $0 }
-        let socketDirectory = query["host"].flatMap { $0.hasPrefix("/") ? $0 : nil }
+        let socketDirectory =
+            query["host"].flatMap { $0.hasPrefix("/") ? $0 : nil }
             ?? host.flatMap { $0.hasPrefix("/") ? $0 : nil }
         if let socketDirectory {
             self.host = socketDirectory
@@ -128,7 +131,8 @@ public struct PostgresDatabaseURL: Sendable, Hashable, CustomStringConvertible {
     func clientConfiguration(maximumConnections: Int) throws -> PostgresClient.Configuration {
         var configuration: PostgresClient.Configuration
         if let unixSocketPath {
-            configuration = .init(unixSocketPath: unixSocketPath, username: username, password: password, database: database)
+            configuration = .init(
+                unixSocketPath: unixSocketPath, username: username, password: password, database: database)
         } else {
             let tls: PostgresClient.Configuration.TLS
             switch (tlsMode, try tlsConfiguration()) {
@@ -136,11 +140,16 @@ public struct PostgresDatabaseURL: Sendable, Hashable, CustomStringConvertible {
             case (.prefer, let config?): tls = .prefer(config)
             case (_, let config?): tls = .require(config)
             }
-            configuration = .init(host: host, port: port, username: username, password: password, database: database, tls: tls)
+            configuration = .init(
+                host: host, port: port, username: username, password: password, database: database, tls: tls)
         }
         configuration.options.maximumConnections = maximumConnections
         configuration.options.connectTimeout = .seconds(10)
-        configuration.options.additionalStartupParameters = [("application_name", applicationName)]
+        // The message path's named statements (``PreparedSQL``) are planned once per connection, for any list: a
+        // plan made for one batch's values (PostgreSQL's default for the first five) is planning paid per batch.
+        configuration.options.additionalStartupParameters = [
+            ("application_name", applicationName), ("plan_cache_mode", "force_generic_plan"),
+        ]
         return configuration
     }
 
@@ -149,7 +158,8 @@ public struct PostgresDatabaseURL: Sendable, Hashable, CustomStringConvertible {
     public func connectionConfiguration(connectTimeout: Duration) throws -> PostgresConnection.Configuration {
         var configuration: PostgresConnection.Configuration
         if let unixSocketPath {
-            configuration = .init(unixSocketPath: unixSocketPath, username: username, password: password, database: database)
+            configuration = .init(
+                unixSocketPath: unixSocketPath, username: username, password: password, database: database)
         } else {
             let tls: PostgresConnection.Configuration.TLS
             switch (tlsMode, try tlsConfiguration()) {
@@ -157,7 +167,8 @@ public struct PostgresDatabaseURL: Sendable, Hashable, CustomStringConvertible {
             case (.prefer, let config?): tls = .prefer(try NIOSSLContext(configuration: config))
             case (_, let config?): tls = .require(try NIOSSLContext(configuration: config))
             }
-            configuration = .init(host: host, port: port, username: username, password: password, database: database, tls: tls)
+            configuration = .init(
+                host: host, port: port, username: username, password: password, database: database, tls: tls)
         }
         let (seconds, attoseconds) = connectTimeout.components
         configuration.options.connectTimeout = .nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)

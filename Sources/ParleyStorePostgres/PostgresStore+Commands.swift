@@ -155,17 +155,21 @@ struct BatchTransaction {
     func lockConversations(_ ids: Set<String>) async throws -> [String: ConversationRow] {
         guard !ids.isEmpty else { return [:] }
         var locked: [String: ConversationRow] = [:]
-        for row in try await rows(
-            """
-            SELECT \(unescaped: PostgresStore.conversationColumns()) FROM conversations
-            WHERE id = ANY(\(Array(ids))) ORDER BY pk FOR NO KEY UPDATE
-            """
-        ) {
+        for row in try await session.rows(Self.lockConversationsQuery(Array(ids)), as: LockConversations.self) {
             let conversation = try PostgresStore.conversationRow(row)
             locked[conversation.conversation.id] = conversation
         }
         return locked
     }
+
+    static func lockConversationsQuery(_ ids: [String]) -> PostgresQuery {
+        """
+        SELECT \(unescaped: PostgresStore.conversationColumns()) FROM conversations
+        WHERE id = ANY(\(ids)) ORDER BY pk FOR NO KEY UPDATE
+        """
+    }
+
+    enum LockConversations: PreparedSQL { static let sql = lockConversationsQuery([]).sql }
 
     /// Locks the rows of users whose membership stream the batch may extend, in (app_id, uid) order.
     func lockUsers(_ users: [UserKey]) async throws {
@@ -536,12 +540,9 @@ struct BatchTransaction {
         if let locked {
             for send in sends { conversations[send.conversationId] = locked[send.conversationId] }
         } else {
-            for row in try await rows(
-                """
-                SELECT \(unescaped: PostgresStore.conversationColumns()) FROM conversations
-                WHERE id = ANY(\(Array(Set(sends.map(\.conversationId))))) ORDER BY pk FOR NO KEY UPDATE
-                """
-            ) {
+            for row in try await session.rows(
+                Self.lockConversationsQuery(Array(Set(sends.map(\.conversationId)))), as: LockConversations.self)
+            {
                 let conversation = try PostgresStore.conversationRow(row)
                 conversations[conversation.conversation.id] = conversation
             }
@@ -552,12 +553,7 @@ struct BatchTransaction {
         var mutes: [Int64: [String: Int64?]] = [:]
         var messageCounts: [Int64: Int64] = [:]
         if !pks.isEmpty {
-            for row in try await rows(
-                """
-                SELECT c.pk, c.message_count, p.uid, p.role, p.muted, p.muted_until FROM conversations c
-                LEFT JOIN participants p ON p.conversation_pk = c.pk WHERE c.pk = ANY(\(pks))
-                """
-            ) {
+            for row in try await session.rows(Self.sendersQuery(pks), as: Senders.self) {
                 let (pk, count, uid, role, muted, until) = try row.decode(
                     (Int64, Int64, String?, String?, Bool?, Int64?).self
                 )
@@ -786,26 +782,8 @@ struct BatchTransaction {
 
         let updated = positions.map { (pk: $0.key, position: $0.value) }
         let readerRows = readers.map { (key: $0.key, value: $0.value) }
-        try await execute(
-            """
-            WITH new_events AS (
-                \(EventColumns.insertSQL(binds: EventColumns.binds(from: 1)))
-                RETURNING 1
-            ), new_positions AS (
-                UPDATE conversations c SET last_seq = u.last_seq, message_count = u.message_count,
-                    last_activity_at = u.last_activity_at
-                FROM unnest($12::bigint[], $13::bigint[], $14::bigint[], $15::bigint[])
-                    AS u(pk, last_seq, message_count, last_activity_at)
-                WHERE c.pk = u.pk
-                RETURNING 1
-            ), readers AS (
-                UPDATE participants p SET delivered_seq = u.seq, read_seq = u.seq, read_message_count = u.message_index
-                FROM unnest($16::text[], $17::bigint[], $18::bigint[], $19::bigint[]) AS u(uid, pk, seq, message_index)
-                WHERE p.conversation_pk = u.pk AND p.uid = u.uid
-                RETURNING 1
-            )
-            SELECT (SELECT count(*) FROM new_events), (SELECT count(*) FROM new_positions), (SELECT count(*) FROM readers)
-            """.withBinds { binds in
+        _ = try await session.rows(
+            WriteSends.sql.withBinds { binds in
                 inserts.bind(into: &binds)
                 binds.append(updated.map(\.pk))
                 binds.append(updated.map(\.position.lastSeq))
@@ -815,7 +793,8 @@ struct BatchTransaction {
                 binds.append(readerRows.map(\.key.conversationPK))
                 binds.append(readerRows.map(\.value.seq))
                 binds.append(readerRows.map(\.value.index))
-            }
+            },
+            as: WriteSends.self
         )
         try await attachFiles(taken)
         if !mentions.isEmpty {
@@ -841,6 +820,44 @@ struct BatchTransaction {
             )
         }
         return results
+    }
+
+    /// The conversations' message counts and participants, for sends.
+    static func sendersQuery(_ pks: [Int64]) -> PostgresQuery {
+        """
+        SELECT c.pk, c.message_count, p.uid, p.role, p.muted, p.muted_until FROM conversations c
+        LEFT JOIN LATERAL (
+            -- Each conversation's participants by key: joined as a set, the planner hashed the whole table.
+            SELECT * FROM participants p WHERE p.conversation_pk = c.pk OFFSET 0
+        ) p ON true
+        WHERE c.pk = ANY(\(pks))
+        """
+    }
+
+    enum Senders: PreparedSQL { static let sql = sendersQuery([]).sql }
+
+    /// Writes a batch's messages, the conversations' positions, and the senders' read positions, in one statement.
+    enum WriteSends: PreparedSQL {
+        static let sql = """
+            WITH new_events AS (
+                \(EventColumns.insertSQL(binds: EventColumns.binds(from: 1)))
+                RETURNING 1
+            ), new_positions AS (
+                UPDATE conversations c SET last_seq = u.last_seq, message_count = u.message_count,
+                    last_activity_at = u.last_activity_at
+                FROM unnest($12::bigint[], $13::bigint[], $14::bigint[], $15::bigint[])
+                    AS u(pk, last_seq, message_count, last_activity_at)
+                -- ANY lets the rows be found by key, not by a scan of the table hashed against the list.
+                WHERE c.pk = u.pk AND c.pk = ANY($12::bigint[])
+                RETURNING 1
+            ), readers AS (
+                UPDATE participants p SET delivered_seq = u.seq, read_seq = u.seq, read_message_count = u.message_index
+                FROM unnest($16::text[], $17::bigint[], $18::bigint[], $19::bigint[]) AS u(uid, pk, seq, message_index)
+                WHERE p.conversation_pk = u.pk AND p.uid = u.uid AND p.conversation_pk = ANY($17::bigint[])
+                RETURNING 1
+            )
+            SELECT (SELECT count(*) FROM new_events), (SELECT count(*) FROM new_positions), (SELECT count(*) FROM readers)
+            """
     }
 
     struct ReaderKey: Hashable {
