@@ -25,6 +25,12 @@ struct ClusterNode: Service {
             group.addTask {
                 for await notice in cluster.notices { await handle(notice) }
             }
+            if let gapTimers = publisher.gapTimers {
+                // Gaps waited for long enough are read in the command writer's loop, in order with its other work.
+                group.addTask {
+                    await cancelWhenGracefulShutdown { await gapTimers.run { writer.clusterWork(.fillGap($0)) } }
+                }
+            }
             group.addTask {
                 try await cancelWhenGracefulShutdown {
                     try await cluster.run(connected: { readiness.markClusterConnected() })

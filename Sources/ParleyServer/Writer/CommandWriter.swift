@@ -371,6 +371,7 @@ final class CommandWriter: Service {
                     switch item {
                     case .events(let conversation, let events): await publisher.publishRemote(conversation, events)
                     case .sync(let conversations): await publisher.sync(conversations)
+                    case .fillGap(let conversation): await publisher.fillGap(conversation)
                     }
                 }
             }
@@ -404,6 +405,8 @@ enum ClusterWork: Sendable {
     case events(ConversationRef, [RoutedEvent])
     /// Read the last sequence number of these conversations (nil: every followed one) and publish what is missing.
     case sync([ConversationRef]?)
+    /// A gap in a conversation's events waited for long enough: read what is still missing from the database.
+    case fillGap(ConversationRef)
 }
 
 /// A rendezvous between one producer and one consumer: ``put(_:)`` returns once ``take()`` has taken the element, so

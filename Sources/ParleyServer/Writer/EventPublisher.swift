@@ -10,8 +10,10 @@ import ParleyStore
 /// nodes, the events other nodes committed (``NATSCluster``) and the catch-ups it asks for. With several nodes it
 /// keeps, for each conversation the node follows, the last sequence number published here
 /// (``ConversationPositions``): events after a gap (another node's commit that NATS has not brought yet, or lost)
-/// first publish the missing ones, read from the database with their recipients, so a conversation's events reach this
-/// node's connections in order, each once. The events this node commits then go to the other nodes on NATS.
+/// first publish the missing ones, so a conversation's events reach this node's connections in order, each once. A gap
+/// is first waited for (``gapGrace``, ``ReorderBuffer``): another node's commit just before this node's is usually on
+/// its way on NATS. One still open when the wait ends is read from the database with its recipients. The events this
+/// node commits then go to the other nodes on NATS.
 final class EventPublisher: Sendable {
     private let hub: Hub
     private let typing: TypingTracker
@@ -24,12 +26,19 @@ final class EventPublisher: Sendable {
     private let logger: Logger
     /// Events read per query when catching up.
     static let pageSize = 500
+    /// How long events after a gap wait for the missing ones to arrive on NATS before those are read from the database.
+    static let gapGrace: Duration = .milliseconds(50)
+    private let reorder = NIOLockedValueBox(ReorderBuffer())
+    /// The conversations whose gap is waited for, with several nodes (run by ``ClusterNode``, which hands each that
+    /// runs out to the command writer's loop: ``fillGap(_:)``).
+    let gapTimers: FixedDelayTimers<ConversationRef>?
 
     init(
         hub: Hub, typing: TypingTracker, unread: UnreadNotifier, relay: Relay, cluster: NATSCluster?,
         store: (any ClusterStore)?, positions: ConversationPositions, metrics: ServerMetrics = .discarding,
-        logger: Logger
+        timeline: Timeline = Timeline(ContinuousClock()), logger: Logger
     ) {
+        self.gapTimers = cluster == nil ? nil : FixedDelayTimers(delay: Self.gapGrace, timeline: timeline)
         self.hub = hub
         self.typing = typing
         self.unread = unread
@@ -96,11 +105,21 @@ final class EventPublisher: Sendable {
             return
         }
         for conversation in followed {
-            guard let through = last[conversation], let position = positions.position(conversation),
-                through > position
-            else { continue }
-            await catchUp(conversation, after: position, through: through)
+            guard let through = last[conversation], let position = positions.position(conversation) else { continue }
+            if through > position { await catchUp(conversation, after: position, through: through) }
+            // What waited behind a gap this filled.
+            if reorder.withLockedValue({ $0.held[conversation] != nil }) { await publishInOrder(conversation, []) }
         }
+    }
+
+    /// A gap of `conversation` waited for ``gapGrace`` (``gapTimers``): what is still missing is read from the
+    /// database, then what waited behind it is published.
+    func fillGap(_ conversation: ConversationRef) async {
+        guard positions.position(conversation) != nil else {
+            _ = reorder.withLockedValue { $0.takeAll(conversation) }
+            return
+        }
+        await publishInOrder(conversation, [], waiting: false)
     }
 
     /// Runs `publish`, the publication of one batch the command writer stored; the unread counts read with the batch
@@ -125,17 +144,39 @@ final class EventPublisher: Sendable {
     }
 
     /// Publishes a conversation's events (ascending) after the last one published here: what this node published
-    /// already is left out, and a gap before them is read from the database first.
-    private func publishInOrder(_ conversation: ConversationRef, _ events: [RoutedEvent]) async {
-        guard let last = positions.position(conversation) else {
+    /// already is left out, and events after a gap wait for the missing ones (``ReorderBuffer``) until ``gapGrace``
+    /// has passed; then (`waiting` false) the gap is read from the database first.
+    private func publishInOrder(_ conversation: ConversationRef, _ events: [RoutedEvent], waiting: Bool = true) async {
+        guard var position = positions.position(conversation) else {
             deliver(events)
             return
         }
-        let fresh = events.filter { ($0.stored.event.seq ?? 0) > last }
-        guard let first = fresh.first?.stored.event.seq else { return }
-        if first > last + 1 { await catchUp(conversation, after: last, through: first - 1) }
-        let after = positions.position(conversation) ?? last
-        deliver(fresh.filter { ($0.stored.event.seq ?? 0) > after })
+        var adding = events
+        while true {
+            let (ready, gapBefore) = reorder.withLockedValue { [adding] in
+                $0.take(conversation, after: position, adding: adding)
+            }
+            adding = []
+            deliver(ready)
+            guard let gapBefore else {
+                gapTimers?.cancel(conversation)
+                return
+            }
+            if waiting, let gapTimers {
+                if !gapTimers.isScheduled(conversation) { gapTimers.schedule(conversation) }
+                return
+            }
+            let after = positions.position(conversation) ?? position
+            await catchUp(conversation, after: after, through: gapBefore - 1)
+            guard let caughtUp = positions.position(conversation), caughtUp >= gapBefore - 1 else {
+                // Not read (the database is unavailable, or the conversation is no longer followed here): what waits
+                // is published past the gap, as clients find a gap by sequence number and resume over it.
+                deliver(reorder.withLockedValue { $0.takeAll(conversation) })
+                gapTimers?.cancel(conversation)
+                return
+            }
+            position = caughtUp
+        }
     }
 
     /// Reads events `after < seq <= through` with their recipients and publishes them.
