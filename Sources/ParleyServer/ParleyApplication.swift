@@ -210,16 +210,13 @@ public func buildApplication(
         store: store, relay: relay, cluster: natsCluster, grace: configuration.presenceGrace, time: time,
         metrics: metrics, logger: logger
     )
-    // A burst pays where the counts are read in the batch's transaction and go out in its write (SQLite); elsewhere
-    // each push is a query of its own, and a burst would only add queries.
     let unread = UnreadNotifier(
-        store: store, hub: hub, interval: configuration.unreadPushInterval,
-        burst: store is any UnreadWithBatch ? configuration.unreadPushBurst : 1,
+        store: store, hub: hub, interval: configuration.unreadPushInterval, burst: configuration.unreadPushBurst,
         maxUsersForBurst: configuration.unreadBurstMaxUsers, time: time, logger: logger
     )
     let publisher = EventPublisher(
         hub: hub, typing: typing, unread: unread, relay: relay, cluster: natsCluster, store: clusterStore,
-        positions: positions, metrics: metrics, logger: logger
+        positions: positions, metrics: metrics, timeline: time.timeline, logger: logger
     )
     let push = try makePushDispatcher(
         configuration, store: store, presence: presence, time: time, metrics: metrics, logger: logger

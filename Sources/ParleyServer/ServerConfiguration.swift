@@ -29,9 +29,8 @@ public struct ServerConfiguration: Sendable {
     public var typingFramesPerSecond: Int = 5
     /// How long a user stays online after their last connection closes (a quick reconnect shows no change).
     public var presenceGrace: Duration = .seconds(5)
-    /// `unread.update` pushes a user may get in a row, each at once and in the same write as the message that changed
-    /// the count; one is earned back per ``unreadPushInterval``. At least 1. On SQLite only: with PostgreSQL, where
-    /// each push is a query of its own, a user gets one push per interval.
+    /// `unread.update` pushes a user may get in a row, each at once (on SQLite in the same write as the message that
+    /// changed the count); one is earned back per ``unreadPushInterval``. At least 1.
     public var unreadPushBurst: Int = 5
     /// A batch of messages that changes the counts of more users than this connected here (a message to a large group)
     /// pushes each of them once and holds them for ``unreadPushInterval``, as a burst of 1 would: the first messages to

@@ -13,7 +13,21 @@ extension EventCatalogTests {
     }
 
     @Test func theTotalPushedFollowsEveryChangeOfAUserInManyConversations() async throws {
-        let party = try await party(["alice", "bob", "carol"], configure: Self.unlimitedPushes)
+        try await totalPushedFollowsEveryChange(databaseURL: nil)
+    }
+
+    /// On PostgreSQL no count is read with the batch: the notifier moves the totals by the events it publishes and
+    /// reads only what they cannot tell (deletions, departures).
+    @Test(.enabled(if: PostgresTestDatabase.isConfigured, "needs PARLEY_TEST_DATABASE_URL (scripts/test)"))
+    func theTotalPushedFollowsEveryChangeOnPostgreSQL() async throws {
+        let database = try await PostgresTestDatabase.create(prefix: "parley_unread")
+        try await totalPushedFollowsEveryChange(databaseURL: database.url)
+        try await database.drop()
+    }
+
+    func totalPushedFollowsEveryChange(databaseURL: String?) async throws {
+        let party = try await party(
+            ["alice", "bob", "carol"], databaseURL: databaseURL, configure: Self.unlimitedPushes)
         let alice = party["alice"]
         var groups: [String] = []
         for index in 0..<4 {
@@ -23,7 +37,10 @@ extension EventCatalogTests {
 
         /// After `action`: Bob is pushed `total` (nothing when `pushed` is false), and it is what his counts read whole
         /// add up to.
-        func expectTotal(_ total: Int, pushed: Bool = true, after action: () async throws -> Void) async throws {
+        func expectTotal(
+            _ total: Int, pushed: Bool = true, sourceLocation: SourceLocation = #_sourceLocation,
+            after action: () async throws -> Void
+        ) async throws {
             party.mark()
             try await action()
             try await party.fence()
@@ -32,14 +49,14 @@ extension EventCatalogTests {
                     guard case .unreadUpdated(let summary) = event.payload else { return false }
                     return summary.total == total
                 }
-                #expect(push != nil, "no push of \(total)")
+                #expect(push != nil, "no push of \(total)", sourceLocation: sourceLocation)
             }
             let pushes = party.observed(by: "bob", ignoring: []).compactMap { event -> UnreadSummary? in
                 guard case .unreadUpdated(let summary) = event.payload else { return nil }
                 return summary
             }
-            #expect(pushed ? pushes.last?.total == total : pushes.isEmpty, "\(pushes)")
-            #expect(try await party["bob"].unreadCounts().total == total)
+            #expect(pushed ? pushes.last?.total == total : pushes.isEmpty, "\(pushes)", sourceLocation: sourceLocation)
+            #expect(try await party["bob"].unreadCounts().total == total, sourceLocation: sourceLocation)
         }
 
         // The first push reads everything (by the notifier's task); the next ones, with their message, only the

@@ -99,11 +99,11 @@ import Testing
     static let everyone = ["alice", "bob", "carol", "dave"]
 
     func party(
-        _ uids: [String] = everyone, presenceForAll: Set<String> = [],
+        _ uids: [String] = everyone, presenceForAll: Set<String> = [], databaseURL: String? = nil,
         configure: (inout ServerConfiguration) -> Void = { _ in }
     ) async throws -> Party {
         let clock = ManualClock()
-        let server = try await TestServer.start(clock: clock, configure: configure)
+        let server = try await TestServer.start(databaseURL: databaseURL, clock: clock, configure: configure)
         var clients: [String: ParleyClient] = [:]
         var listeners: [String: RecordingListener] = [:]
         var notes: [String: String] = [:]

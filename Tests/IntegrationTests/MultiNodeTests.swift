@@ -263,16 +263,31 @@ struct MultiNodeTests {
         try await nodes.stop()
     }
 
-    /// Edits, deletions, reactions, replies and mentions made through one node reach the other node's clients as they
-    /// reach their own: each user's ``MessageList`` ends equal to what either node reads for that user.
-    @Test(.timeLimit(.minutes(3)))
-    func aMessagesLifecycleCrossesNodes() async throws {
+    /// Two nodes, alice connected to node A and bob to node B (each with a recorder of what they receive), for `body`;
+    /// the nodes' logs are recorded when it throws; then everything stops.
+    static func withAliceOnABobOnB(
+        _ body: (TwoNodes, ParleyClient, RecordingListener, ParleyClient, RecordingListener) async throws -> Void
+    ) async throws {
         let nodes = try await Self.twoNodes()
         let aliceEvents = RecordingListener()
         let bobEvents = RecordingListener()
         let alice = try await Self.client("alice", url: nodes.a.baseURL, app: nodes.app, recorder: aliceEvents)
         let bob = try await Self.client("bob", url: nodes.b.baseURL, app: nodes.app, recorder: bobEvents)
         do {
+            try await body(nodes, alice, aliceEvents, bob, bobEvents)
+        } catch {
+            Issue.record("node A log:\n\(nodes.a.log.suffix(3_000))\nnode B log:\n\(nodes.b.log.suffix(3_000))")
+            throw error
+        }
+        for client in [alice, bob] { await client.shutdown() }
+        try await nodes.stop()
+    }
+
+    /// Edits, deletions, reactions, replies and mentions made through one node reach the other node's clients as they
+    /// reach their own: each user's ``MessageList`` ends equal to what either node reads for that user.
+    @Test(.timeLimit(.minutes(3)))
+    func aMessagesLifecycleCrossesNodes() async throws {
+        try await Self.withAliceOnABobOnB { nodes, alice, aliceEvents, bob, bobEvents in
             let group = try await alice.createGroup(name: "nodes", participants: ["bob"])
             let first = try await alice.sendTextMessage("frist", to: .conversation(group.id))
             let second = try await alice.sendTextMessage("to delete", to: .conversation(group.id))
@@ -316,12 +331,51 @@ struct MultiNodeTests {
             // The mention is listed for alice through either node until she reads it.
             #expect(try await alice.fetchUnreadMentions().messages.map(\.id) == [reply.id])
             for list in [alicesList, bobsList, thread] { list.close() }
-        } catch {
-            Issue.record("node A log:\n\(nodes.a.log.suffix(3_000))\nnode B log:\n\(nodes.b.log.suffix(3_000))")
-            throw error
         }
-        for client in [alice, bob] { await client.shutdown() }
-        try await nodes.stop()
+    }
+
+    /// The unread counts a node pushes follow messages, receipts, edits and deletions made through another node (the
+    /// node moves its totals by the events it receives on NATS and reads only what they cannot tell), and agree with
+    /// the counts read through either node.
+    @Test(.timeLimit(.minutes(3)))
+    func unreadCountsFollowWhatIsDoneOnAnotherNode() async throws {
+        try await Self.withAliceOnABobOnB { nodes, alice, aliceEvents, bob, bobEvents in
+            let group = try await alice.createGroup(name: "nodes", participants: ["bob"])
+            /// After `action`: bob is pushed `total`, and both nodes read it.
+            func expectTotal(_ total: Int, _ step: String, after action: () async throws -> Void) async throws {
+                try await action()
+                let pushed = await bobEvents.next(where: { event in
+                    guard case .unreadUpdated(let summary) = event.payload else { return false }
+                    return summary.total == total
+                })
+                #expect(pushed != nil, "\(step): no push of \(total)")
+                for node in [nodes.a, nodes.b] {
+                    let read = try await node.request("GET", "/v1/me/unread", token: try await node.login("bob"))
+                        .decode(UnreadSummary.self)
+                    #expect(read.total == total, "\(step) through \(node.baseURL)")
+                }
+            }
+            var sent: [Message] = []
+            try await expectTotal(1, "first message") {
+                sent.append(try await alice.sendTextMessage("one", to: .conversation(group.id)))
+            }
+            try await expectTotal(3, "two more") {
+                for text in ["two", "three"] {
+                    sent.append(try await alice.sendTextMessage(text, to: .conversation(group.id)))
+                }
+            }
+            try await expectTotal(0, "read on node B") { try await bob.markRead(upTo: sent[2].seq, in: group.id) }
+            try await expectTotal(1, "an edit, then a message") {
+                _ = try await alice.editTextMessage(sent[0].id, in: group.id, text: "uno")
+                sent.append(try await alice.sendTextMessage("four", to: .conversation(group.id)))
+            }
+            try await expectTotal(0, "deleted on node A") {
+                _ = try await alice.deleteMessage(sent[3].id, in: group.id)
+            }
+            try await expectTotal(1, "after the deletion") {
+                sent.append(try await alice.sendTextMessage("five", to: .conversation(group.id)))
+            }
+        }
     }
 
     /// A block made through one node holds on the other at once: sends refused there, typing kept from the blocker.

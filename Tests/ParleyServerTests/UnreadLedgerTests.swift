@@ -12,6 +12,11 @@ import Testing
         ConversationUnread(conversationId: id, unread: unread, readSeq: 0, lastSeq: Int64(unread))
     }
 
+    /// The counts in the user's ledger that are not 0.
+    func unread(_ state: UnreadNotifier.State, _ key: UnreadNotifier.UserKey) -> [String: Int] {
+        (state.ledgers[key]?.conversations ?? [:]).filter { $0.value.unread > 0 }.mapValues(\.unread)
+    }
+
     /// A read of every conversation (what the store answers for `request.reads == nil`).
     func whole(_ counts: [ConversationUnread]) -> UnreadSummary {
         UnreadSummary(total: counts.reduce(0) { $0 + $1.unread }, conversations: counts)
@@ -24,7 +29,8 @@ import Testing
         let pushed = state.apply(first, whole([count("c1", 3), count("c2", 1), count("c3", 0)]), now: .zero)
         // The push lists what changed, with the user's total over everything.
         #expect(pushed == UnreadSummary(total: 4, conversations: [count("c2", 1)]))
-        #expect(state.ledgers[bob]?.unread == ["c1": 3, "c2": 1])
+        #expect(unread(state, bob) == ["c1": 3, "c2": 1])
+        #expect(state.ledgers[bob]?.conversations.keys.sorted() == ["c1", "c2", "c3"])
 
         let second = state.request(bob, ["c2", "c3"], now: .seconds(1))
         #expect(!second.everyConversation && second.reads == ["c2", "c3"] && second.ticket > first.ticket)
@@ -35,7 +41,7 @@ import Testing
         let third = state.request(bob, ["c1", "c3"], now: .seconds(2))
         let gone = state.apply(third, whole([count("c3", 0)]), now: .seconds(2))
         #expect(gone == UnreadSummary(total: 4, conversations: [count("c3", 0)]))
-        #expect(state.ledgers[bob]?.unread == ["c2": 4])
+        #expect(unread(state, bob) == ["c2": 4] && state.ledgers[bob]?.conversations["c1"] == nil)
     }
 
     @Test func aReadOlderThanOneAppliedDropsTheLedgerAndIsReadWholeAgain() throws {
@@ -70,29 +76,147 @@ import Testing
         #expect(!ready && state.ready.isEmpty && state.dirty[bob] == ["c1"])
     }
 
-    @Test func aMessageOfTheUserSetsTheirCountThereToZeroUnlessAReadMayBeOlder() throws {
+    /// Bob's ledger read whole: c1 has 2 unread (read to 3, last 5), c2 none (read to 7, last 7).
+    func ledgered() -> UnreadNotifier.State {
         var state = UnreadNotifier.State()
-        // A read of every conversation is running: its snapshot may be older than the message, so the conversation is
-        // read again after it.
-        let everything = state.request(bob, ["c2"], now: .zero)
-        #expect(state.readingWhole(bob))
-        let pushNow = state.sent(bob, in: "c1", connected: true)
-        #expect(pushNow && state.dirty[bob] == ["c1"] && state.ready == [bob])
-        _ = state.apply(everything, whole([count("c1", 2), count("c2", 1)]), now: .zero)
-        #expect(!state.readingWhole(bob) && state.ledgers[bob]?.total == 3)
+        let read = state.request(bob, [], now: .zero)
+        let counts = [
+            ConversationUnread(conversationId: "c1", unread: 2, readSeq: 3, lastSeq: 5),
+            ConversationUnread(conversationId: "c2", unread: 0, readSeq: 7, lastSeq: 7),
+        ]
+        _ = state.apply(read, UnreadSummary(total: 2, conversations: counts), now: .zero)
+        return state
+    }
+
+    func observe(_ state: inout UnreadNotifier.State, _ id: String, _ change: UnreadNotifier.Change) -> Bool {
+        state.observe(bob, id, change, connected: true, now: .seconds(1))
+    }
+
+    @Test func aMessageOfSomeoneElseMovesTheLedgerAndIsPushedWithNoRead() throws {
+        var state = ledgered()
+        #expect(observe(&state, "c2", .arrived(seq: 8)))
+        #expect(state.ledgers[bob]?.total == 3 && state.moved[bob] == ["c2"] && state.dirty[bob] == nil)
+        #expect(state.ready == [bob])
+        // Another one before the push: nothing more to wake.
+        #expect(!observe(&state, "c1", .arrived(seq: 6)))
+        // A push with no read spends from the budget (here of 1: the user is held).
+        let taken = state.take(now: .seconds(1), interval: .seconds(1), burst: 1)
+        #expect(taken.reads.isEmpty && taken.held == [bob] && state.moved[bob] == nil)
+        let pushed = try #require(taken.pushes.first)
+        #expect(
+            pushed.1
+                == UnreadSummary(
+                    total: 4,
+                    conversations: [
+                        ConversationUnread(conversationId: "c1", unread: 3, readSeq: 3, lastSeq: 6),
+                        ConversationUnread(conversationId: "c2", unread: 1, readSeq: 7, lastSeq: 8),
+                    ]))
+        // Held: the ledger still moves; the push waits for the interval's end.
+        #expect(!observe(&state, "c2", .arrived(seq: 9)))
+        #expect(state.ledgers[bob]?.total == 5 && state.moved[bob] == ["c2"] && state.ready.isEmpty)
+
+        // With a budget left, the next push goes at once and holds no one.
+        var roomy = ledgered()
+        _ = observe(&roomy, "c2", .arrived(seq: 8))
+        #expect(roomy.take(now: .seconds(1), interval: .seconds(1), burst: 5).held.isEmpty)
+        #expect(observe(&roomy, "c2", .arrived(seq: 9)) && roomy.ready == [bob])
+    }
+
+    @Test func anEventCountedAlreadyChangesNothingAndAGapIsRead() throws {
+        var state = ledgered()
+        // A read's snapshot can be newer than what was published here: events up to its last seq are in it.
+        #expect(!observe(&state, "c1", .arrived(seq: 5)))
+        #expect(state.ledgers[bob]?.total == 2 && state.moved[bob] == nil && state.dirty[bob] == nil)
+        // Events that move no count keep the ledger whole past them.
+        #expect(!observe(&state, "c1", .passed(seq: 6)))
+        #expect(state.ledgers[bob]?.conversations["c1"]?.lastSeq == 6)
+        // One after a gap (events not seen here): only a read can tell.
+        #expect(observe(&state, "c1", .arrived(seq: 9)))
+        #expect(state.dirty[bob] == ["c1"] && state.ledgers[bob]?.total == 2)
+        let taken = state.take(now: .seconds(1), interval: .seconds(1), burst: 1)
+        #expect(taken.pushes.isEmpty && taken.reads.map(\.conversationIds) == [["c1"]])
+        #expect(taken.reads.allSatisfy { !$0.everyConversation })
+    }
+
+    @Test func whileAReadIsOutEventsAreReadAgainAfterIt() throws {
+        var state = ledgered()
+        let out = state.request(bob, ["c2"], now: .seconds(1))
+        #expect(state.reading(bob) && !state.readingWhole(bob))
+        // Its snapshot may be older or newer than this message: the conversation is read again after it.
+        #expect(observe(&state, "c1", .arrived(seq: 6)))
+        #expect(state.dirty[bob] == ["c1"] && state.ledgers[bob]?.total == 2)
+        _ = state.apply(out, UnreadSummary(total: 0, conversations: [count("c2", 0)]), now: .seconds(1))
+        #expect(!state.reading(bob) && state.asked[bob] == nil)
+        // A conversation the ledger does not have (a new one) is read too.
         state.dirty[bob] = nil
         state.ready = []
-        // Nothing running, not held: the ledger's count there goes, with no read.
-        let again = state.sent(bob, in: "c1", connected: true)
-        #expect(!again && state.dirty[bob] == nil)
-        #expect(state.ledgers[bob]?.total == 1 && state.ledgers[bob]?.unread == ["c2": 1])
-        // Held: read again at the interval's end.
-        state.held.insert(bob)
-        let held = state.sent(bob, in: "c2", connected: true)
-        #expect(!held && state.dirty[bob] == ["c2"] && state.ledgers[bob]?.total == 1)
+        #expect(observe(&state, "c9", .arrived(seq: 1)) && state.dirty[bob] == ["c9"])
+    }
+
+    @Test func readingOrSendingPastEverythingCountedLeavesNone() throws {
+        var state = ledgered()
+        // A receipt behind the last message counted: how many stay unread, only a read can tell.
+        #expect(observe(&state, "c1", .read(seq: 4)) && state.dirty[bob] == ["c1"])
+        state = ledgered()
+        // A receipt at or past it (another node's commit not brought here yet): none, and later events up to it are
+        // counted already.
+        #expect(observe(&state, "c1", .read(seq: 6)))
+        #expect(state.ledgers[bob]?.total == 0 && state.moved[bob] == ["c1"])
+        #expect(state.ledgers[bob]?.conversations["c1"] == .init(unread: 0, readSeq: 6, lastSeq: 6))
+        #expect(!observe(&state, "c1", .arrived(seq: 6)) && state.ledgers[bob]?.total == 0)
+        // A receipt that moves nothing (an older one).
+        #expect(!observe(&state, "c1", .read(seq: 5)) && state.dirty[bob] == nil)
+
+        // Bob's own message reads the conversation up to it: none there, not pushed by itself.
+        state = ledgered()
+        #expect(!observe(&state, "c1", .sent(seq: 6)))
+        #expect(state.ledgers[bob]?.total == 0 && state.moved[bob] == nil && state.ready.isEmpty)
+        // Behind what was counted: read.
+        state = ledgered()
+        #expect(observe(&state, "c1", .sent(seq: 4)) && state.dirty[bob] == ["c1"])
+        // With no ledger and no read out: nothing to move, nothing pushed.
+        var empty = UnreadNotifier.State()
+        let pushNothing = empty.observe(bob, "c1", .sent(seq: 6), connected: true, now: .zero)
+        #expect(!pushNothing && empty.dirty.isEmpty)
         // Away: the ledger goes.
-        _ = state.sent(bob, in: "c2", connected: false)
-        #expect(state.ledgers[bob] == nil)
+        state = ledgered()
+        let away = state.observe(bob, "c1", .arrived(seq: 6), connected: false, now: .seconds(1))
+        #expect(!away)
+        #expect(state.ledgers[bob] == nil && state.dirty[bob] == nil)
+    }
+
+    @Test func whatEachEventChanges() throws {
+        func event(_ payload: EventPayload, seq: Int64?, by actor: String = "alice") -> Event {
+            Event(
+                id: "e", appId: "a", name: .messageSent, conversationId: "c1", seq: seq, timestamp: 0,
+                context: EventContext(createdBy: actor), payload: payload)
+        }
+        func changes(_ event: Event, _ recipients: [String]) -> [String] {
+            UnreadNotifier.changes(event, recipients: recipients).map { "\($0.uid):\($0.change)" }
+        }
+        let message = Message(
+            id: "m", conversationId: "c1", seq: 4, sender: "alice", clientMessageId: nil, parts: [], metadata: nil,
+            alert: nil, sentAt: 0, replyTo: nil, mentions: nil)
+        #expect(
+            changes(event(.messageSent(message), seq: 4), ["alice", "bob"]) == [
+                "alice:sent(seq: 4)", "bob:arrived(seq: 4)",
+            ])
+        #expect(
+            changes(event(.messageDeleted(message), seq: 5), ["alice", "bob"]) == [
+                "alice:passed(seq: 5)", "bob:changed",
+            ])
+        #expect(
+            changes(event(.messageRead(Receipt(uid: "bob", seq: 4)), seq: nil, by: "bob"), ["alice", "bob"]) == [
+                "bob:read(seq: 4)"
+            ])
+        let removed = Participant(uid: "carol", role: .member, joinedAt: 0)
+        // The one removed is no longer a recipient.
+        #expect(
+            changes(event(.participantRemoved(removed), seq: 6), ["alice", "bob"]) == [
+                "carol:changed", "alice:passed(seq: 6)", "bob:passed(seq: 6)",
+            ])
+        #expect(changes(event(.messageUpdated(message), seq: 7), ["bob"]) == ["bob:passed(seq: 7)"])
+        #expect(changes(event(.messageDelivered(Receipt(uid: "bob", seq: 4)), seq: nil), ["bob"]).isEmpty)
     }
 
     @Test func aLedgerIsReadWholeAgainAfterItsLifetimeAndDroppedBySweeps() throws {

@@ -7,15 +7,13 @@ import ServiceLifecycle
 /// Pushes `unread.update` to a user's own connections when their unread counts change.
 ///
 /// A count that goes out with the batch that changed it (below) costs a read in a warm transaction and a few bytes in
-/// a write made anyway; a push of its own costs a read transaction, a wake-up and a socket write. So pushes with the
-/// batch are taken from a budget per user, ``ServerConfiguration/unreadPushBurst`` in a row, earned back at one per
-/// ``ServerConfiguration/unreadPushInterval`` (a token bucket, ``PushBudget``), and the user is held for an interval
-/// only once it is spent; a push of its own (the notifier's task: a held user's changes, every push on a store without
-/// ``UnreadWithBatch``) empties the budget and holds the user, and so does a batch that makes more than
-/// ``maxUsersForBurst`` users due (a message to a large group: its members get one push each, as a burst of 1 would).
-/// While held, changes are gathered and pushed together when the interval ends. A busy group thus costs each member at
-/// most one push of its own per interval, and a member of a quiet conversation gets each count with the message that
-/// changed it.
+/// a write made anyway; a push of its own costs a wake-up and a socket write, and a read transaction when the ledger
+/// (below) cannot tell the count. So pushes are taken from a budget per user, ``ServerConfiguration/unreadPushBurst``
+/// in a row, earned back at one per ``ServerConfiguration/unreadPushInterval`` (a token bucket, ``PushBudget``), and
+/// the user is held for an interval only once it is spent; a batch that makes more than ``maxUsersForBurst`` users due
+/// (a message to a large group) empties the budget of each and holds them, as a burst of 1 would. While held, changes
+/// are gathered and pushed together when the interval ends. A busy group thus costs each member at most one push per
+/// interval, and a member of a quiet conversation gets each count just after the message that changed it.
 ///
 /// Pushes go out in batches, written with the hand-written encoder. On a store that reads unread counts with a batch of
 /// commands (``UnreadWithBatch``, SQLite), the users a batch makes due are chosen in its transaction, their counts read
@@ -25,15 +23,18 @@ import ServiceLifecycle
 /// user is pushed again. Recording a change costs a lock, not a task or a timer per user.
 ///
 /// A push carries the user's total over all their conversations, and reading it costs a row per conversation the user
-/// is in: for a user in hundreds of conversations, hundreds of rows for each message. So the notifier keeps, for each
-/// user it pushes, the total and the conversations with unread messages (``UnreadLedger``), read whole once; a push then
-/// reads only the conversations that changed and moves the total by their difference. A batch reads a user with no
-/// ledger whole only when they are in a few conversations; the notifier's task reads the others, off the command
-/// writer's thread. Every change to a user's counts comes through here (``affected(by:recipients:)``, and their own
-/// messages, ``published(_:recipients:)``) while they are connected; a change while they are not drops their ledger,
-/// and so does a read that comes back older than one already applied (reads are numbered when asked for), the user
-/// being read whole again. A ledger is read whole again after one to two lifetimes (`ledgerLifetime`, a minute) at the
-/// latest.
+/// is in. So the notifier keeps, for each user it pushes, the total and every conversation's count with the positions
+/// it was counted at (``UnreadLedger``), read whole once, and moves it by the events published here
+/// (``published(_:recipients:)``, ``State/observe(_:_:_:connected:now:)``): a conversation's events reach every node
+/// with a participant connected in order, each once, so a message of someone else's counted up to the event before it
+/// is one more, the user's own message or a receipt past everything counted leaves none, and an event already counted
+/// (a read's snapshot can be newer than what was published here) is nothing; such a push reads nothing. Anything else
+/// (a deletion, a departure, a gap, a read still out) is read: only the conversations that changed, the total moved by
+/// their difference. A batch reads a user with no ledger whole only when they are in a few conversations; the
+/// notifier's task reads the others, off the command writer's thread. A change while the user is not connected here
+/// drops their ledger, and so does a read that comes back older than one already applied (reads are numbered when
+/// asked for), the user being read whole again. A ledger is read whole again after one to two lifetimes
+/// (`ledgerLifetime`, a minute) at the latest.
 final class UnreadNotifier: Service {
     typealias UserKey = ParleyServer.UserKey
 
@@ -60,22 +61,65 @@ final class UnreadNotifier: Service {
         }
     }
 
-    /// What a user's pushes said: the total and the conversations with unread messages, at the read numbered `ticket`.
+    /// A user's count in one conversation, and the positions it was counted at.
+    struct Position: Equatable {
+        var unread: Int
+        /// The user's read position.
+        var readSeq: Int64
+        /// The conversation's last sequence number counted: every event up to it is in `unread`, none after it.
+        var lastSeq: Int64
+
+        func summary(_ conversationId: String) -> ConversationUnread {
+            ConversationUnread(conversationId: conversationId, unread: unread, readSeq: readSeq, lastSeq: lastSeq)
+        }
+    }
+
+    /// What a user's pushes said: the total and every conversation of theirs with its count, at the read numbered
+    /// `ticket`, moved since by the events published here (``observe(_:_:_:connected:now:)``).
     struct UnreadLedger {
         var total: Int
-        /// Counts of the conversations with unread messages (the others have none).
-        var unread: [String: Int]
+        /// Every conversation of the user's, as read or moved since.
+        var conversations: [String: Position]
         /// The last read applied: a read with a lower number is older.
         var ticket: UInt64
         /// When every conversation is to be read again: ``State/ledgerLifetime`` after they were, and up to as long
         /// again (spread by the read's number), so that the users read together at a start are not all read again at
         /// once a lifetime later.
         var expiresAt: Duration
+
+        /// The counts of conversations that were in the user's ledger (nil: no more), as a push lists them.
+        func listed(_ conversationIds: some Sequence<String>) -> [ConversationUnread] {
+            conversationIds.sorted().compactMap { id in conversations[id].map { $0.summary(id) } }
+        }
+    }
+
+    /// What an event published here does to one user's count in its conversation.
+    enum Change: Equatable {
+        /// A message of someone else's, numbered `seq`.
+        case arrived(seq: Int64)
+        /// A message of the user's own: sending reads the conversation up to it.
+        case sent(seq: Int64)
+        /// The user read up to `seq` (a receipt: its event has no number).
+        case read(seq: Int64)
+        /// An event numbered `seq` that moves no count (an edit, a reaction, someone else joining).
+        case passed(seq: Int64)
+        /// A change only a read can tell (a deletion, a departure, a conversation deleted or back).
+        case changed
+    }
+
+    /// A read asked for a user and not applied yet.
+    struct AskedRead {
+        var ticket: UInt64
+        var at: Duration
+        /// Whether it reads every conversation.
+        var whole: Bool
     }
 
     struct State {
-        /// Conversations whose counts changed and were not pushed yet, per user.
+        /// Conversations whose counts changed and are to be read, per user.
         var dirty: [UserKey: Set<String>] = [:]
+        /// Conversations whose counts moved in the user's ledger and were not pushed yet (no read needed), per user.
+        var moved: [UserKey: Set<String>] = [:]
         /// Users whose budget is spent, until their interval ends.
         var held: Set<UserKey> = []
         /// Users to push now.
@@ -88,11 +132,13 @@ final class UnreadNotifier: Service {
         var ledgerLifetime: Duration
         /// The number of the last read asked for.
         var lastTicket: UInt64 = 0
-        /// The last read of every conversation asked for each user, and when (dropped at a sweep 10 s later). One asked
-        /// with a batch fails for a user in more than ``UnreadNotifier/maxConversationsWithBatch`` conversations: the
-        /// publication records their change, and the notifier's task reads them whole in place of that push, whose
-        /// budget the batch spent (``takeBatch()`` does not hold a user still ``readingWhole(_:)``).
-        var wholeReads: [UserKey: (ticket: UInt64, at: Duration)] = [:]
+        /// The last read asked for each user, and when (dropped once applied, or at a sweep 10 s later). While one is
+        /// out, the user's ledger is not moved by events: the read's snapshot may be older or newer than them, so
+        /// their conversations are read again after it. One of every conversation asked with a batch fails for a
+        /// user in more than ``UnreadNotifier/maxConversationsWithBatch`` conversations: the publication records their
+        /// change, and the notifier's task reads them whole in place of that push, whose budget the batch spent
+        /// (``takeBatch()`` does not hold a user still ``readingWhole(_:)``).
+        var asked: [UserKey: AskedRead] = [:]
 
         init(ledgerLifetime: Duration = .seconds(60)) {
             self.ledgerLifetime = ledgerLifetime
@@ -103,18 +149,23 @@ final class UnreadNotifier: Service {
         mutating func request(_ key: UserKey, _ conversationIds: [String], now: Duration) -> UnreadRequest {
             lastTicket += 1
             let whole = !hasLedger(key, now: now)
-            if whole { wholeReads[key] = (lastTicket, now) }
+            asked[key] = AskedRead(ticket: lastTicket, at: now, whole: whole)
             return UnreadRequest(
                 appId: key.appId, uid: key.uid, conversationIds: conversationIds, everyConversation: whole,
                 ticket: lastTicket
             )
         }
 
+        /// Whether a read was asked for `key` and not applied (it may be running, or have failed).
+        func reading(_ key: UserKey) -> Bool {
+            guard let read = asked[key] else { return false }
+            return read.ticket > ledgers[key]?.ticket ?? 0
+        }
+
         /// Whether a read of every conversation of `key` was asked for and not applied (it may be running, or have
         /// failed: a read with a batch past ``UnreadRequest/maxConversations``).
         func readingWhole(_ key: UserKey) -> Bool {
-            guard let asked = wholeReads[key] else { return false }
-            return asked.ticket > ledgers[key]?.ticket ?? 0
+            reading(key) && asked[key]?.whole == true
         }
 
         /// Whether `key`'s total can be moved by what changes (they have a ledger not expired).
@@ -134,47 +185,111 @@ final class UnreadNotifier: Service {
             guard (ledger?.ticket ?? 0) < request.ticket, request.everyConversation || ledger != nil else {
                 return nil
             }
+            if let asked = asked[key], asked.ticket <= request.ticket { self.asked[key] = nil }
             if request.everyConversation {
-                if let asked = wholeReads[key], asked.ticket <= request.ticket { wholeReads[key] = nil }
-                var unread: [String: Int] = [:]
-                for conversation in read.conversations where conversation.unread > 0 {
-                    unread[conversation.conversationId] = conversation.unread
+                var conversations: [String: Position] = [:]
+                conversations.reserveCapacity(read.conversations.count)
+                for conversation in read.conversations {
+                    conversations[conversation.conversationId] = Position(
+                        unread: conversation.unread, readSeq: conversation.readSeq, lastSeq: conversation.lastSeq)
                 }
                 let spread = ledgerLifetime * (Double(request.ticket % 64) / 64)
                 ledgers[key] = UnreadLedger(
-                    total: read.total, unread: unread, ticket: request.ticket, expiresAt: now + ledgerLifetime + spread)
+                    total: read.total, conversations: conversations, ticket: request.ticket,
+                    expiresAt: now + ledgerLifetime + spread)
                 return UnreadSummary(total: read.total, conversations: listed)
             }
             // A conversation asked for and not read has none: the user left it, or it is deleted.
-            let counts = Dictionary(listed.map { ($0.conversationId, $0.unread) }, uniquingKeysWith: { $1 })
+            let counts = Dictionary(listed.map { ($0.conversationId, $0) }, uniquingKeysWith: { $1 })
             for id in changed {
-                let count = counts[id] ?? 0
-                ledger!.total += count - (ledger!.unread[id] ?? 0)
-                ledger!.unread[id] = count > 0 ? count : nil
+                let count = counts[id]
+                ledger!.total += (count?.unread ?? 0) - (ledger!.conversations[id]?.unread ?? 0)
+                ledger!.conversations[id] = count.map {
+                    Position(unread: $0.unread, readSeq: $0.readSeq, lastSeq: $0.lastSeq)
+                }
             }
             ledger!.ticket = request.ticket
             ledgers[key] = ledger
             return UnreadSummary(total: ledger!.total, conversations: listed)
         }
 
-        /// `key` sent a message in `conversationId`, which reads it up to there: their count there is 0 now (messages of
-        /// others after it are changes of their own, read when they are published). Publications are in order, so the
-        /// ledger holds every read of an earlier batch, and a read of this batch comes after. A read of the notifier's
-        /// task may still be running for a held or waiting user, or one reading every conversation (its snapshot may
-        /// be older than the message): the conversation is then read again with their next push. Returns whether the
-        /// user is to be pushed now.
-        mutating func sent(_ key: UserKey, in conversationId: String, connected: Bool) -> Bool {
-            let reading = readingWhole(key)
-            guard ledgers[key] != nil || reading else { return false }
+        /// An event published here changes `key`'s count in `conversationId` (events of a conversation are published
+        /// in order, each once, on every node that has a participant connected). The ledger moves by it when it can
+        /// tell how: nothing out to read, the conversation counted up to the event before this one. A message of
+        /// someone else's counts one more; the user's own message, or a receipt, past everything counted there leaves
+        /// none; an event counted already (a read's snapshot can be newer than what was published here) changes
+        /// nothing. Anything else, or a user with no ledger, is read (``record(_:_:)``). Returns whether the user is
+        /// to be pushed now.
+        mutating func observe(
+            _ key: UserKey, _ conversationId: String, _ change: Change, connected: Bool, now: Duration
+        ) -> Bool {
+            if case .passed(let seq) = change {
+                // A ledger counted up to just before it stays whole past it; nothing to push.
+                if let position = ledgers[key]?.conversations[conversationId], seq == position.lastSeq + 1 {
+                    ledgers[key]!.conversations[conversationId]!.lastSeq = seq
+                }
+                return false
+            }
             guard connected else {
+                // Users with no live connection here read their counts when they come back; their totals here are
+                // stale.
                 ledgers[key] = nil
                 return false
             }
-            if reading || held.contains(key) || dirty[key] != nil { return record(key, [conversationId]) }
-            if let count = ledgers[key]?.unread.removeValue(forKey: conversationId) {
-                ledgers[key]?.total -= count
+            let ownMessage: Bool
+            if case .sent = change { ownMessage = true } else { ownMessage = false }
+            guard hasLedger(key, now: now), !reading(key), dirty[key] == nil,
+                var position = ledgers[key]?.conversations[conversationId]
+            else {
+                // A message of the user's own is not pushed by itself: without a ledger there is no count to move.
+                if ownMessage && ledgers[key] == nil && !reading(key) { return false }
+                return record(key, [conversationId])
             }
-            return false
+            let before = position.unread
+            switch change {
+            case .arrived(let seq):
+                if seq <= position.lastSeq { return false }
+                guard seq == position.lastSeq + 1 else { return record(key, [conversationId]) }
+                position.unread += 1
+                position.lastSeq = seq
+            case .sent(let seq), .read(let seq):
+                if case .read = change, seq <= position.readSeq { return false }
+                // Messages of others after it would stay unread: how many, only a read can tell.
+                guard seq >= position.lastSeq else { return record(key, [conversationId]) }
+                position = Position(unread: 0, readSeq: seq, lastSeq: seq)
+            case .passed, .changed:
+                return record(key, [conversationId])
+            }
+            ledgers[key]!.conversations[conversationId] = position
+            ledgers[key]!.total += position.unread - before
+            // The sender's count falling to 0 goes with their next push.
+            return ownMessage ? false : move(key, conversationId)
+        }
+
+        /// The users to push now, each once: a user whose ledger moved only is pushed from it, one with conversations
+        /// to read is read (those and the ones moved). Each push spends from the user's budget, who is held for an
+        /// interval once it is spent (`held`, to start).
+        mutating func take(now: Duration, interval: Duration, burst: Int) -> (
+            reads: [UnreadRequest], pushes: [(UserKey, UnreadSummary)], held: [UserKey]
+        ) {
+            var reads: [UnreadRequest] = []
+            var pushes: [(UserKey, UnreadSummary)] = []
+            var heldNow: [UserKey] = []
+            for key in ready where !held.contains(key) {
+                let toRead = dirty.removeValue(forKey: key)
+                let toPush = moved.removeValue(forKey: key)
+                guard toRead != nil || toPush != nil else { continue }
+                // In place of a push with a batch, which spent from the budget already (``asked``).
+                if !readingWhole(key), spend(key, now: now, interval: interval, burst: burst) { heldNow.append(key) }
+                if toRead == nil, let toPush, hasLedger(key, now: now), !reading(key), let ledger = ledgers[key] {
+                    pushes.append((key, UnreadSummary(total: ledger.total, conversations: ledger.listed(toPush))))
+                    continue
+                }
+                let conversations = (toRead ?? []).union(toPush ?? [])
+                reads.append(request(key, conversations.sorted(), now: now))
+            }
+            ready.removeAll(keepingCapacity: true)
+            return (reads, pushes, heldNow)
         }
 
         /// `requests` came back without a total: their users' changes are recorded again, to be read whole. Returns
@@ -189,8 +304,18 @@ final class UnreadNotifier: Service {
 
         /// Records changes of `key`'s counts to push: a user with none waiting and not held is ready now (returns true).
         mutating func record(_ key: UserKey, _ conversationIds: some Sequence<String>) -> Bool {
-            let isNew = dirty[key] == nil
+            let isNew = dirty[key] == nil && moved[key] == nil
             dirty[key, default: []].formUnion(conversationIds)
+            guard isNew && !held.contains(key) else { return false }
+            ready.append(key)
+            return true
+        }
+
+        /// Records that `key`'s ledger moved in `conversationId`, to push with no read: a user with nothing waiting
+        /// and not held is ready now (returns true).
+        mutating func move(_ key: UserKey, _ conversationId: String) -> Bool {
+            let isNew = dirty[key] == nil && moved[key] == nil
+            moved[key, default: []].insert(conversationId)
             guard isNew && !held.contains(key) else { return false }
             ready.append(key)
             return true
@@ -221,8 +346,8 @@ final class UnreadNotifier: Service {
             lastSweep = now
             budgets = budgets.filter { !$0.value.isFull(now: now, interval: interval, burst: burst) }
             if !ledgers.isEmpty { ledgers = ledgers.filter { now < $0.value.expiresAt } }
-            // A read of every conversation takes milliseconds, not seconds.
-            if !wholeReads.isEmpty { wholeReads = wholeReads.filter { now - $0.value.at < .seconds(10) } }
+            // A read takes milliseconds, not seconds.
+            if !asked.isEmpty { asked = asked.filter { now - $0.value.at < .seconds(10) } }
         }
     }
 
@@ -235,7 +360,7 @@ final class UnreadNotifier: Service {
     private let state: NIOLockedValueBox<State>
     /// Most users whose counts the notifier's task reads in one transaction.
     static let usersPerRead = 128
-    /// Most conversations of a user read whole with a batch (``State/wholeReads``).
+    /// Most conversations of a user read whole with a batch (``State/asked``).
     static let maxConversationsWithBatch = 16
     /// Most users a batch may make due and still push from their budgets. Past it, each user it makes due is held at
     /// once: the first messages to a group of 1,000 read 1,000 counts once, not five times.
@@ -291,7 +416,8 @@ final class UnreadNotifier: Service {
         // Most users of a busy group are held: the hub is asked only about the others.
         let candidates = state.withLockedValue { state -> Set<UserKey> in
             var candidates = Set<UserKey>()
-            for (key, _) in affected where !state.held.contains(key) && state.dirty[key] == nil {
+            for (key, _) in affected
+            where !state.held.contains(key) && state.dirty[key] == nil && state.moved[key] == nil {
                 candidates.insert(key)
             }
             return candidates
@@ -305,7 +431,7 @@ final class UnreadNotifier: Service {
             var held: [UserKey] = []
             for (key, conversationId) in affected where connected.contains(key) {
                 if taken[key] == nil {
-                    guard !state.held.contains(key), state.dirty[key] == nil else { continue }
+                    guard !state.held.contains(key), state.dirty[key] == nil, state.moved[key] == nil else { continue }
                     if bursting {
                         if state.spend(key, now: now, interval: interval, burst: burst) { held.append(key) }
                     } else {
@@ -373,43 +499,61 @@ final class UnreadNotifier: Service {
         }
     }
 
-    /// A published event: records the unread counts it changed.
-    func published(_ event: Event, recipients: [String]) {
-        if case .messageSent = event.payload, let conversationId = event.conversationId,
+    /// What an event changes in the counts of its recipients, each user once: nothing for events that are neither
+    /// numbered nor receipts.
+    static func changes(_ event: Event, recipients: [String]) -> [(uid: String, change: Change)] {
+        guard event.conversationId != nil else { return [] }
+        let seq = event.seq
+        switch event.payload {
+        case .messageRead(let receipt):
+            return [(receipt.uid, .read(seq: receipt.seq))]
+        case .messageSent where seq != nil:
             let sender = event.context.createdBy
-        {
-            sent(UserKey(appId: event.appId, uid: sender), in: conversationId)
+            return recipients.map { ($0, $0 == sender ? .sent(seq: seq!) : .arrived(seq: seq!)) }
+        case .messageSent, .conversationDeleted, .conversationUndeleted:
+            return recipients.map { ($0, .changed) }
+        case .messageDeleted(let message):
+            // It may have been unread for anyone but its sender.
+            return recipients.compactMap { $0 == message.sender ? passed($0, seq) : ($0, .changed) }
+        case .participantRemoved(let participant):
+            return [(participant.uid, .changed)]
+                + recipients.compactMap { $0 == participant.uid ? nil : passed($0, seq) }
+        default:
+            guard let seq else { return [] }
+            return recipients.map { ($0, .passed(seq: seq)) }
         }
-        guard let (conversationId, uids) = Self.affected(by: event, recipients: recipients) else { return }
-        changed(appId: event.appId, uids: uids, conversationId: conversationId)
     }
 
-    /// A message of `key`'s: sending reads the conversation up to it, so their ledger's count there falls to 0 (as
-    /// before the ledger, the count is pushed with the user's next push).
-    private func sent(_ key: UserKey, in conversationId: String) {
-        guard state.withLockedValue({ $0.ledgers[key] != nil || $0.wholeReads[key] != nil }) else { return }
-        let connected = hub.hasConnections(appId: key.appId, uid: key.uid)
-        if state.withLockedValue({ $0.sent(key, in: conversationId, connected: connected) }) { wakeUp.signal() }
+    private static func passed(_ uid: String, _ seq: Int64?) -> (uid: String, change: Change)? {
+        seq.map { (uid, .passed(seq: $0)) }
     }
 
-    /// The unread counts of `uids` in a conversation changed: the users due now are pushed by the notifier's task.
-    func changed(appId: String, uids: some Sequence<String>, conversationId: String) {
+    /// A published event: moves the ledgers of the users whose counts it changes, or records them to be read.
+    func published(_ event: Event, recipients: [String]) {
+        guard let conversationId = event.conversationId else { return }
+        let changes = Self.changes(event, recipients: recipients)
+        guard !changes.isEmpty else { return }
         let pushed = Self.pushedWithBatch
-        var connected: [UserKey] = []
-        var away: [UserKey] = []
-        for uid in uids {
-            let key = UserKey(appId: appId, uid: uid)
+        var observed: [(UserKey, Change, connected: Bool)] = []
+        observed.reserveCapacity(changes.count)
+        for (uid, change) in changes {
+            let key = UserKey(appId: event.appId, uid: uid)
+            // Counted by the read that went out with the batch.
             guard !pushed.contains(key) else { continue }
-            if hub.hasConnections(appId: appId, uid: uid) { connected.append(key) } else { away.append(key) }
-        }
-        guard !connected.isEmpty || !away.isEmpty else { return }
-        let ready = state.withLockedValue { state -> Bool in
-            // Users with no live connection here read their counts when they come back; their totals here are stale.
-            if !state.ledgers.isEmpty {
-                for key in away { state.ledgers[key] = nil }
+            if case .passed = change {
+                observed.append((key, change, true))
+            } else {
+                observed.append((key, change, hub.hasConnections(appId: event.appId, uid: uid)))
             }
+        }
+        guard !observed.isEmpty else { return }
+        let now = time.timeline.now()
+        let ready = state.withLockedValue { state -> Bool in
             var ready = false
-            for key in connected { ready = state.record(key, [conversationId]) || ready }
+            for (key, change, connected) in observed {
+                if case .passed = change, state.ledgers.isEmpty { continue }
+                ready = state.observe(key, conversationId, change, connected: connected, now: now) || ready
+            }
             return ready
         }
         if ready { wakeUp.signal() }
@@ -420,9 +564,10 @@ final class UnreadNotifier: Service {
             await withTaskGroup(of: Void.self) { group in
                 group.addTask { await self.holds.run { self.holdEnded($0) } }
                 while !Task.isCancelled {
-                    let batch = takeBatch()
+                    let (batch, pushes) = takeBatch()
+                    send(pushes)
                     if batch.isEmpty {
-                        await wakeUp.wait(orUntil: nil, on: time.timeline)
+                        if pushes.isEmpty { await wakeUp.wait(orUntil: nil, on: time.timeline) }
                     } else {
                         // A few hundred users per read transaction, then the thread is let go: the first pushes after
                         // a start (every user read whole) do not hold one of the few pool threads for a second.
@@ -441,35 +586,19 @@ final class UnreadNotifier: Service {
     private func holdEnded(_ key: UserKey) {
         let wake = state.withLockedValue { state -> Bool in
             state.held.remove(key)
-            guard state.dirty[key] != nil else { return false }
+            guard state.dirty[key] != nil || state.moved[key] != nil else { return false }
             state.ready.append(key)
             return true
         }
         if wake { wakeUp.signal() }
     }
 
-    /// Takes the users to push now with their changed conversations: pushes of their own, each empties the user's
-    /// budget and holds them for an interval, but a user read whole in place of a push with a batch
-    /// (``State/wholeReads``).
-    private func takeBatch() -> [UnreadRequest] {
+    /// Takes the users to push now (``State/take(now:interval:burst:)``) and starts the intervals of those it held.
+    private func takeBatch() -> (reads: [UnreadRequest], pushes: [(UserKey, UnreadSummary)]) {
         let now = time.timeline.now()
-        let (batch, held) = state.withLockedValue { state -> ([UnreadRequest], [UserKey]) in
-            var batch: [UnreadRequest] = []
-            var held: [UserKey] = []
-            for key in state.ready where !state.held.contains(key) {
-                guard let conversations = state.dirty.removeValue(forKey: key) else { continue }
-                // In place of a push with a batch, which spent from the budget (``State/wholeReads``).
-                if !state.readingWhole(key) {
-                    state.hold(key, now: now, interval: interval, burst: burst)
-                    held.append(key)
-                }
-                batch.append(state.request(key, conversations.sorted(), now: now))
-            }
-            state.ready.removeAll(keepingCapacity: true)
-            return (batch, held)
-        }
-        for key in held { holds.schedule(key) }
-        return batch
+        let taken = state.withLockedValue { $0.take(now: now, interval: interval, burst: burst) }
+        for key in taken.held { holds.schedule(key) }
+        return (taken.reads, taken.pushes)
     }
 
     /// Reads the counts of a batch of users and pushes them to their connections here (every node computes the
@@ -509,14 +638,20 @@ final class UnreadNotifier: Service {
             return (pushes, !unknown.isEmpty && state.rereadWhole(unknown))
         }
         if wake { wakeUp.signal() }
+        send(pushes.map { (UserKey(appId: $0.0.appId, uid: $0.0.uid), $0.1) })
+    }
+
+    /// Pushes counts to the users' connections here.
+    private func send(_ pushes: [(UserKey, UnreadSummary)]) {
+        guard !pushes.isEmpty else { return }
         let timestamp = time.epochMilliseconds()
-        for (request, summary) in pushes {
+        for (key, summary) in pushes {
             guard
                 let json = EphemeralEvents.json(
-                    appId: request.appId, actor: nil, timestamp: timestamp, payload: .unreadUpdated(summary)
+                    appId: key.appId, actor: nil, timestamp: timestamp, payload: .unreadUpdated(summary)
                 )
             else { continue }
-            hub.deliver(FrameEncoding.eventFrame(json: json), appId: request.appId, to: [request.uid])
+            hub.deliver(FrameEncoding.eventFrame(json: json), appId: key.appId, to: [key.uid])
         }
     }
 }
