@@ -46,7 +46,9 @@ extension ParleyClient {
     /// ``undeleteConversation(_:)``.
     public func deleteConversation(_ conversationId: String) async throws {
         _ = try requireSession()
-        _ = try await rest.call { try await $0.deleteConversation(path: .init(conversationId: conversationId)).noContent }
+        _ = try await rest.call {
+            try await $0.deleteConversation(path: .init(conversationId: conversationId)).noContent
+        }
     }
 
     /// Restores a deleted group (its owner).
@@ -83,7 +85,8 @@ extension ParleyClient {
 
     /// Makes a participant an admin or a member (the owner).
     @discardableResult
-    public func setRole(_ role: ParticipantRole, of uid: String, in conversationId: String) async throws -> Participant {
+    public func setRole(_ role: ParticipantRole, of uid: String, in conversationId: String) async throws -> Participant
+    {
         _ = try requireSession()
         return try await rest.call {
             try await $0.updateParticipant(

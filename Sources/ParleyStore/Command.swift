@@ -191,7 +191,8 @@ public enum Command: Sendable {
         public var actor: String
         public var update: UpdateConversationRequest
         public var now: Int64
-        public init(appId: String, conversationId: String, actor: String, update: UpdateConversationRequest, now: Int64) {
+        public init(appId: String, conversationId: String, actor: String, update: UpdateConversationRequest, now: Int64)
+        {
             self.appId = appId
             self.conversationId = conversationId
             self.actor = actor
@@ -208,7 +209,9 @@ public enum Command: Sendable {
         public var uid: String
         public var role: ParticipantRole
         public var now: Int64
-        public init(appId: String, conversationId: String, actor: String, uid: String, role: ParticipantRole, now: Int64) {
+        public init(
+            appId: String, conversationId: String, actor: String, uid: String, role: ParticipantRole, now: Int64
+        ) {
             self.appId = appId
             self.conversationId = conversationId
             self.actor = actor
@@ -242,7 +245,9 @@ public enum Command: Sendable {
         public var deliveredSeq: Int64?
         public var readSeq: Int64?
         public var now: Int64
-        public init(appId: String, conversationId: String, uid: String, deliveredSeq: Int64?, readSeq: Int64?, now: Int64) {
+        public init(
+            appId: String, conversationId: String, uid: String, deliveredSeq: Int64?, readSeq: Int64?, now: Int64
+        ) {
             self.appId = appId
             self.conversationId = conversationId
             self.uid = uid

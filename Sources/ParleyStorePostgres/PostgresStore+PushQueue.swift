@@ -40,7 +40,9 @@ extension PostgresStore {
             )
             return PushOutboxEntry(
                 id: id, appId: appId, conversationId: conversationId, seq: seq,
-                message: try body.flatMap { try PushQueueRows.message(in: Data($0.readableBytesView), decoder: decoder) },
+                message: try body.flatMap {
+                    try PushQueueRows.message(in: Data($0.readableBytesView), decoder: decoder)
+                },
                 createdAt: createdAt
             )
         }
@@ -123,7 +125,9 @@ extension PostgresStore {
     }
 
     static func pushJob(_ row: PostgresRow) throws -> PushJob {
-        let (id, appId, uid, deviceId, platform, token, environment, collapseId, payload, createdAt, attempts, notBefore) =
+        let (
+            id, appId, uid, deviceId, platform, token, environment, collapseId, payload, createdAt, attempts, notBefore
+        ) =
             try row.decode(
                 (Int64, String, String, String, String, String, String, String, ByteBuffer, Int64, Int32, Int64).self
             )

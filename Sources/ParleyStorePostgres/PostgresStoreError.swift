@@ -78,7 +78,8 @@ public struct PostgresStoreError: Error, Sendable, CustomStringConvertible, Cust
             )
         case (.server, let state?):
             return PostgresStoreError(
-                .database, "PostgreSQL at \(url.endpoint) refused the connection (SQLSTATE \(state): \(serverMessage)).",
+                .database,
+                "PostgreSQL at \(url.endpoint) refused the connection (SQLSTATE \(state): \(serverMessage)).",
                 sqlState: state, underlying: error
             )
         case (.authMechanismRequiresPassword, _):
@@ -89,7 +90,8 @@ public struct PostgresStoreError: Error, Sendable, CustomStringConvertible, Cust
             )
         case (.sslUnsupported, _):
             return PostgresStoreError(
-                .unreachable, "PostgreSQL at \(url.endpoint) does not accept TLS, and sslmode=\(url.tlsMode.rawValue) requires it.",
+                .unreachable,
+                "PostgreSQL at \(url.endpoint) does not accept TLS, and sslmode=\(url.tlsMode.rawValue) requires it.",
                 underlying: error
             )
         case (.serverClosedConnection, _), (.uncleanShutdown, _):

@@ -3,7 +3,7 @@ import ParleyProtocol
 import ParleyServer
 
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// An HTTP answer: the status and the raw body.
@@ -33,7 +33,9 @@ public protocol ParleyEndpoint: Sendable {
 extension TestServer: ParleyEndpoint {}
 
 extension ParleyEndpoint {
-    public var webSocketURL: String { baseURL.absoluteString.replacingOccurrences(of: "http://", with: "ws://") + "/v1/ws" }
+    public var webSocketURL: String {
+        baseURL.absoluteString.replacingOccurrences(of: "http://", with: "ws://") + "/v1/ws"
+    }
 
     /// Sends a request to the server's REST API.
     public func request(

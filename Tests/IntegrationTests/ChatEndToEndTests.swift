@@ -6,7 +6,9 @@ import Testing
 
 /// The walking skeleton end to end: a real server, SDK clients over real sockets.
 @Suite(.timeLimit(.minutes(2))) struct ChatEndToEndTests {
-    func client(_ server: TestServer, storage: TemporaryDirectory? = nil, autoConnect: Bool = true) async throws -> ParleyClient {
+    func client(_ server: TestServer, storage: TemporaryDirectory? = nil, autoConnect: Bool = true) async throws
+        -> ParleyClient
+    {
         try await ParleyClient.initialize(
             appId: server.app.appId, settings: testSettings(server: server, storage: storage, autoConnect: autoConnect)
         )
@@ -55,15 +57,20 @@ import Testing
         let group = try await alice.createGroup(name: "Alice and Bob", participants: ["bob"])
         let message = try await alice.sendTextMessage("secret", to: .conversation(group.id))
         // Carol's own message is published after Alice's: when it arrives, Alice's would have arrived before it.
-        let own = try await carol.sendTextMessage("note to self", to: .conversation(try await carol.createGroup(name: "Carol").id))
+        let own = try await carol.sendTextMessage(
+            "note to self", to: .conversation(try await carol.createGroup(name: "Carol").id))
         let first = await carolInbox.next { $0.name == .messageSent }
         #expect(first?.payload == .messageSent(own))
         #expect(!carolInbox.receivedEvents.contains { $0.conversationId == message.conversationId })
 
-        await #expect(throws: ParleyError(.conversationNotFound, "No conversation \(group.id) visible to you.", status: 404)) {
+        await #expect(
+            throws: ParleyError(.conversationNotFound, "No conversation \(group.id) visible to you.", status: 404)
+        ) {
             _ = try await carol.fetchMessages(conversationId: group.id)
         }
-        await #expect(throws: ParleyError.self) { try await carol.sendTextMessage("let me in", to: .conversation(group.id)) }
+        await #expect(throws: ParleyError.self) {
+            try await carol.sendTextMessage("let me in", to: .conversation(group.id))
+        }
         await alice.shutdown()
         await carol.shutdown()
         try await server.stop()
@@ -83,10 +90,14 @@ import Testing
         let client = try await client(server)
         let badToken = await #expect(throws: ParleyError.self) { try await client.login(authToken: "pt_forged") }
         #expect(badToken?.code == .authTokenInvalid)
-        let badKey = await #expect(throws: ParleyError.self) { try await client.login(uid: "alice", authKey: "ak_wrong") }
+        let badKey = await #expect(throws: ParleyError.self) {
+            try await client.login(uid: "alice", authKey: "ak_wrong")
+        }
         #expect(badKey?.code == .authKeyInvalid)
         #expect(client.getLoggedInUser() == nil)
-        let notLoggedIn = await #expect(throws: ParleyError.self) { try await client.sendTextMessage("x", to: .user("bob")) }
+        let notLoggedIn = await #expect(throws: ParleyError.self) {
+            try await client.sendTextMessage("x", to: .user("bob"))
+        }
         #expect(notLoggedIn?.code == .notLoggedIn)
         await client.shutdown()
         try await server.stop()
@@ -104,7 +115,11 @@ import Testing
         // Revoking the token closes the socket with 4001, and the SDK stops instead of retrying.
         try await admin.revokeAuthToken(uid: "dave", tokenId: issued.token.id)
         let status = await client.waitForStatus { if case .failed = $0 { true } else { false } }
-        #expect(status == .failed(ParleyError(.authTokenInvalid, "The server closed the connection: ERR_AUTH_TOKEN_INVALID.", status: 4001)))
+        #expect(
+            status
+                == .failed(
+                    ParleyError(
+                        .authTokenInvalid, "The server closed the connection: ERR_AUTH_TOKEN_INVALID.", status: 4001)))
         await client.shutdown()
         try await server.stop()
     }
@@ -138,8 +153,10 @@ import Testing
         try await alice.login(uid: "alice", authKey: server.app.authKey)
         #expect(alice.connectionStatus == .disconnected)
         let group = try await alice.createGroup(name: "Solo")
-        let message = try await alice.sendTextMessage("offline socket", to: .conversation(group.id), clientMessageId: "fixed-id")
-        let again = try await alice.sendTextMessage("offline socket", to: .conversation(group.id), clientMessageId: "fixed-id")
+        let message = try await alice.sendTextMessage(
+            "offline socket", to: .conversation(group.id), clientMessageId: "fixed-id")
+        let again = try await alice.sendTextMessage(
+            "offline socket", to: .conversation(group.id), clientMessageId: "fixed-id")
         #expect(again == message)
         try await alice.connect()
         let overSocket = try await alice.sendTextMessage("now live", to: .conversation(group.id))

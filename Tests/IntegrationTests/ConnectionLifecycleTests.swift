@@ -55,7 +55,10 @@ import Testing
         #expect(rig.client.connectionStatus == .connected)
         rig.clock.advance(by: .seconds(10))  // no pong by the deadline
         let lost = await rig.client.waitForStatus(Self.isReconnecting)
-        guard case .reconnecting(1, _, let error) = lost else { Issue.record("\(lost)"); return }
+        guard case .reconnecting(1, _, let error) = lost else {
+            Issue.record("\(lost)")
+            return
+        }
         #expect(error.code == .webSocketError)
 
         rig.proxy.stall(false)
@@ -94,7 +97,9 @@ import Testing
             rig.clock.advanceToNextDeadline()
         }
         #expect(attempts.map(\.attempt) == [1, 2, 3, 4, 5, 6])
-        let ceilings: [Duration] = [.milliseconds(500), .seconds(1), .seconds(2), .seconds(4), .seconds(8), .seconds(16)]
+        let ceilings: [Duration] = [
+            .milliseconds(500), .seconds(1), .seconds(2), .seconds(4), .seconds(8), .seconds(16),
+        ]
         for (index, attempt) in attempts.enumerated() { #expect(attempt.delay <= ceilings[index]) }
         #expect(rig.proxy.refusedConnections >= 5)  // attempts 2 to 6 (the first loss was the cut)
 
@@ -112,7 +117,10 @@ import Testing
         let admin = ParleyAdmin(serverURL: rig.server.baseURL, restAPIKey: rig.server.app.restAPIKey)
         try await admin.revokeAllAuthTokens(uid: "alice")
         let status = await rig.client.waitForStatus { if case .failed = $0 { true } else { false } }
-        guard case .failed(let error) = status else { Issue.record("\(status)"); return }
+        guard case .failed(let error) = status else {
+            Issue.record("\(status)")
+            return
+        }
         #expect(error.code == .authTokenInvalid && error.status == 4001)
         let accepted = rig.proxy.acceptedConnections
         rig.clock.advance(by: .seconds(3600))
@@ -135,7 +143,10 @@ import Testing
         _ = await serverClock.sleeper(at: .seconds(60))
         serverClock.advance(by: .seconds(60))
         let status = await client.waitForStatus { if case .failed = $0 { true } else { false } }
-        guard case .failed(let error) = status else { Issue.record("\(status)"); return }
+        guard case .failed(let error) = status else {
+            Issue.record("\(status)")
+            return
+        }
         #expect(error.code == .authTokenInvalid)
         await client.shutdown()
         try await server.stop()
@@ -244,27 +255,45 @@ import Testing
         await rig.client.disconnect()
         let outcomes = NIOLockedValueBox<[String]>([])
         await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
-            rig.client.connect(onSuccess: { outcomes.withLockedValue { $0.append("connected") }; done.resume() }, onError: { error in
-                outcomes.withLockedValue { $0.append(error.errorCode) }
+            rig.client.connect(
+                onSuccess: {
+                    outcomes.withLockedValue { $0.append("connected") }
+                    done.resume()
+                },
+                onError: { error in
+                    outcomes.withLockedValue { $0.append(error.errorCode) }
+                    done.resume()
+                })
+        }
+        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+            rig.client.ping(
+                onSuccess: {
+                    outcomes.withLockedValue { $0.append("pong") }
+                    done.resume()
+                },
+                onError: { error in
+                    outcomes.withLockedValue { $0.append(error.errorCode) }
+                    done.resume()
+                })
+        }
+        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+            rig.client.connect(
+                onSuccess: { done.resume() },
+                onError: { error in
+                    outcomes.withLockedValue { $0.append(error.errorCode) }
+                    done.resume()
+                })
+        }
+        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+            rig.client.disconnect(onSuccess: {
+                outcomes.withLockedValue { $0.append("disconnected") }
                 done.resume()
             })
         }
-        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
-            rig.client.ping(onSuccess: { outcomes.withLockedValue { $0.append("pong") }; done.resume() }, onError: { error in
-                outcomes.withLockedValue { $0.append(error.errorCode) }
-                done.resume()
-            })
-        }
-        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
-            rig.client.connect(onSuccess: { done.resume() }, onError: { error in
-                outcomes.withLockedValue { $0.append(error.errorCode) }
-                done.resume()
-            })
-        }
-        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
-            rig.client.disconnect(onSuccess: { outcomes.withLockedValue { $0.append("disconnected") }; done.resume() })
-        }
-        #expect(outcomes.withLockedValue { $0 } == ["connected", "pong", "ERROR_WEBSOCKETS_ALLREADY_IN_CONNECTED_STATE", "disconnected"])
+        #expect(
+            outcomes.withLockedValue { $0 } == [
+                "connected", "pong", "ERROR_WEBSOCKETS_ALLREADY_IN_CONNECTED_STATE", "disconnected",
+            ])
         try await rig.stop()
     }
 

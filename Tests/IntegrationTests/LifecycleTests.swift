@@ -11,7 +11,8 @@ import Testing
     static let newToken = "ffeeddccbbaa99887766554433221100ffeeddccbbaa99887766554433221100"
 
     func client(_ server: TestServer, storage: TemporaryDirectory? = nil) async throws -> ParleyClient {
-        try await ParleyClient.initialize(appId: server.app.appId, settings: testSettings(server: server, storage: storage))
+        try await ParleyClient.initialize(
+            appId: server.app.appId, settings: testSettings(server: server, storage: storage))
     }
 
     /// The user's devices as the server lists them (`GET /v1/me/devices`).
@@ -38,7 +39,9 @@ import Testing
         #expect(chat.takePrefill() == nil)
         let sent = try await chat.send("Hello")
         #expect(try await chat.history().messages.map(\.id) == [sent.id])
-        let userInfo: [String: Any] = ["parley": ["conversationId": group.id, "messageId": sent.id, "seq": 4] as [String: Any]]
+        let userInfo: [String: Any] = [
+            "parley": ["conversationId": group.id, "messageId": sent.id, "seq": 4] as [String: Any]
+        ]
         #expect(try client.handleNotification(userInfo: userInfo))
         var notifications = chat.notifications.makeAsyncIterator()
         #expect(await notifications.next() == PushPayload(conversationId: group.id, messageId: sent.id, seq: 4))
@@ -79,7 +82,9 @@ import Testing
     @Test func handleNotificationWithNoChatOpenFailsWithChatNotOpened() async throws {
         let server = try await TestServer.start()
         let client = try await client(server)
-        let userInfo: [String: Any] = ["aps": ["alert": "Hi"], "parley": ["conversationId": "c_1", "seq": 3] as [String: Any]]
+        let userInfo: [String: Any] = [
+            "aps": ["alert": "Hi"], "parley": ["conversationId": "c_1", "seq": 3] as [String: Any],
+        ]
         let beforeLogin = #expect(throws: ParleyError.self) { try client.handleNotification(userInfo: userInfo) }
         #expect(beforeLogin?.code == .chatNotOpened)
         try await client.authorize(uid: "alice", authKey: server.app.authKey)
@@ -114,7 +119,9 @@ import Testing
     }
 
     @Test func theParleyPayloadIsReadFromEveryShapeOfUserInfo() {
-        let numbers: [AnyHashable: Any] = ["parley": ["conversationId": "c", "messageId": "m", "seq": NSNumber(value: 7)] as [String: Any]]
+        let numbers: [AnyHashable: Any] = [
+            "parley": ["conversationId": "c", "messageId": "m", "seq": NSNumber(value: 7)] as [String: Any]
+        ]
         #expect(ParleyClient.pushPayload(from: numbers) == PushPayload(conversationId: "c", messageId: "m", seq: 7))
         let strings: [AnyHashable: Any] = ["parley": ["conversationId": "c", "seq": "8"] as [AnyHashable: Any]]
         #expect(ParleyClient.pushPayload(from: strings) == PushPayload(conversationId: "c", seq: 8))

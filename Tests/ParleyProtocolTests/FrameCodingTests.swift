@@ -8,7 +8,8 @@ import Testing
     }
 
     @Test func clientFramesAreTaggedObjects() throws {
-        let send = ClientFrame.send(SendFrame(ref: "r1", conversationId: "c_1", clientMessageId: "x", parts: [.text("hi")]))
+        let send = ClientFrame.send(
+            SendFrame(ref: "r1", conversationId: "c_1", clientMessageId: "x", parts: [.text("hi")]))
         let object = try json(send)
         #expect(object["type"] as? String == "send")
         #expect(object["ref"] as? String == "r1")
@@ -22,13 +23,17 @@ import Testing
 
     @Test func serverFramesRoundTrip() throws {
         let user = User(uid: "alice", name: "Alice", createdAt: 1, updatedAt: 2)
-        let message = Message(id: "m_1", conversationId: "c_1", seq: 3, sender: "alice", parts: [.text("hi")], sentAt: 4)
+        let message = Message(
+            id: "m_1", conversationId: "c_1", seq: 3, sender: "alice", parts: [.text("hi")], sentAt: 4)
         let event = Event(
             id: Event.durableID(conversationId: "c_1", seq: 3), appId: "a", name: .messageSent, conversationId: "c_1",
             seq: 3, timestamp: 4, context: EventContext(createdBy: "alice"), payload: .messageSent(message)
         )
         let frames: [ServerFrame] = [
-            .hello(HelloFrame(protocolVersion: 1, connectionId: "k", appId: "a", user: user, heartbeatIntervalMs: 30_000, serverTime: 5)),
+            .hello(
+                HelloFrame(
+                    protocolVersion: 1, connectionId: "k", appId: "a", user: user, heartbeatIntervalMs: 30_000,
+                    serverTime: 5)),
             .event(EventFrame(event: event)),
             .ack(AckFrame(ref: "r1", message: message, duplicate: false)),
             .error(ErrorFrame(ref: "r2", code: .conversationNotFound, message: "no")),
@@ -54,7 +59,8 @@ import Testing
     }
 
     @Test func unknownEventsAreKeptAsJSON() throws {
-        let text = #"{"id":"e1","appId":"a","name":"future.thing","timestamp":1,"context":{},"payload":{"x":[1,true,null]}}"#
+        let text =
+            #"{"id":"e1","appId":"a","name":"future.thing","timestamp":1,"context":{},"payload":{"x":[1,true,null]}}"#
         let event = try WireCoding.decode(Event.self, from: Array(text.utf8))
         #expect(event.name == "future.thing")
         #expect(event.payload == .unknown(["x": [1, true, nil]]))
@@ -77,10 +83,18 @@ import Testing
     }
 
     @Test func oversizedMessagesAreRejected() {
-        #expect(limits.violation(parts: [.text(String(repeating: "x", count: 101))], metadata: nil, alert: nil) == .messageTooLarge)
-        #expect(limits.violation(parts: [.text("a"), .text("b"), .text("c"), .text("d")], metadata: nil, alert: nil) == .messageTooLarge)
-        #expect(limits.violation(parts: [.text("hi")], metadata: .string(String(repeating: "m", count: 120)), alert: nil) == .messageTooLarge)
-        #expect(limits.violation(parts: [.text("hi")], metadata: nil, alert: String(repeating: "a", count: 99)) == .messageTooLarge)
+        #expect(
+            limits.violation(parts: [.text(String(repeating: "x", count: 101))], metadata: nil, alert: nil)
+                == .messageTooLarge)
+        #expect(
+            limits.violation(parts: [.text("a"), .text("b"), .text("c"), .text("d")], metadata: nil, alert: nil)
+                == .messageTooLarge)
+        #expect(
+            limits.violation(parts: [.text("hi")], metadata: .string(String(repeating: "m", count: 120)), alert: nil)
+                == .messageTooLarge)
+        #expect(
+            limits.violation(parts: [.text("hi")], metadata: nil, alert: String(repeating: "a", count: 99))
+                == .messageTooLarge)
     }
 
     @Test func uidRules() {

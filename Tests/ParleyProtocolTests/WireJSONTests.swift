@@ -193,7 +193,9 @@ import Testing
                 ),
                 .error(ErrorFrame(ref: text, code: ErrorCode(rawValue: text), message: text)),
                 .pong(PongFrame(id: text, serverTime: Int64(index))),
-                .caughtUp(CaughtUpFrame(userSeq: Int64(index), conversations: [text: 1, "c_\(index)": Int64.max], replayed: index)),
+                .caughtUp(
+                    CaughtUpFrame(
+                        userSeq: Int64(index), conversations: [text: 1, "c_\(index)": Int64.max], replayed: index)),
             ]
         }
         for frame in frames {

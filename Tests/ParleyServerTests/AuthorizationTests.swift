@@ -23,7 +23,8 @@ import Testing
         let server = try await TestServer.start()
         var tokens: [String: String] = [:]
         for uid in ["alice", "bob", "carol", "dave", "erin"] { tokens[uid] = try await server.login(uid) }
-        let conversation = try await server.createConversation(token: tokens["alice"]!, with: ["carol", "dave"], isPublic: isPublic)
+        let conversation = try await server.createConversation(
+            token: tokens["alice"]!, with: ["carol", "dave"], isPublic: isPublic)
         let added = try await server.request(
             "POST", "/v1/conversations/\(conversation.id)/participants", token: tokens["alice"],
             body: AddParticipantsRequest(participants: [.init(uid: "bob", role: .admin)])
@@ -50,7 +51,9 @@ import Testing
         // Deleted: hidden from everyone, even its participants; only the owner can restore it.
         #expect(try await group.call("GET", "", as: "carol").errorCode == .conversationNotFound)
         #expect(try await group.call("GET", "/messages", as: "alice").errorCode == .conversationNotFound)
-        #expect(try await group.call("POST", "/messages", as: "bob", body: SendMessageRequest(parts: [.text("x")])).errorCode == .conversationNotFound)
+        #expect(
+            try await group.call("POST", "/messages", as: "bob", body: SendMessageRequest(parts: [.text("x")]))
+                .errorCode == .conversationNotFound)
         #expect(try await group.call("POST", "/undelete", as: "bob").errorCode == .conversationNotFound)
         #expect(try await group.call("POST", "/undelete", as: "alice").status == 200)
         #expect(try await group.call("GET", "", as: "carol").status == 200)
@@ -62,24 +65,40 @@ import Testing
         #expect(try await group.call("DELETE", "/participants/dave", as: "carol").errorCode == .forbidden)
         #expect(try await group.call("DELETE", "/participants/bob", as: "bob").status == 204)  // an admin may leave
         let bobAgain = try await group.call(
-            "POST", "/participants", as: "alice", body: AddParticipantsRequest(participants: [.init(uid: "bob", role: .admin)])
+            "POST", "/participants", as: "alice",
+            body: AddParticipantsRequest(participants: [.init(uid: "bob", role: .admin)])
         )
         #expect(bobAgain.status == 200)
         #expect(try await group.call("DELETE", "/participants/alice", as: "bob").errorCode == .forbidden)
-        #expect(try await group.call("DELETE", "/participants/alice", as: "alice").errorCode == .forbidden)  // the owner cannot leave
+        // The owner cannot leave.
+        #expect(try await group.call("DELETE", "/participants/alice", as: "alice").errorCode == .forbidden)
         #expect(try await group.call("DELETE", "/participants/erin", as: "alice").errorCode == .uidNotFound)
-        #expect(try await group.call("DELETE", "/participants/dave", as: "bob").status == 204)  // admin removes a member
+        // An admin removes a member.
+        #expect(try await group.call("DELETE", "/participants/dave", as: "bob").status == 204)
         #expect(try await group.call("DELETE", "/participants/carol", as: "carol").status == 204)  // a member leaves
         try await group.server.stop()
     }
 
     @Test func onlyTheOwnerChangesRolesAndNobodyBecomesOwner() async throws {
         let group = try await group()
-        #expect(try await group.call("PATCH", "/participants/carol", as: "bob", body: UpdateParticipantRequest(role: .admin)).errorCode == .forbidden)
-        #expect(try await group.call("PATCH", "/participants/carol", as: "alice", body: UpdateParticipantRequest(role: .owner)).errorCode == .forbidden)
-        #expect(try await group.call("PATCH", "/participants/alice", as: "alice", body: UpdateParticipantRequest(role: .member)).errorCode == .forbidden)
-        #expect(try await group.call("PATCH", "/participants/erin", as: "alice", body: UpdateParticipantRequest(role: .admin)).errorCode == .uidNotFound)
-        let promoted = try await group.call("PATCH", "/participants/carol", as: "alice", body: UpdateParticipantRequest(role: .admin))
+        #expect(
+            try await group.call(
+                "PATCH", "/participants/carol", as: "bob", body: UpdateParticipantRequest(role: .admin)
+            ).errorCode == .forbidden)
+        #expect(
+            try await group.call(
+                "PATCH", "/participants/carol", as: "alice", body: UpdateParticipantRequest(role: .owner)
+            ).errorCode == .forbidden)
+        #expect(
+            try await group.call(
+                "PATCH", "/participants/alice", as: "alice", body: UpdateParticipantRequest(role: .member)
+            ).errorCode == .forbidden)
+        #expect(
+            try await group.call(
+                "PATCH", "/participants/erin", as: "alice", body: UpdateParticipantRequest(role: .admin)
+            ).errorCode == .uidNotFound)
+        let promoted = try await group.call(
+            "PATCH", "/participants/carol", as: "alice", body: UpdateParticipantRequest(role: .admin))
         #expect(try promoted.decode(Participant.self).role == .admin)
         try await group.server.stop()
     }
@@ -90,7 +109,9 @@ import Testing
         try await closed.server.stop()
         let open = try await group(isPublic: true)
         #expect(try await open.call("GET", "/messages", as: "erin").errorCode == .notAParticipant)
-        #expect(try await open.call("POST", "/receipts", as: "erin", body: ReceiptRequest(readSeq: 1)).errorCode == .notAParticipant)
+        #expect(
+            try await open.call("POST", "/receipts", as: "erin", body: ReceiptRequest(readSeq: 1)).errorCode
+                == .notAParticipant)
         let joined = try await open.call("POST", "/join", as: "erin")
         #expect(try joined.status == 200 && joined.decode(Participant.self).role == .member)
         #expect(try await open.call("GET", "/messages", as: "erin").status == 200)
@@ -103,28 +124,42 @@ import Testing
         _ = try await server.login("bob")
         let direct = try await server.createConversation(token: alice, type: .direct, with: ["bob"])
         let base = "/v1/conversations/\(direct.id)"
-        #expect(try await server.request("PATCH", base, token: alice, body: UpdateConversationRequest(name: "x")).errorCode == .forbidden)
+        #expect(
+            try await server.request("PATCH", base, token: alice, body: UpdateConversationRequest(name: "x")).errorCode
+                == .forbidden)
         #expect(try await server.request("DELETE", base, token: alice).errorCode == .forbidden)
         #expect(try await server.request("DELETE", base + "/participants/bob", token: alice).errorCode == .forbidden)
-        #expect(try await server.request("POST", base + "/participants", token: alice, body: AddParticipantsRequest(participants: [.init(uid: "carol")])).errorCode == .forbidden)
+        #expect(
+            try await server.request(
+                "POST", base + "/participants", token: alice,
+                body: AddParticipantsRequest(participants: [.init(uid: "carol")])
+            ).errorCode == .forbidden)
         try await server.stop()
     }
 
     @Test func receiptsNeedParticipationAndNeverMoveBackwards() async throws {
         let group = try await group()
-        #expect(try await group.call("POST", "/receipts", as: "erin", body: ReceiptRequest(readSeq: 1)).errorCode == .conversationNotFound)
+        #expect(
+            try await group.call("POST", "/receipts", as: "erin", body: ReceiptRequest(readSeq: 1)).errorCode
+                == .conversationNotFound)
         #expect(try await group.call("POST", "/receipts", as: "carol", body: ReceiptRequest()).errorCode == .badRequest)
         for index in 1...3 {
-            _ = try await group.call("POST", "/messages", as: "alice", body: SendMessageRequest(parts: [.text("m\(index)")]))
+            _ = try await group.call(
+                "POST", "/messages", as: "alice", body: SendMessageRequest(parts: [.text("m\(index)")]))
         }
-        let unread: UnreadSummary = try await group.server.request("GET", "/v1/me/unread", token: group.tokens["carol"]).decode()
+        let unread: UnreadSummary = try await group.server.request("GET", "/v1/me/unread", token: group.tokens["carol"])
+            .decode()
         #expect(unread.total == 3 && unread.conversations.first?.unread == 3)
-        let read: Participant = try await group.call("POST", "/receipts", as: "carol", body: ReceiptRequest(readSeq: 1_000)).decode()
+        let read: Participant = try await group.call(
+            "POST", "/receipts", as: "carol", body: ReceiptRequest(readSeq: 1_000)
+        ).decode()
         let last = unread.conversations.first!.lastSeq
         #expect(read.readSeq == last && read.deliveredSeq == last)  // clamped to the last event, delivered follows read
-        let back: Participant = try await group.call("POST", "/receipts", as: "carol", body: ReceiptRequest(readSeq: 2)).decode()
+        let back: Participant = try await group.call("POST", "/receipts", as: "carol", body: ReceiptRequest(readSeq: 2))
+            .decode()
         #expect(back.readSeq == last)
-        let after: UnreadSummary = try await group.server.request("GET", "/v1/me/unread", token: group.tokens["carol"]).decode()
+        let after: UnreadSummary = try await group.server.request("GET", "/v1/me/unread", token: group.tokens["carol"])
+            .decode()
         #expect(after.total == 0)
         try await group.server.stop()
     }
@@ -134,10 +169,16 @@ import Testing
         let outsider = WebSocketProbe(url: group.server.webSocketURL, token: group.tokens["erin"]!)
         _ = try await outsider.nextFrame()  // hello
         try await outsider.send(.typing(TypingFrame(conversationId: group.id, isTyping: true)))
-        guard case .error(let typingError) = try await outsider.nextFrame() else { Issue.record("no error"); return }
+        guard case .error(let typingError) = try await outsider.nextFrame() else {
+            Issue.record("no error")
+            return
+        }
         #expect(typingError.code == .conversationNotFound)
         try await outsider.send(.receipt(ReceiptFrame(ref: "r1", conversationId: group.id, readSeq: 1)))
-        guard case .error(let receiptError) = try await outsider.nextFrame() else { Issue.record("no error"); return }
+        guard case .error(let receiptError) = try await outsider.nextFrame() else {
+            Issue.record("no error")
+            return
+        }
         #expect(receiptError.code == .conversationNotFound && receiptError.ref == "r1")
 
         let member = WebSocketProbe(url: group.server.webSocketURL, token: group.tokens["carol"]!)

@@ -31,7 +31,10 @@ import Testing
         }
         #expect(code == WebSocketCloseCode.slowConsumer && reason == .slowConsumer)
         // The close is handed out once.
-        guard case .idle = queue.take() else { Issue.record("close handed out twice"); return }
+        guard case .idle = queue.take() else {
+            Issue.record("close handed out twice")
+            return
+        }
     }
 
     @Test func aReaderThatKeepsUpNeverReachesTheLimitAndIsWokenOncePerBurst() {
@@ -44,35 +47,56 @@ import Testing
                 return
             }
             #expect(frames.count == 2)
-            guard case .idle = queue.take() else { Issue.record("expected nothing more"); return }
+            guard case .idle = queue.take() else {
+                Issue.record("expected nothing more")
+                return
+            }
         }
     }
 
     @Test func aHeldQueueKeepsItsFramesUntilReleased() {
         let queue = OutboundQueue(limitBytes: 1000, held: true)
         #expect(queue.push(frame) == .queued)
-        guard case .idle = queue.take() else { Issue.record("a held queue gave frames"); return }
+        guard case .idle = queue.take() else {
+            Issue.record("a held queue gave frames")
+            return
+        }
         #expect(queue.release())
-        guard case .frames(let frames) = queue.take(), frames.count == 1 else { Issue.record("expected the frame"); return }
+        guard case .frames(let frames) = queue.take(), frames.count == 1 else {
+            Issue.record("expected the frame")
+            return
+        }
         #expect(!OutboundQueue(limitBytes: 1000, held: true).release())
     }
 
     @Test func aFullSocketKeepsFramesQueuedWithoutWakingTheWriterAgain() {
         let queue = OutboundQueue(limitBytes: 1000)
         #expect(queue.push(frame) == .queuedWake)
-        guard case .idle = queue.take(blocked: true) else { Issue.record("frames taken while blocked"); return }
+        guard case .idle = queue.take(blocked: true) else {
+            Issue.record("frames taken while blocked")
+            return
+        }
         // The writer comes back on its own when the socket is writable: no wake-up meanwhile.
         #expect(queue.push(frame) == .queued)
-        guard case .frames(let frames) = queue.take(), frames.count == 2 else { Issue.record("expected 2 frames"); return }
+        guard case .frames(let frames) = queue.take(), frames.count == 2 else {
+            Issue.record("expected 2 frames")
+            return
+        }
         // Frames the socket did not take go back in front, and count against the limit.
         queue.putBack(frames[1...])
         #expect(queue.queuedBytes == 300)
         #expect(queue.push(frame) == .queued)
-        guard case .frames(let again) = queue.take(), again.count == 2 else { Issue.record("expected 2 frames"); return }
+        guard case .frames(let again) = queue.take(), again.count == 2 else {
+            Issue.record("expected 2 frames")
+            return
+        }
         queue.putBack(again[...])
         #expect(queue.push(frame) == .queued)
         queue.putBack([frame, frame][...])
-        guard case .close(let code, _) = queue.take() else { Issue.record("expected a close past the limit"); return }
+        guard case .close(let code, _) = queue.take() else {
+            Issue.record("expected a close past the limit")
+            return
+        }
         #expect(code == WebSocketCloseCode.slowConsumer)
     }
 
@@ -82,7 +106,10 @@ import Testing
         #expect(queue.requestClose(code: 4001, reason: .authTokenInvalid) == false)  // a wake-up is already due
         #expect(queue.requestClose(code: 1001, reason: .serverShuttingDown) == false)
         #expect(queue.push(frame) == .refused(wake: false))
-        guard case .close(let code, let reason) = queue.take() else { Issue.record("expected a close"); return }
+        guard case .close(let code, let reason) = queue.take() else {
+            Issue.record("expected a close")
+            return
+        }
         #expect(code == 4001 && reason == .authTokenInvalid)
     }
 }

@@ -21,7 +21,8 @@ import Testing
         #expect(PushComposer.body(of: message([.text("hi"), .text("there")])) == "hi\nthere")
         #expect(PushComposer.body(of: message([.text("hi")], alert: "Alice sent a photo")) == "Alice sent a photo")
         #expect(PushComposer.body(of: message([.text("hi")], alert: "")) == "hi")
-        #expect(PushComposer.body(of: message([.data(.object(["lat": .number(1)]), name: "location")])) == "New message")
+        #expect(
+            PushComposer.body(of: message([.data(.object(["lat": .number(1)]), name: "location")])) == "New message")
     }
 
     @Test func aLongTextIsCutAtACharacterBoundaryAndThePayloadStaysUnderFourKilobytes() {
@@ -40,9 +41,12 @@ import Testing
     }
 
     @Test func thePayloadCarriesBadgeThreadAndParleyIds() {
-        let payload = json(PushComposer.payload(message: message([.text("hi")]), senderName: "Alice", groupName: nil, badge: 4))
+        let payload = json(
+            PushComposer.payload(message: message([.text("hi")]), senderName: "Alice", groupName: nil, badge: 4))
         let aps = payload["aps"] as? [String: Any]
-        #expect(aps?["badge"] as? Int == 4 && aps?["thread-id"] as? String == "c_1" && aps?["sound"] as? String == "default")
+        #expect(
+            aps?["badge"] as? Int == 4 && aps?["thread-id"] as? String == "c_1" && aps?["sound"] as? String == "default"
+        )
         #expect((aps?["alert"] as? [String: String]) == ["title": "Alice", "body": "hi"])
         let parley = payload["parley"] as? [String: Any]
         #expect(parley?["conversationId"] as? String == "c_1" && parley?["messageId"] as? String == "m_1")
@@ -51,21 +55,32 @@ import Testing
 
     func outcome(_ status: HTTPResponseStatus, _ body: String, headers: HTTPHeaders = [:]) -> (PushSendOutcome, Bool) {
         var expired = false
-        let outcome = APNsClient.outcome(status: status, headers: headers, body: ByteBuffer(string: body)) { expired = true }
+        let outcome = APNsClient.outcome(status: status, headers: headers, body: ByteBuffer(string: body)) {
+            expired = true
+        }
         return (outcome, expired)
     }
 
     @Test func apnsAnswersMapToDeliveredInvalidRetryOrRejected() {
         #expect(outcome(.ok, "").0 == .delivered)
-        #expect(outcome(.gone, #"{"reason":"Unregistered","timestamp":1700000000000}"#).0
-            == .invalidToken(reason: "Unregistered", since: 1_700_000_000_000))
-        #expect(outcome(.badRequest, #"{"reason":"BadDeviceToken"}"#).0 == .invalidToken(reason: "BadDeviceToken", since: nil))
-        #expect(outcome(.badRequest, #"{"reason":"DeviceTokenNotForTopic"}"#).0
-            == .invalidToken(reason: "DeviceTokenNotForTopic", since: nil))
-        #expect(outcome(.tooManyRequests, #"{"reason":"TooManyRequests"}"#).0 == .retry(reason: "TooManyRequests", after: nil))
-        #expect(outcome(.serviceUnavailable, "", headers: ["retry-after": "30"]).0 == .retry(reason: "HTTP 503", after: .seconds(30)))
-        #expect(outcome(.internalServerError, #"{"reason":"InternalServerError"}"#).0
-            == .retry(reason: "InternalServerError", after: nil))
+        #expect(
+            outcome(.gone, #"{"reason":"Unregistered","timestamp":1700000000000}"#).0
+                == .invalidToken(reason: "Unregistered", since: 1_700_000_000_000))
+        #expect(
+            outcome(.badRequest, #"{"reason":"BadDeviceToken"}"#).0
+                == .invalidToken(reason: "BadDeviceToken", since: nil))
+        #expect(
+            outcome(.badRequest, #"{"reason":"DeviceTokenNotForTopic"}"#).0
+                == .invalidToken(reason: "DeviceTokenNotForTopic", since: nil))
+        #expect(
+            outcome(.tooManyRequests, #"{"reason":"TooManyRequests"}"#).0
+                == .retry(reason: "TooManyRequests", after: nil))
+        #expect(
+            outcome(.serviceUnavailable, "", headers: ["retry-after": "30"]).0
+                == .retry(reason: "HTTP 503", after: .seconds(30)))
+        #expect(
+            outcome(.internalServerError, #"{"reason":"InternalServerError"}"#).0
+                == .retry(reason: "InternalServerError", after: nil))
         let expired = outcome(.forbidden, #"{"reason":"ExpiredProviderToken"}"#)
         #expect(expired.0 == .retry(reason: "ExpiredProviderToken", after: .zero) && expired.1)
         #expect(outcome(.payloadTooLarge, #"{"reason":"PayloadTooLarge"}"#).0 == .rejected(reason: "PayloadTooLarge"))
@@ -74,7 +89,9 @@ import Testing
 
     @Test func retriesWaitOneSecondDoublingUpToTheCap() {
         let policy = PushRetryPolicy()
-        #expect((1...12).map { policy.delay(afterAttempts: $0) } == [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 600, 600].map { .seconds($0) })
+        #expect(
+            (1...12).map { policy.delay(afterAttempts: $0) }
+                == [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 600, 600].map { .seconds($0) })
     }
 
     @Test func theProviderTokenIsAnES256JWTReusedFor50Minutes() throws {

@@ -29,8 +29,12 @@ import Testing
         let fresh = plan(nil, now: ["c1": 7, "c2": 3], before: ["c1": 5, "c2": 3])
         #expect(fresh.ranges == [Range(conversationId: "c1", after: 5, through: 7)])
         // A resuming client keeps its own position where it has one.
-        let resuming = plan(ResumeRequest(userSeq: 0, conversations: ["c1": 2]), now: ["c1": 7, "c2": 4], before: ["c1": 5, "c2": 3])
-        #expect(resuming.ranges == [Range(conversationId: "c1", after: 2, through: 7), Range(conversationId: "c2", after: 3, through: 4)])
+        let resuming = plan(
+            ResumeRequest(userSeq: 0, conversations: ["c1": 2]), now: ["c1": 7, "c2": 4], before: ["c1": 5, "c2": 3])
+        #expect(
+            resuming.ranges == [
+                Range(conversationId: "c1", after: 2, through: 7), Range(conversationId: "c2", after: 3, through: 4),
+            ])
     }
 
     @Test func aFreshClientGetsTheConversationsItJoinsWhileConnecting() {
@@ -43,14 +47,16 @@ import Testing
     }
 
     @Test func eachKnownConversationIsReplayedFromTheClientsPosition() {
-        let plan = plan(ResumeRequest(userSeq: 2, conversations: ["c1": 4, "c2": 3]), now: ["c1": 7, "c2": 3], userSeq: 2)
+        let plan = plan(
+            ResumeRequest(userSeq: 2, conversations: ["c1": 4, "c2": 3]), now: ["c1": 7, "c2": 3], userSeq: 2)
         #expect(plan.ranges == [Range(conversationId: "c1", after: 4, through: 7)])
         #expect(plan.positions == ["c1": 7, "c2": 3])
     }
 
     @Test func aConversationJoinedWhileAwayIsReplayedFromTheJoin() {
         let changes = [MembershipChange(userSeq: 3, conversationId: "c9", joined: true, seq: 5)]
-        let plan = plan(ResumeRequest(userSeq: 2, conversations: ["c1": 7]), now: ["c1": 7, "c9": 8], userSeq: 3, changes: changes)
+        let plan = plan(
+            ResumeRequest(userSeq: 2, conversations: ["c1": 7]), now: ["c1": 7, "c9": 8], userSeq: 3, changes: changes)
         #expect(plan.ranges == [Range(conversationId: "c9", after: 4, through: 8)])
         #expect(plan.positions == ["c1": 7, "c9": 8] && plan.userSeq == 3)
     }
@@ -67,9 +73,12 @@ import Testing
             MembershipChange(userSeq: 3, conversationId: "c1", joined: false, seq: 9),
             MembershipChange(userSeq: 4, conversationId: "c1", joined: true, seq: 20),
         ]
-        let plan = plan(ResumeRequest(userSeq: 2, conversations: ["c1": 6]), now: ["c1": 22], userSeq: 4, changes: changes)
+        let plan = plan(
+            ResumeRequest(userSeq: 2, conversations: ["c1": 6]), now: ["c1": 22], userSeq: 4, changes: changes)
         #expect(
-            plan.ranges == [Range(conversationId: "c1", after: 6, through: 9), Range(conversationId: "c1", after: 19, through: 22)]
+            plan.ranges == [
+                Range(conversationId: "c1", after: 6, through: 9), Range(conversationId: "c1", after: 19, through: 22),
+            ]
         )
     }
 
@@ -92,7 +101,8 @@ import Testing
     }
 
     @Test func tooManyMissedEventsGetAResyncInsteadOfAReplay() {
-        let plan = plan(ResumeRequest(userSeq: 0, conversations: ["c1": 10, "c2": 1]), now: ["c1": 20, "c2": 5], maxEvents: 9)
+        let plan = plan(
+            ResumeRequest(userSeq: 0, conversations: ["c1": 10, "c2": 1]), now: ["c1": 20, "c2": 5], maxEvents: 9)
         #expect(plan.ranges == [Range(conversationId: "c2", after: 1, through: 5)])
         #expect(plan.resyncs == [ResyncFrame(conversationId: "c1", reason: .resumeTooFarBehind, lastSeq: 20)])
         #expect(plan.positions == ["c1": 20, "c2": 5])
@@ -107,7 +117,8 @@ import Testing
 
     @Test func changesTheClientAlreadySawAreIgnored() {
         let changes = [MembershipChange(userSeq: 1, conversationId: "c1", joined: true, seq: 2)]
-        let plan = plan(ResumeRequest(userSeq: 1, conversations: ["c1": 8]), now: ["c1": 8], userSeq: 1, changes: changes)
+        let plan = plan(
+            ResumeRequest(userSeq: 1, conversations: ["c1": 8]), now: ["c1": 8], userSeq: 1, changes: changes)
         #expect(plan.ranges.isEmpty && plan.positions == ["c1": 8])
     }
 }

@@ -25,7 +25,8 @@ import Testing
         machine.connectAccepted()
         #expect(machine.authenticationFailed(.authTokenInvalid) == .refuse(.authTokenInvalid))
         #expect(
-            machine.closeRequested(code: WebSocketCloseCode.authenticationFailed, reason: .authTokenInvalid, errorFrame: true)
+            machine.closeRequested(
+                code: WebSocketCloseCode.authenticationFailed, reason: .authTokenInvalid, errorFrame: true)
                 == .sendClose(code: 4001, reason: .authTokenInvalid, errorFrame: true)
         )
         #expect(machine.dataFrameReceived() == .drop)
@@ -75,7 +76,9 @@ import Testing
 
     @Test func theFirstCloseWinsAndTheClientsAnswerEndsIt() {
         var machine = Machine()
-        #expect(machine.closeRequested(code: 4008, reason: .slowConsumer, errorFrame: false) == .sendClose(code: 4008, reason: .slowConsumer, errorFrame: false))
+        #expect(
+            machine.closeRequested(code: 4008, reason: .slowConsumer, errorFrame: false)
+                == .sendClose(code: 4008, reason: .slowConsumer, errorFrame: false))
         #expect(machine.closeRequested(code: 1001, reason: .serverShuttingDown, errorFrame: false) == .none)
         #expect(machine.pingDue() == .none)
         #expect(machine.closeTimedOut())

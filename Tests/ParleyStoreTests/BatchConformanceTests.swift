@@ -171,7 +171,8 @@ extension StoreConformanceTests {
     }
 
     @Test(arguments: Backend.allCases)
-    func clientMessageIdsRepeatedFromAnEarlierBatchAndAcrossAnotherCommandAreStoredOnce(_ backend: Backend) async throws {
+    func clientMessageIdsRepeatedFromAnEarlierBatchAndAcrossAnotherCommandAreStoredOnce(_ backend: Backend) async throws
+    {
         let store = try await prepared(backend)
         _ = try await group(store)  // seq 1-3
         _ = try await apply(store, send(store, "c_g", from: "alice", text: "first", clientId: "cm-1"))  // 4

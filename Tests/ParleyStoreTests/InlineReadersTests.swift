@@ -1,8 +1,9 @@
 import Foundation
 import GRDB
-@testable import ParleyStoreSQLite
 import ParleyTesting
 import Testing
+
+@testable import ParleyStoreSQLite
 
 /// The connections behind the SQLite store's inline reads (``InlineReaders``): each read is one snapshot, at most
 /// `limit` connections are opened, a failed read leaves its connection usable, and a closed store's reads go to the

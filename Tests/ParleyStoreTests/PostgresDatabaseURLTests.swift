@@ -4,7 +4,8 @@ import Testing
 /// Reading `--database-url`: no server needed.
 @Suite struct PostgresDatabaseURLTests {
     @Test func aFullURLGivesEveryPart() throws {
-        let url = try PostgresDatabaseURL("postgres://parley:s%40cret@db.internal:6543/chat?sslmode=require&application_name=node-1")
+        let url = try PostgresDatabaseURL(
+            "postgres://parley:s%40cret@db.internal:6543/chat?sslmode=require&application_name=node-1")
         #expect(url.host == "db.internal" && url.port == 6543 && url.username == "parley" && url.password == "s@cret")
         #expect(url.database == "chat" && url.tlsMode == .require && url.applicationName == "node-1")
         #expect(url.unixSocketPath == nil)
@@ -16,8 +17,12 @@ import Testing
     }
 
     @Test func aSocketDirectoryIsAUnixSocket() throws {
-        #expect(try PostgresDatabaseURL("postgres://parley@%2Fvar%2Frun%2Fpostgresql/chat").unixSocketPath == "/var/run/postgresql/.s.PGSQL.5432")
-        #expect(try PostgresDatabaseURL("postgres://parley@localhost:5433/chat?host=/tmp").unixSocketPath == "/tmp/.s.PGSQL.5433")
+        #expect(
+            try PostgresDatabaseURL("postgres://parley@%2Fvar%2Frun%2Fpostgresql/chat").unixSocketPath
+                == "/var/run/postgresql/.s.PGSQL.5432")
+        #expect(
+            try PostgresDatabaseURL("postgres://parley@localhost:5433/chat?host=/tmp").unixSocketPath
+                == "/tmp/.s.PGSQL.5433")
     }
 
     @Test func theDescriptionHidesThePassword() throws {
@@ -27,7 +32,10 @@ import Testing
     }
 
     @Test func unusableURLsAreRefusedWithACode() {
-        for bad in ["mysql://x@y/z", "postgres://db.internal/chat", "postgres://u@h:99999/d", "postgres://u@h/d?sslmode=maybe", "not a url"] {
+        for bad in [
+            "mysql://x@y/z", "postgres://db.internal/chat", "postgres://u@h:99999/d", "postgres://u@h/d?sslmode=maybe",
+            "not a url",
+        ] {
             #expect(throws: PostgresStoreError.self, "\(bad)") { try PostgresDatabaseURL(bad) }
             #expect((try? PostgresDatabaseURL(bad)) == nil)
         }

@@ -6,26 +6,34 @@ import Testing
 /// The durable push queue, on every backend: what the push dispatcher relies on for "no push dropped, none sent
 /// twice".
 extension StoreConformanceTests {
-    func pushedSend(_ store: any ParleyStore, _ conversationId: String, from sender: String, text: String, clientId: String? = nil)
+    func pushedSend(
+        _ store: any ParleyStore, _ conversationId: String, from sender: String, text: String, clientId: String? = nil
+    )
         -> Command
     {
-        guard case .sendMessage(var send) = send(store, conversationId, from: sender, text: text, clientId: clientId) else {
+        guard case .sendMessage(var send) = send(store, conversationId, from: sender, text: text, clientId: clientId)
+        else {
             fatalError("send(...) makes a sendMessage command")
         }
         send.queuesPush = true
         return .sendMessage(send)
     }
 
-    func job(_ entry: Int64, uid: String = "bob", device: String = "phone", token: String = "aa11", at time: Int64 = 100)
+    func job(
+        _ entry: Int64, uid: String = "bob", device: String = "phone", token: String = "aa11", at time: Int64 = 100
+    )
         -> PushJob
     {
         PushJob(
-            appId: Self.appId, uid: uid, deviceId: device, token: token, environment: .sandbox, collapseId: "m_\(entry)",
+            appId: Self.appId, uid: uid, deviceId: device, token: token, environment: .sandbox,
+            collapseId: "m_\(entry)",
             payload: Array(#"{"aps":{}}"#.utf8), createdAt: time, notBefore: time
         )
     }
 
-    @Test(arguments: Backend.allCases) func messagesStoredWithPushOnAreInTheOutboxOnceEach(_ backend: Backend) async throws {
+    @Test(arguments: Backend.allCases) func messagesStoredWithPushOnAreInTheOutboxOnceEach(_ backend: Backend)
+        async throws
+    {
         let store = try await prepared(backend)
         _ = try await group(store)
         _ = try await apply(store, send(store, "c_g", from: "alice", text: "push off"))
@@ -44,10 +52,14 @@ extension StoreConformanceTests {
         #expect(try await store.pushQueueDepth() == PushQueueDepth(outbox: 2, jobs: 0))
     }
 
-    @Test(arguments: Backend.allCases) func anOutboxEntryYieldsItsJobsOnceEvenWhenExpandedTwice(_ backend: Backend) async throws {
+    @Test(arguments: Backend.allCases) func anOutboxEntryYieldsItsJobsOnceEvenWhenExpandedTwice(_ backend: Backend)
+        async throws
+    {
         let store = try await prepared(backend)
         _ = try await group(store)
-        _ = try await store.apply([pushedSend(store, "c_g", from: "alice", text: "one"), pushedSend(store, "c_g", from: "alice", text: "two")])
+        _ = try await store.apply([
+            pushedSend(store, "c_g", from: "alice", text: "one"), pushedSend(store, "c_g", from: "alice", text: "two"),
+        ])
         let entries = try await store.pushOutbox(limit: 10)
         let expansions = [
             PushExpansion(entryId: entries[0].id, jobs: [job(1), job(1, device: "tablet", token: "bb22")]),
@@ -62,7 +74,9 @@ extension StoreConformanceTests {
         #expect(try await store.pushOutbox(limit: 10).isEmpty)
     }
 
-    @Test(arguments: Backend.allCases) func aClaimedJobIsLeasedUntilSentRetriedOrReleased(_ backend: Backend) async throws {
+    @Test(arguments: Backend.allCases) func aClaimedJobIsLeasedUntilSentRetriedOrReleased(_ backend: Backend)
+        async throws
+    {
         let store = try await prepared(backend)
         _ = try await group(store)
         _ = try await store.apply([pushedSend(store, "c_g", from: "alice", text: "one")])
@@ -90,7 +104,10 @@ extension StoreConformanceTests {
         #expect(retried.map(\.attempts) == [1])
         // Released by its owner (a graceful stop): due at once; another owner's lease stays.
         try await store.releasePushJobs(owner: "a")
-        #expect(try await store.claimPushJobs(owner: "c", now: 5_000, leaseUntil: 9_000, limit: 10).map(\.deviceId) == ["phone"])
+        #expect(
+            try await store.claimPushJobs(owner: "c", now: 5_000, leaseUntil: 9_000, limit: 10).map(\.deviceId) == [
+                "phone"
+            ])
         try await store.releasePushJobs(owner: nil)
         #expect(try await store.claimPushJobs(owner: "c", now: 5_000, leaseUntil: 9_000, limit: 10).count == 2)
 
@@ -100,7 +117,9 @@ extension StoreConformanceTests {
         #expect(try await store.nextPushJobDue() == nil)
     }
 
-    @Test(arguments: Backend.allCases) func anInvalidTokenRemovesItsDeviceAndJobsUnlessRegisteredAgainSince(_ backend: Backend) async throws {
+    @Test(arguments: Backend.allCases) func anInvalidTokenRemovesItsDeviceAndJobsUnlessRegisteredAgainSince(
+        _ backend: Backend
+    ) async throws {
         let store = try await prepared(backend)
         _ = try await group(store)
         _ = try await store.putDevice(appId: Self.appId, uid: "bob", device("phone", token: "aa11", at: 100))
@@ -111,16 +130,25 @@ extension StoreConformanceTests {
             PushExpansion(entryId: entry.id, jobs: [job(1), job(1, device: "tablet", token: "bb22")])
         ])
         // APNs knew the token invalid before the device registered it: kept.
-        #expect(try await store.removeInvalidToken(appId: Self.appId, uid: "bob", deviceId: "phone", token: "aa11", invalidSince: 99) == false)
+        #expect(
+            try await store.removeInvalidToken(
+                appId: Self.appId, uid: "bob", deviceId: "phone", token: "aa11", invalidSince: 99) == false)
         // Another token than the device holds now: kept.
-        #expect(try await store.removeInvalidToken(appId: Self.appId, uid: "bob", deviceId: "phone", token: "cc33", invalidSince: nil) == false)
+        #expect(
+            try await store.removeInvalidToken(
+                appId: Self.appId, uid: "bob", deviceId: "phone", token: "cc33", invalidSince: nil) == false)
         #expect(try await store.pushQueueDepth().jobs == 2)
-        #expect(try await store.removeInvalidToken(appId: Self.appId, uid: "bob", deviceId: "phone", token: "aa11", invalidSince: 100) == true)
+        #expect(
+            try await store.removeInvalidToken(
+                appId: Self.appId, uid: "bob", deviceId: "phone", token: "aa11", invalidSince: 100) == true)
         #expect(try await store.devices(appId: Self.appId, uid: "bob").map(\.deviceId) == ["tablet"])
-        #expect(try await store.claimPushJobs(owner: "a", now: 200, leaseUntil: 1_000, limit: 10).map(\.token) == ["bb22"])
+        #expect(
+            try await store.claimPushJobs(owner: "a", now: 200, leaseUntil: 1_000, limit: 10).map(\.token) == ["bb22"])
     }
 
-    @Test(arguments: Backend.allCases) func waitingPushesLeaveWithTheirDeviceAndNeverFollowATokenToAnotherUser(_ backend: Backend) async throws {
+    @Test(arguments: Backend.allCases) func waitingPushesLeaveWithTheirDeviceAndNeverFollowATokenToAnotherUser(
+        _ backend: Backend
+    ) async throws {
         let store = try await prepared(backend)
         _ = try await group(store, members: ["bob", "carol"])
         _ = try await store.putDevice(appId: Self.appId, uid: "bob", device("phone", token: "aa11", at: 100))

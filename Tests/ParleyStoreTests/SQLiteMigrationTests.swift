@@ -2,9 +2,10 @@ import Foundation
 import GRDB
 import ParleyProtocol
 import ParleyStore
-@testable import ParleyStoreSQLite
 import ParleyTesting
 import Testing
+
+@testable import ParleyStoreSQLite
 
 /// A database written by an earlier schema opens under the current one with its data intact and derived columns
 /// filled in.
@@ -16,7 +17,9 @@ import Testing
         try await old.write { db in
             try db.execute(sql: "INSERT INTO apps VALUES ('a', 'A', x'00', x'01', 1)")
             for uid in ["alice", "bob"] {
-                try db.execute(sql: "INSERT INTO users (app_id, uid, name, created_at, updated_at) VALUES ('a', ?, ?, 1, 1)", arguments: [uid, uid])
+                try db.execute(
+                    sql: "INSERT INTO users (app_id, uid, name, created_at, updated_at) VALUES ('a', ?, ?, 1, 1)",
+                    arguments: [uid, uid])
             }
             try db.execute(
                 sql: """
@@ -24,14 +27,25 @@ import Testing
                         last_seq, last_activity_at, participant_count) VALUES (1, 'c', 'a', 'group', 'G', 0, 'alice', 1, 1, 5, 1, 2)
                     """
             )
-            try db.execute(sql: "INSERT INTO participants (conversation_pk, uid, role, joined_at, read_seq) VALUES (1, 'alice', 'owner', 1, 5), (1, 'bob', 'member', 1, 3)")
+            try db.execute(
+                sql:
+                    "INSERT INTO participants (conversation_pk, uid, role, joined_at, read_seq) VALUES (1, 'alice', 'owner', 1, 5), (1, 'bob', 'member', 1, 3)"
+            )
             // seq 1 is a membership event; 2 to 5 are messages from alice.
-            try db.execute(sql: "INSERT INTO events (conversation_pk, seq, name, actor, created_at, body) VALUES (1, 1, 'conversation.create', 'alice', 1, x'7B7D')")
+            try db.execute(
+                sql:
+                    "INSERT INTO events (conversation_pk, seq, name, actor, created_at, body) VALUES (1, 1, 'conversation.create', 'alice', 1, x'7B7D')"
+            )
             for seq in 2...5 {
-                let message = Message(id: "m\(seq)", conversationId: "c", seq: Int64(seq), sender: "alice", parts: [.text("\(seq)")], sentAt: 1)
-                let event = Event(id: "c:\(seq)", appId: "a", name: .messageSent, conversationId: "c", seq: Int64(seq), timestamp: 1, context: EventContext(createdBy: "alice"), payload: .messageSent(message))
+                let message = Message(
+                    id: "m\(seq)", conversationId: "c", seq: Int64(seq), sender: "alice", parts: [.text("\(seq)")],
+                    sentAt: 1)
+                let event = Event(
+                    id: "c:\(seq)", appId: "a", name: .messageSent, conversationId: "c", seq: Int64(seq), timestamp: 1,
+                    context: EventContext(createdBy: "alice"), payload: .messageSent(message))
                 try db.execute(
-                    sql: "INSERT INTO events (conversation_pk, seq, name, actor, created_at, body) VALUES (1, ?, 'conversationMessage.sent', 'alice', 1, ?)",
+                    sql:
+                        "INSERT INTO events (conversation_pk, seq, name, actor, created_at, body) VALUES (1, ?, 'conversationMessage.sent', 'alice', 1, ?)",
                     arguments: [seq, Data(try WireCoding.encode(event))]
                 )
             }
@@ -47,7 +61,10 @@ import Testing
                 \.seq) == [5, 4, 3, 2])
         // New messages continue the count.
         let result = try await store.apply([
-            .sendMessage(.init(appId: "a", conversationId: "c", sender: "alice", messageId: "m6", clientMessageId: nil, parts: [.text("6")], metadata: nil, alert: nil, now: 2))
+            .sendMessage(
+                .init(
+                    appId: "a", conversationId: "c", sender: "alice", messageId: "m6", clientMessageId: nil,
+                    parts: [.text("6")], metadata: nil, alert: nil, now: 2))
         ])
         #expect(try result[0].get().events.first?.event.seq == 6)
         #expect(try await store.unread(appId: "a", uid: "bob", conversationIds: nil).total == 3)

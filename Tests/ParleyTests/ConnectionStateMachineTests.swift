@@ -1,5 +1,6 @@
-@testable import Parley
 import Testing
+
+@testable import Parley
 
 /// Drives a ``ConnectionStateMachine`` in virtual time and keeps what it asked for.
 struct Harness {
@@ -7,7 +8,9 @@ struct Harness {
     var machine: ConnectionStateMachine
     var now: Duration = .zero
 
-    init(auto: Bool = true, seed: UInt64 = 42, configure: (inout ConnectionStateMachine.Configuration) -> Void = { _ in }) {
+    init(
+        auto: Bool = true, seed: UInt64 = 42, configure: (inout ConnectionStateMachine.Configuration) -> Void = { _ in }
+    ) {
         var configuration = ConnectionStateMachine.Configuration()
         configuration.autoConnect = auto
         configure(&configuration)
@@ -104,7 +107,10 @@ extension Array where Element == ConnectionStateMachine.Action {
     @Test func autoModeDisconnectsAtOnceInTheBackground() throws {
         var harness = Harness()
         harness.connected()
-        #expect(harness.at(.seconds(5)) { $0.background() } == [.closeTransport(generation: 1, code: 1000), .report(.disconnected)])
+        #expect(
+            harness.at(.seconds(5)) { $0.background() } == [
+                .closeTransport(generation: 1, code: 1000), .report(.disconnected),
+            ])
         #expect(harness.tick(at: .seconds(500)).isEmpty)
     }
 
@@ -129,7 +135,8 @@ extension Array where Element == ConnectionStateMachine.Action {
         harness.connected()
         let actions = harness.at(.seconds(3)) { $0.ended() }
         guard case .reconnecting(1, let delay, let error)? = actions.reported.first else {
-            Issue.record("expected reconnecting, got \(actions)"); return
+            Issue.record("expected reconnecting, got \(actions)")
+            return
         }
         #expect(error.code == .webSocketError && delay <= .milliseconds(500))
         #expect(harness.tick(at: .seconds(3) + delay - .milliseconds(1)).isEmpty || delay == .zero)
@@ -183,7 +190,7 @@ extension Array where Element == ConnectionStateMachine.Action {
         harness.connected(auto: false)
         #expect(harness.at(.seconds(10)) { $0.background() }.isEmpty)
         #expect(!harness.tick(at: .seconds(39)).closes)
-        harness.machine.frameReceived(generation: 1, now: .seconds(39)).forEach { _ in }
+        _ = harness.machine.frameReceived(generation: 1, now: .seconds(39))
         #expect(harness.tick(at: .seconds(40)) == [.closeTransport(generation: 1, code: 1000), .report(.disconnected)])
         // Coming back to the foreground does not reconnect: only connect() does.
         #expect(harness.foreground().isEmpty)
@@ -266,7 +273,10 @@ extension Array where Element == ConnectionStateMachine.Action {
         #expect(harness.tick(at: .seconds(34)).isEmpty)
         let actions = harness.tick(at: .seconds(35))
         #expect(actions.first == .closeTransport(generation: 1, code: 1001))
-        guard case .reconnecting(1, _, let error)? = actions.reported.first else { Issue.record("\(actions)"); return }
+        guard case .reconnecting(1, _, let error)? = actions.reported.first else {
+            Issue.record("\(actions)")
+            return
+        }
         #expect(error.code == .webSocketError)
     }
 
@@ -285,7 +295,10 @@ extension Array where Element == ConnectionStateMachine.Action {
         #expect(harness.tick(at: .seconds(14)).isEmpty)
         let actions = harness.tick(at: .seconds(15))
         #expect(actions.first == .closeTransport(generation: 1, code: 1000))
-        #expect(actions.reported.first.map { if case .reconnecting(1, _, let error) = $0 { error.code == .timeout } else { false } } == true)
+        #expect(
+            actions.reported.first.map {
+                if case .reconnecting(1, _, let error) = $0 { error.code == .timeout } else { false }
+            } == true)
     }
 
     @Test func eventsOfAnEarlierConnectionAreIgnored() throws {
@@ -293,7 +306,10 @@ extension Array where Element == ConnectionStateMachine.Action {
         harness.connected()
         _ = harness.background()
         _ = harness.foreground()
-        #expect(harness.machine.transportEnded(generation: 1, closeCode: nil, error: ParleyError(.webSocketError, "old"), now: harness.now).isEmpty)
+        #expect(
+            harness.machine.transportEnded(
+                generation: 1, closeCode: nil, error: ParleyError(.webSocketError, "old"), now: harness.now
+            ).isEmpty)
         #expect(harness.machine.transportOpened(generation: 1, now: harness.now).isEmpty)
         #expect(harness.status == .connecting)
     }
@@ -316,7 +332,10 @@ extension Array where Element == ConnectionStateMachine.Action {
     @Test func reconnectionBacksOffExponentiallyWithFullJitterUpToTheCap() throws {
         let configuration = ConnectionStateMachine.Configuration()
         let ceilings = (1...10).map { ConnectionStateMachine.backoffCeiling(attempt: $0, configuration: configuration) }
-        #expect(ceilings.prefix(7) == [.milliseconds(500), .seconds(1), .seconds(2), .seconds(4), .seconds(8), .seconds(16), .seconds(30)])
+        #expect(
+            ceilings.prefix(7) == [
+                .milliseconds(500), .seconds(1), .seconds(2), .seconds(4), .seconds(8), .seconds(16), .seconds(30),
+            ])
         #expect(ceilings.suffix(3).allSatisfy { $0 == .seconds(30) })
         var sums = [Duration](repeating: .zero, count: 10)
         let runs = 400
@@ -346,7 +365,10 @@ extension Array where Element == ConnectionStateMachine.Action {
         _ = harness.opened()
         let connectedAt = harness.now
         _ = harness.at(connectedAt + .seconds(61)) { $0.frame() }
-        guard case .reconnecting(1, let delay, _)? = harness.ended().reported.first else { Issue.record("no reset"); return }
+        guard case .reconnecting(1, let delay, _)? = harness.ended().reported.first else {
+            Issue.record("no reset")
+            return
+        }
         #expect(delay <= .milliseconds(500))
     }
 
@@ -359,14 +381,19 @@ extension Array where Element == ConnectionStateMachine.Action {
         }
         _ = harness.opened()
         guard case .reconnecting(4, _, _)? = harness.at(harness.now + .seconds(2)) { $0.ended() }.reported.first else {
-            Issue.record("expected attempt 4"); return
+            Issue.record("expected attempt 4")
+            return
         }
     }
 
     @Test func theForegroundAndTheNetworkRetryAtOnceDuringABackoff() throws {
         var harness = Harness()
         _ = harness.loggedIn()
-        for _ in 0..<8 { if case .reconnecting(_, let delay, _)? = harness.ended().reported.first { _ = harness.tick(at: harness.now + delay) } }
+        for _ in 0..<8 {
+            if case .reconnecting(_, let delay, _)? = harness.ended().reported.first {
+                _ = harness.tick(at: harness.now + delay)
+            }
+        }
         _ = harness.ended()
         #expect(harness.network(false).reported == [.waitingForNetwork])
         #expect(harness.network(true).opens)

@@ -29,7 +29,9 @@ import Testing
                 backfill: { conversationId, after, through in
                     backfills.withLockedValue { $0.append((conversationId, after, through)) }
                     if failing { throw ParleyError(.serverUnreachable, "down") }
-                    return serverEvents.filter { $0.conversationId == conversationId && $0.seq! > after && $0.seq! <= through }
+                    return serverEvents.filter {
+                        $0.conversationId == conversationId && $0.seq! > after && $0.seq! <= through
+                    }
                 },
                 publish: { sink.yield($0) },
                 reconnect: { reconnects.withLockedValue { $0 += 1 } },
@@ -56,7 +58,8 @@ import Testing
     }
 
     static func message(_ conversationId: String, _ seq: Int64) -> Event {
-        let message = Message(id: "m\(seq)", conversationId: conversationId, seq: seq, sender: "bob", parts: [.text("\(seq)")], sentAt: 0)
+        let message = Message(
+            id: "m\(seq)", conversationId: conversationId, seq: seq, sender: "bob", parts: [.text("\(seq)")], sentAt: 0)
         return Event(
             id: "\(conversationId):\(seq)", appId: "app", name: .messageSent, conversationId: conversationId, seq: seq,
             timestamp: 0, context: EventContext(createdBy: "bob"), payload: .messageSent(message)
@@ -77,7 +80,9 @@ import Testing
         #expect(events.compactMap(\.seq) == [3, 4])
         #expect(harness.pipeline.positions?.conversations == ["c": 4])
         // Saved: a new pipeline over the same folder resumes from there.
-        #expect(CursorStore(directory: URL(fileURLWithPath: harness.directory.path), appId: "app").load(uid: "alice")?.conversations == ["c": 4])
+        #expect(
+            CursorStore(directory: URL(fileURLWithPath: harness.directory.path), appId: "app").load(uid: "alice")?
+                .conversations == ["c": 4])
     }
 
     @Test func aGapIsFilledFromTheServerBeforeTheEventAfterIt() async throws {
@@ -97,7 +102,10 @@ import Testing
         harness.send(.caughtUp(CaughtUpFrame(userSeq: 0, conversations: ["c": 3])), Self.frame(Self.message("c", 7)))
         let events = await harness.next(3)
         #expect(events.map(\.name) == [.caughtUp, .resyncRequired, .messageSent])
-        guard case .resyncRequired(let resync) = events[1].payload else { Issue.record("no resync"); return }
+        guard case .resyncRequired(let resync) = events[1].payload else {
+            Issue.record("no resync")
+            return
+        }
         #expect(resync == ResyncFrame(conversationId: "c", reason: .historyTrimmed, lastSeq: 6) && events[2].seq == 7)
     }
 

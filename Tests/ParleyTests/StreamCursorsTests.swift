@@ -4,9 +4,12 @@ import Testing
 
 /// How the SDK decides, per durable event, to deliver it, drop it as a duplicate, or fill a gap first.
 @Suite struct StreamCursorsTests {
-    func event(_ conversationId: String, _ seq: Int64, _ payload: EventPayload = .messageSent(
-        Message(id: "m", conversationId: "c", seq: 0, sender: "bob", parts: [.text("x")], sentAt: 0)
-    )) -> Event {
+    func event(
+        _ conversationId: String, _ seq: Int64,
+        _ payload: EventPayload = .messageSent(
+            Message(id: "m", conversationId: "c", seq: 0, sender: "bob", parts: [.text("x")], sentAt: 0)
+        )
+    ) -> Event {
         Event(
             id: "\(conversationId):\(seq)", appId: "a", name: payload.eventName ?? "x", conversationId: conversationId,
             seq: seq, timestamp: 0, context: EventContext(), payload: payload

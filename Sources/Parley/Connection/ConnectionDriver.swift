@@ -134,7 +134,8 @@ actor ConnectionDriver {
             connection = nil
             let error: ParleyError
             if let reason, !reason.isEmpty {
-                error = ParleyError(ErrorCode(reason), "The server closed the connection: \(reason).", status: code.map(Int.init))
+                error = ParleyError(
+                    ErrorCode(reason), "The server closed the connection: \(reason).", status: code.map(Int.init))
             } else {
                 error = ParleyError(.webSocketError, "The connection closed.", status: code.map(Int.init))
             }
@@ -163,7 +164,9 @@ actor ConnectionDriver {
                     self.connection = nil
                 }
             case .sendPing(let generation, let id):
-                if let connection, connection.generation == generation, let text = try? Self.encode(.ping(PingFrame(id: String(id)))) {
+                if let connection, connection.generation == generation,
+                    let text = try? Self.encode(.ping(PingFrame(id: String(id))))
+                {
                     connection.transport.send(text)
                 }
             case .report(let status):
@@ -179,7 +182,8 @@ actor ConnectionDriver {
         guard let endpoint = endpoint() else {
             perform(
                 machine.transportEnded(
-                    generation: generation, closeCode: nil, error: ParleyError(.notLoggedIn, "No session to connect with."),
+                    generation: generation, closeCode: nil,
+                    error: ParleyError(.notLoggedIn, "No session to connect with."),
                     now: clock.now()
                 )
             )

@@ -164,7 +164,8 @@ struct ConnectionStateMachine: Sendable {
     /// checks that the server answers.
     mutating func pingRequested(now: Duration) -> Result<[Action], ParleyError> {
         guard !configuration.autoConnect else {
-            return .failure(ParleyError(.pingNotAvailable, "ping() is for manual mode: autoEstablishSocketConnection(false)."))
+            return .failure(
+                ParleyError(.pingNotAvailable, "ping() is for manual mode: autoEstablishSocketConnection(false)."))
         }
         guard isLoggedIn else { return .failure(ParleyError(.notLoggedIn, "Log in before pinging.")) }
         guard case .connected(let generation, let since, _, _) = phase else {

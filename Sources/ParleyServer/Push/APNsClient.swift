@@ -114,7 +114,8 @@ final class APNsClient: PushSender {
         } catch {
             return .retry(reason: "\(error)", after: nil)
         }
-        return Self.outcome(status: status, headers: headers, body: body, onExpiredToken: { providerToken.expire(token) })
+        return Self.outcome(
+            status: status, headers: headers, body: body, onExpiredToken: { providerToken.expire(token) })
     }
 
     /// Reads an APNs answer (status, `{"reason": ..., "timestamp": ...}`).

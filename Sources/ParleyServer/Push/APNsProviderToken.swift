@@ -26,10 +26,12 @@ final class APNsProviderToken: Sendable {
     /// - Throws: ``PushConfigurationError`` naming what is wrong (never the key itself).
     static func load(_ configuration: APNsConfiguration) throws -> APNsProviderToken {
         guard isAppleIdentifier(configuration.keyId) else {
-            throw PushConfigurationError("APNs key id \"\(configuration.keyId)\" is not 10 letters or digits (--apns-key-id).")
+            throw PushConfigurationError(
+                "APNs key id \"\(configuration.keyId)\" is not 10 letters or digits (--apns-key-id).")
         }
         guard isAppleIdentifier(configuration.teamId) else {
-            throw PushConfigurationError("APNs team id \"\(configuration.teamId)\" is not 10 letters or digits (--apns-team-id).")
+            throw PushConfigurationError(
+                "APNs team id \"\(configuration.teamId)\" is not 10 letters or digits (--apns-team-id).")
         }
         guard !configuration.topic.isEmpty else {
             throw PushConfigurationError("APNs topic (the app's bundle id) is empty (--apns-topic).")
@@ -38,7 +40,8 @@ final class APNsProviderToken: Sendable {
         do {
             pem = try String(contentsOfFile: configuration.keyFile, encoding: .utf8)
         } catch {
-            throw PushConfigurationError("Cannot read the APNs key file \(configuration.keyFile): \(error.localizedDescription)")
+            throw PushConfigurationError(
+                "Cannot read the APNs key file \(configuration.keyFile): \(error.localizedDescription)")
         }
         let key: P256.Signing.PrivateKey
         do {
@@ -52,7 +55,8 @@ final class APNsProviderToken: Sendable {
     }
 
     private static func isAppleIdentifier(_ value: String) -> Bool {
-        value.utf8.count == 10 && value.utf8.allSatisfy { (48...57).contains($0) || (65...90).contains($0) || (97...122).contains($0) }
+        value.utf8.count == 10
+            && value.utf8.allSatisfy { (48...57).contains($0) || (65...90).contains($0) || (97...122).contains($0) }
     }
 
     /// The token to send at `now` (Unix seconds): the cached one while it is younger than ``refreshAfter``.

@@ -33,11 +33,14 @@ extension APIHandler {
     {
         let principal = try await currentUser()
         return .ok(
-            .init(body: .json(try await conversation(of: .undeleteConversation(action(principal, input.path.conversationId)))))
+            .init(
+                body: .json(
+                    try await conversation(of: .undeleteConversation(action(principal, input.path.conversationId)))))
         )
     }
 
-    func joinConversation(_ input: Operations.JoinConversation.Input) async throws -> Operations.JoinConversation.Output {
+    func joinConversation(_ input: Operations.JoinConversation.Input) async throws -> Operations.JoinConversation.Output
+    {
         let principal = try await currentUser()
         return .ok(.init(body: .json(try await participant(of: .join(action(principal, input.path.conversationId))))))
     }
@@ -83,7 +86,9 @@ extension APIHandler {
 
     func getUnread(_ input: Operations.GetUnread.Input) async throws -> Operations.GetUnread.Output {
         let principal = try await currentUser()
-        return .ok(.init(body: .json(try await store.unread(appId: principal.appId, uid: principal.uid, conversationIds: nil))))
+        return .ok(
+            .init(body: .json(try await store.unread(appId: principal.appId, uid: principal.uid, conversationIds: nil)))
+        )
     }
 
     func getPresence(_ input: Operations.GetPresence.Input) async throws -> Operations.GetPresence.Output {

@@ -22,7 +22,9 @@ extension APIHandler {
             isPublic: request.isPublic ?? false, metadata: request.metadata, roles: request.roles,
             now: time.epochMilliseconds()
         )
-        guard case .conversation(let conversation, let created) = try await writer.submit(.createConversation(command)).outcome
+        guard
+            case .conversation(let conversation, let created) = try await writer.submit(.createConversation(command))
+                .outcome
         else { throw DomainError(.internalError, "Unexpected outcome of createConversation.") }
         return created ? .created(.init(body: .json(conversation))) : .ok(.init(body: .json(conversation)))
     }
@@ -71,7 +73,8 @@ extension APIHandler {
         return .ok(.init(body: .json(ParticipantList(participants: participants))))
     }
 
-    func listParticipants(_ input: Operations.ListParticipants.Input) async throws -> Operations.ListParticipants.Output {
+    func listParticipants(_ input: Operations.ListParticipants.Input) async throws -> Operations.ListParticipants.Output
+    {
         let caller = try await authenticator.caller(credentials)
         _ = try await visibleConversation(caller, conversationId: input.path.conversationId)
         let participants = try await store.participants(

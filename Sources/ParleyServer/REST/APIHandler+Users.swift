@@ -131,7 +131,8 @@ extension APIHandler {
     func announceProfile(_ user: User, appId: String) async throws {
         let contacts = try await store.contacts(appId: appId, uid: user.uid)
         relay.deliver(
-            appId: appId, actor: user.uid, timestamp: user.updatedAt, payload: .profileUpdated(user), to: contacts + [user.uid]
+            appId: appId, actor: user.uid, timestamp: user.updatedAt, payload: .profileUpdated(user),
+            to: contacts + [user.uid]
         )
     }
 

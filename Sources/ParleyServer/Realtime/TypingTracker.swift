@@ -93,7 +93,7 @@ final class TypingTracker: Service {
     }
 
     func run() async throws {
-        await timers.runInOrder(changes, sink: sink, expired: { .expired($0) }) { await handle($0) }
+        await timers.runInOrder(changes, sink: sink, expired: { .expired($0) }, handle: { await handle($0) })
     }
 
     private func handle(_ change: Change) async {

@@ -70,7 +70,8 @@ struct ReplayPlan: Sendable, Hashable {
                 guard let through = interval.through ?? openEnd else { continue }
                 if interval.after > through {
                     // The client is ahead of the server: the server's data went back in time.
-                    resyncs.append(.init(conversationId: conversationId, reason: .resumePositionInvalid, lastSeq: through))
+                    resyncs.append(
+                        .init(conversationId: conversationId, reason: .resumePositionInvalid, lastSeq: through))
                     ranges = []
                     break
                 }
@@ -79,7 +80,8 @@ struct ReplayPlan: Sendable, Hashable {
                 }
             }
             if ranges.reduce(0, { $0 + $1.count }) > maxEvents, let last = ranges.last {
-                resyncs.append(.init(conversationId: conversationId, reason: .resumeTooFarBehind, lastSeq: last.through))
+                resyncs.append(
+                    .init(conversationId: conversationId, reason: .resumeTooFarBehind, lastSeq: last.through))
                 ranges = []
             }
             self.ranges += ranges
