@@ -10,6 +10,7 @@ import Testing
         let names = [
             Prepared<BatchTransaction.LockConversations>.name, Prepared<BatchTransaction.Senders>.name,
             Prepared<BatchTransaction.WriteSends>.name, Prepared<PostgresStore.UnreadCounts>.name,
+            Prepared<PostgresStore.Contacts>.name,
         ]
         #expect(Set(names).count == names.count, "\(names)")
         #expect(names.allSatisfy { $0.utf8.count <= 63 }, "\(names)")
@@ -22,5 +23,6 @@ import Testing
         #expect(
             PostgresStore.unreadQuery([0], ["a"], ["u"], ["c"], [1], ["a"], ["v"]).sql
                 == PostgresStore.UnreadCounts.sql)
+        #expect(PostgresStore.contactsQuery(appId: "a", uids: ["u", "v"]).sql == PostgresStore.Contacts.sql)
     }
 }
