@@ -307,22 +307,40 @@ final class NATSCluster: Sendable {
     }
 
     private func send(_ message: ByteBuffer, to subject: String) {
+        guard let error = publish(message, to: subject) else { return }
+        let first = state.withLockedValue { state in
+            defer { state.lostPublications = true }
+            return !state.lostPublications
+        }
+        if first { reportLost(error) }
+    }
+
+    /// ``send(_:to:)`` with the state's lock held (announcements, heartbeats): the lock is not taken again, which
+    /// would never return (a publication refused while announcing: NATS away with its buffer full, or closed at a
+    /// stop).
+    private func send(_ message: ByteBuffer, to subject: String, in state: inout State) {
+        guard let error = publish(message, to: subject) else { return }
+        let first = !state.lostPublications
+        state.lostPublications = true
+        if first { reportLost(error) }
+    }
+
+    /// Publishes; returns the error when NATS refused the message. Lost: once publishing works again, the other nodes
+    /// are told to catch up from the database (events); signals are done without.
+    private func publish(_ message: ByteBuffer, to subject: String) -> NATSError? {
         do {
             try connection.publish(message, to: subject)
             metrics.clusterMessagesPublished.increment()
+            return nil
         } catch {
-            // Lost: once publishing works again, the other nodes are told to catch up from the database (events);
-            // signals are done without.
-            let first = state.withLockedValue { state in
-                defer { state.lostPublications = true }
-                return !state.lostPublications
-            }
-            if first {
-                logger.warning(
-                    "Cluster: publications to NATS are dropped; the other nodes will catch up from the database",
-                    metadata: ["error": "\(error)"])
-            }
+            return error
         }
+    }
+
+    private func reportLost(_ error: NATSError) {
+        logger.warning(
+            "Cluster: publications to NATS are dropped; the other nodes will catch up from the database",
+            metadata: ["error": "\(error)"])
     }
 
     /// After dropped publications, tells every node to read its conversations again.
@@ -392,7 +410,9 @@ final class NATSCluster: Sendable {
     /// announcements leave in the order of their numbers).
     private func announce(_ changes: [ClusterDirectory.Change], in state: inout State) {
         state.seq += 1
-        send(ClusterWire.encode(.delta(node: nodeId, seq: state.seq, changes: changes)), to: subjects.nodes)
+        send(
+            ClusterWire.encode(.delta(node: nodeId, seq: state.seq, changes: changes)), to: subjects.nodes,
+            in: &state)
     }
 
     private func announceHeartbeat() {
@@ -401,7 +421,7 @@ final class NATSCluster: Sendable {
             send(
                 ClusterWire.encode(
                     .heartbeat(node: nodeId, seq: state.seq, acks: state.directory.acks, presenceApps: apps)),
-                to: subjects.nodes)
+                to: subjects.nodes, in: &state)
         }
     }
 
