@@ -21,9 +21,10 @@ struct ReorderBuffer {
     mutating func take(_ conversation: ConversationRef, after position: Int64, adding events: [RoutedEvent])
         -> (ready: [RoutedEvent], gapBefore: Int64?)
     {
-        var queue = held.removeValue(forKey: conversation) ?? []
-        if !events.isEmpty {
-            queue += events
+        // Nothing held and the events ascending (one commit's, or one read's: the usual case) is sorted already.
+        var queue = events
+        if let waiting = held.removeValue(forKey: conversation) { queue = waiting + events }
+        if !zip(queue, queue.dropFirst()).allSatisfy({ Self.seq($0) <= Self.seq($1) }) {
             queue.sort { Self.seq($0) < Self.seq($1) }
         }
         var ready: [RoutedEvent] = []

@@ -302,21 +302,25 @@ final class UnreadNotifier: Service {
             return ready
         }
 
-        /// Records changes of `key`'s counts to push: a user with none waiting and not held is ready now (returns true).
+        /// Records changes of `key`'s counts to read and push: a user with nothing waiting and not held is ready now
+        /// (returns true).
         mutating func record(_ key: UserKey, _ conversationIds: some Sequence<String>) -> Bool {
-            let isNew = dirty[key] == nil && moved[key] == nil
+            let ready = readyIfNothingWaits(key)
             dirty[key, default: []].formUnion(conversationIds)
-            guard isNew && !held.contains(key) else { return false }
-            ready.append(key)
-            return true
+            return ready
         }
 
         /// Records that `key`'s ledger moved in `conversationId`, to push with no read: a user with nothing waiting
         /// and not held is ready now (returns true).
         mutating func move(_ key: UserKey, _ conversationId: String) -> Bool {
-            let isNew = dirty[key] == nil && moved[key] == nil
+            let ready = readyIfNothingWaits(key)
             moved[key, default: []].insert(conversationId)
-            guard isNew && !held.contains(key) else { return false }
+            return ready
+        }
+
+        /// Makes `key` ready unless a change of theirs already waits (they are ready or held then) or they are held.
+        private mutating func readyIfNothingWaits(_ key: UserKey) -> Bool {
+            guard dirty[key] == nil, moved[key] == nil, !held.contains(key) else { return false }
             ready.append(key)
             return true
         }

@@ -153,13 +153,16 @@ final class EventPublisher: Sendable {
         }
         var adding = events
         while true {
-            let (ready, gapBefore) = reorder.withLockedValue { [adding] in
-                $0.take(conversation, after: position, adding: adding)
+            let (ready, gapBefore, hadHeld) = reorder.withLockedValue { [adding] buffer in
+                let hadHeld = buffer.held[conversation] != nil
+                let (ready, gapBefore) = buffer.take(conversation, after: position, adding: adding)
+                return (ready, gapBefore, hadHeld)
             }
             adding = []
             deliver(ready)
             guard let gapBefore else {
-                gapTimers?.cancel(conversation)
+                // A gap waited for is filled: its timer goes (no timer otherwise, and no lock taken for one).
+                if hadHeld { gapTimers?.cancel(conversation) }
                 return
             }
             if waiting, let gapTimers {

@@ -45,7 +45,9 @@ import Testing
 
     @Test func aGapReadFromTheDatabaseReleasesWhatWaitsAndAnInnerGapWaitsAgain() {
         var buffer = ReorderBuffer()
-        _ = buffer.take(room, after: 2, adding: events(5, 9, 6))
+        // Out of order: held in order, the gap before the first.
+        let first = buffer.take(room, after: 2, adding: events(9, 5, 6))
+        #expect(first.ready.isEmpty && first.gapBefore == 5 && seqs(buffer.held[room] ?? []) == [5, 6, 9])
         // The publisher read 3 and 4 from the database: published up to 4 now.
         let next = buffer.take(room, after: 4, adding: [])
         #expect(seqs(next.ready) == [5, 6] && next.gapBefore == 9 && seqs(buffer.held[room] ?? []) == [9])
