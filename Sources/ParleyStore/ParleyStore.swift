@@ -134,8 +134,8 @@ public protocol ParleyStore: Sendable {
     func unblock(appId: String, blocker: String, blocked: String) async throws
     /// The users `uid` blocked, most recent first.
     func blocks(appId: String, uid: String) async throws -> [BlockedUser]
-    /// The users who blocked `uid`.
-    func blockers(appId: String, of uid: String) async throws -> [String]
+    /// The users who blocked each of `users`, in the order asked (one read for a turn of presence changes).
+    func blockers(of users: [UserRef]) async throws -> [[String]]
     /// Whether `uid` is muted in the conversation at `now` (typing checks it).
     func isMuted(appId: String, conversationId: String, uid: String, now: Int64) async throws -> Bool
     /// The bans of a conversation that hold at `now`, newest first (empty for a conversation that does not exist).

@@ -65,10 +65,19 @@ extension PostgresStore {
         }
     }
 
-    public func blockers(appId: String, of uid: String) async throws -> [String] {
-        try await rows("SELECT blocker FROM blocks WHERE app_id = \(appId) AND blocked = \(uid)").map {
-            try $0.decode(String.self)
+    /// One statement per app for the whole list.
+    public func blockers(of users: [UserRef]) async throws -> [[String]] {
+        var found: [UserRef: [String]] = [:]
+        for (appId, members) in Dictionary(grouping: Set(users), by: \.appId) {
+            let uids = members.map(\.uid)
+            let rows = try await rows(
+                "SELECT blocked, blocker FROM blocks WHERE app_id = \(appId) AND blocked = ANY(\(uids))")
+            for row in rows {
+                let (blocked, blocker) = try row.decode((String, String).self)
+                found[UserRef(appId: appId, uid: blocked), default: []].append(blocker)
+            }
         }
+        return users.map { found[$0] ?? [] }
     }
 
     // MARK: Reports

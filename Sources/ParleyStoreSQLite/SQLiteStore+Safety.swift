@@ -55,12 +55,10 @@ extension SQLiteStore {
         }
     }
 
-    public func blockers(appId: String, of uid: String) async throws -> [String] {
+    public func blockers(of users: [UserRef]) async throws -> [[String]] {
         try await pool.read { db in
-            try String.fetchAll(
-                db.cachedStatement(sql: "SELECT blocker FROM blocks WHERE app_id = ? AND blocked = ?"),
-                arguments: [appId, uid]
-            )
+            let statement = try db.cachedStatement(sql: "SELECT blocker FROM blocks WHERE app_id = ? AND blocked = ?")
+            return try users.map { try String.fetchAll(statement, arguments: [$0.appId, $0.uid]) }
         }
     }
 

@@ -71,6 +71,28 @@ public struct PostgresTestDatabase: Sendable {
         )
     }
 
+    /// Runs `body` while a transaction of another session holds `table` in `ACCESS EXCLUSIVE` mode: every statement
+    /// of the servers that reads the table waits until `body` returns (a database that keeps some work waiting).
+    public func withTableLocked<T: Sendable>(_ table: String, _ body: () async throws -> T) async throws -> T {
+        let configuration = try PostgresDatabaseURL(url).connectionConfiguration(connectTimeout: .seconds(10))
+        var logger = Logger(label: "parley.test-database")
+        logger.logLevel = .error
+        let connection = try await PostgresConnection.connect(configuration: configuration, id: 0, logger: logger)
+        do {
+            _ = try await connection.query("BEGIN", logger: logger).collect()
+            _ = try await connection.query(
+                PostgresQuery(unsafeSQL: "LOCK TABLE \(table) IN ACCESS EXCLUSIVE MODE"), logger: logger
+            ).collect()
+            let value = try await body()
+            _ = try await connection.query("ROLLBACK", logger: logger).collect()
+            try await connection.close()
+            return value
+        } catch {
+            try? await connection.close()
+            throw error
+        }
+    }
+
     private static func administer(_ url: String, _ sql: String) async throws {
         let configuration = try PostgresDatabaseURL(url).connectionConfiguration(connectTimeout: .seconds(10))
         var logger = Logger(label: "parley.test-database")

@@ -556,6 +556,128 @@ struct MultiNodeTests {
         }
     }
 
+    /// A database that keeps presence announcements waiting (the contacts' table locked, as a pool busy with a
+    /// connection storm kept them) delays what contacts are told, never the presence other nodes answer from.
+    @Test(.timeLimit(.minutes(3)))
+    func presenceCrossesNodesWhileItsAnnouncementsWaitForTheDatabase() async throws {
+        let nodes = try await Self.twoNodes()
+        let alice = try await nodes.a.login("alice")
+        let carol = try await nodes.a.login("carol")
+        let bob = try await nodes.b.login("bob")
+        _ = try await nodes.a.createConversation(token: alice, with: ["bob", "carol"])
+        let bobsSocket = WebSocketProbe(url: nodes.b.webSocketURL, token: bob)
+        guard case .hello = try await bobsSocket.nextFrame() else {
+            Issue.record("no hello from node B")
+            return
+        }
+        let sockets = try await nodes.database.withTableLocked("blocks") {
+            // alice's announcement to her contacts waits for the table; the directory has her all the same, and
+            // carol, who connects after her, is decided and crosses too.
+            var sockets: [WebSocketProbe] = []
+            for (uid, token) in [("alice", alice), ("carol", carol)] {
+                let socket = WebSocketProbe(url: nodes.a.webSocketURL, token: token)
+                sockets.append(socket)
+                guard case .hello = try await socket.nextFrame() else {
+                    Issue.record("no hello for \(uid) from node A")
+                    return sockets
+                }
+                try await Self.waitUntilKnown(
+                    uid: uid, online: true, on: nodes.b, app: nodes.app, timeout: .seconds(10))
+            }
+            return sockets
+        }
+        // The table free again: bob hears both, in the order they came.
+        var heard: [String] = []
+        while heard.count < 2 {
+            let frame = try await bobsSocket.nextFrame { frame in
+                guard case .event(let event) = frame, case .presenceUpdated(let presence) = event.event.payload else {
+                    return false
+                }
+                return presence.online
+            }
+            if case .event(let event) = frame, case .presenceUpdated(let presence) = event.event.payload {
+                heard.append(presence.uid)
+            }
+        }
+        #expect(heard == ["alice", "carol"])
+        for socket in sockets + [bobsSocket] { await socket.close() }
+        try await nodes.stop()
+    }
+
+    /// NATS takes messages up to its `max_payload`: the arrivals of a turn, a node's snapshot of its users and a
+    /// command's events for many recipients that pass it go in parts that fit, and nothing is dropped.
+    @Test(.timeLimit(.minutes(3)))
+    func whatPassesNATSsLargestMessageGoesInParts() async throws {
+        var options = NATSServerProcess.Options()
+        options.maxPayload = 4_096
+        let nats = try await NATSServerProcess.start(options)
+        let (database, app) = try await Self.provisionedDatabase()
+        let directories = try ["a", "b"].map { try TemporaryDirectory(prefix: "parley-node-\($0)") }
+        let a = try await Self.startNode(
+            "A", app: app, database: database, directory: directories[0], nats: nats.url,
+            extraArguments: ["--logins-per-second-per-address", "0"])
+        // About 110 bytes each in an announcement: 40 of them pass 4 KiB.
+        let uids = (0..<80).map { "user-\($0)-" + String(repeating: "x", count: 90) }
+        var tokens: [String: String] = [:]
+        for uid in uids { tokens[uid] = try await a.login(uid) }
+        /// Sockets of `uids` on `node`, opened together (their arrivals share the tracker's turns).
+        func connect(_ uids: ArraySlice<String>, to node: ServerProcess) async throws -> [WebSocketProbe] {
+            let sockets = uids.map { WebSocketProbe(url: node.webSocketURL, token: tokens[$0]!) }
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for socket in sockets {
+                    group.addTask {
+                        guard case .hello = try await socket.nextFrame() else { throw NATSServerError("no hello") }
+                    }
+                }
+                try await group.waitForAll()
+            }
+            return sockets
+        }
+        var sockets = try await connect(uids[..<40], to: a)
+        // Node B starts after them: it learns them from node A's snapshot.
+        let b = try await Self.startNode("B", app: app, database: database, directory: directories[1], nats: nats.url)
+        for uid in uids[..<40] { try await Self.waitUntilKnown(uid: uid, online: true, on: b, app: app) }
+        // Then from node A's announcements.
+        sockets += try await connect(uids[40...], to: a)
+        for uid in uids[40...] { try await Self.waitUntilKnown(uid: uid, online: true, on: b, app: app) }
+
+        // A group of 20 made on node A: 20 `participantAdded` for 20 recipients, about 6 KiB; bob on node B gets
+        // every one, in order.
+        let members = (1..<20).map { "member\($0)" }
+        for member in members { _ = try await a.login(member) }
+        let bob = try await b.login("bob")
+        let bobsSocket = WebSocketProbe(url: b.webSocketURL, token: bob)
+        guard case .hello = try await bobsSocket.nextFrame() else {
+            Issue.record("no hello from node B")
+            return
+        }
+        try await Self.waitUntilKnown(uid: "bob", online: true, on: a, app: app)
+        let group = try await a.createConversation(token: try await a.login("member0"), with: ["bob"] + members)
+        var added: [(seq: Int64, uid: String)] = []
+        while added.count < 21 {
+            let frame = try await bobsSocket.nextFrame { frame in
+                guard case .event(let event) = frame else { return false }
+                return event.event.name == .participantAdded
+            }
+            if case .event(let event) = frame, case .participantAdded(let participant) = event.event.payload {
+                #expect(event.event.conversationId == group.id)
+                added.append((event.event.seq ?? 0, participant.uid))
+            }
+        }
+        let first = added.first?.seq ?? 0
+        #expect(added.map(\.seq) == Array(first..<first + 21))
+        #expect(Set(added.map(\.uid)) == Set(["bob", "member0"] + members))
+        for node in [a, b] {
+            let dropped = node.log.split(separator: "\n").filter { $0.contains("publications to NATS are dropped") }
+            #expect(dropped.isEmpty, "node \(node.label)")
+        }
+        for socket in sockets + [bobsSocket] { await socket.close() }
+        await a.stop()
+        await b.stop()
+        try await database.drop()
+        nats.stop()
+    }
+
     @Test(.timeLimit(.minutes(3)))
     func aPushGoesOutOnceWhenTheRecipientHasNoSocketOnAnyNode() async throws {
         let standIn = try await APNsStandIn.start()

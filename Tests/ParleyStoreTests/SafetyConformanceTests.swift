@@ -21,16 +21,24 @@ extension StoreConformanceTests {
         _ = try await store.block(appId: Self.appId, blocker: "alice", blocked: "carol", now: 300)
         _ = try await store.block(appId: Self.appId, blocker: "dave", blocked: "bob", now: 300)
         #expect(try await store.blocks(appId: Self.appId, uid: "alice").map(\.uid) == ["carol", "bob"])
-        #expect(Set(try await store.blockers(appId: Self.appId, of: "bob")) == ["alice", "dave"])
+        #expect(Set(try await store.blockers(of: [UserRef(appId: Self.appId, uid: "bob")])[0]) == ["alice", "dave"])
+        // Many users in one read, in the order asked (twice the same one, one nobody blocked, one of another app).
+        let many = try await store.blockers(
+            of: [
+                UserRef(appId: Self.appId, uid: "carol"), UserRef(appId: Self.appId, uid: "bob"),
+                UserRef(appId: Self.appId, uid: "dave"), UserRef(appId: Self.otherApp, uid: "bob"),
+                UserRef(appId: Self.appId, uid: "carol"),
+            ])
+        #expect(many.map { Set($0) } == [["alice"], ["alice", "dave"], [], [], ["alice"]])
         // Another app's user, or nobody: not found; another app sees none of this app's blocks.
         await #expect(throws: DomainError.self) {
             _ = try await store.block(appId: Self.appId, blocker: "alice", blocked: "mallory", now: 1)
         }
-        #expect(try await store.blockers(appId: Self.otherApp, of: "bob").isEmpty)
+        #expect(try await store.blockers(of: [UserRef(appId: Self.otherApp, uid: "bob")]) == [[]])
         try await store.unblock(appId: Self.appId, blocker: "alice", blocked: "bob")
         try await store.unblock(appId: Self.appId, blocker: "alice", blocked: "bob")
         #expect(try await store.blocks(appId: Self.appId, uid: "alice").map(\.uid) == ["carol"])
-        #expect(try await store.blockers(appId: Self.appId, of: "bob") == ["dave"])
+        #expect(try await store.blockers(of: [UserRef(appId: Self.appId, uid: "bob")]) == [["dave"]])
     }
 
     @Test(arguments: Backend.allCases) func aBlockStopsBothSidesOfADirectConversationAndNoGroup(_ backend: Backend)

@@ -81,6 +81,61 @@ enum ClusterWire {
         case offlineAnnounced
     }
 
+    // MARK: Parts
+
+    /// `items` cut into consecutive runs, each as long as fits in a message of `limit` bytes that has `overhead` bytes
+    /// besides its items (the `size(of:)` functions): a turn of tens of thousands of arrivals, a snapshot of a node's
+    /// users, or a batch's events of a large group would pass NATS's `max_payload` in one message. An item that does not fit even alone is a run of
+    /// its own (NATS refuses that message). No items: one empty run.
+    static func runs<Item>(_ items: [Item], overhead: Int, limit: Int, size: (Item) -> Int) -> [ArraySlice<Item>] {
+        var runs: [ArraySlice<Item>] = []
+        var start = items.startIndex
+        var bytes = overhead
+        for (index, item) in items.enumerated() {
+            let itemSize = size(item)
+            if bytes + itemSize > limit, index > start {
+                runs.append(items[start..<index])
+                start = index
+                bytes = overhead
+            }
+            bytes += itemSize
+        }
+        runs.append(items[start..<items.endIndex])
+        return runs
+    }
+
+    /// ``runs(_:overhead:limit:size:)`` of event groups, a group too large alone cut into groups of the same
+    /// recipients and fewer events (a command's events for many recipients).
+    static func eventRuns(_ groups: [ClusterEventGroup], overhead: Int, limit: Int) -> [[ClusterEventGroup]] {
+        let pieces = groups.flatMap { group -> [ClusterEventGroup] in
+            guard overhead + size(of: group) > limit, group.events.count > 1 else { return [group] }
+            let recipients = size(of: ClusterEventGroup(recipients: group.recipients, events: []))
+            return runs(group.events, overhead: overhead + recipients, limit: limit, size: { 12 + $0.json.count })
+                .map { ClusterEventGroup(recipients: group.recipients, events: Array($0)) }
+        }
+        return runs(pieces, overhead: overhead, limit: limit, size: size(of:)).map(Array.init)
+    }
+
+    /// The bytes a change adds to a `.delta`.
+    static func size(of change: ClusterDirectory.Change) -> Int {
+        switch change {
+        case .online(let user), .socketsOpen(let user), .offline(let user, _): 1 + size(of: user)
+        case .socketsClosed(let user, _): 1 + size(of: user) + 8
+        }
+    }
+
+    /// The bytes a user adds to a `.snapshot`.
+    static func size(of user: ClusterSnapshotUser) -> Int {
+        size(of: UserKey(appId: user.appId, uid: user.uid)) + 8
+    }
+
+    /// The bytes a group adds to an `.events`.
+    static func size(of group: ClusterEventGroup) -> Int {
+        group.recipients.reduce(8) { $0 + 4 + $1.utf8.count } + group.events.reduce(0) { $0 + 12 + $1.json.count }
+    }
+
+    private static func size(of user: UserKey) -> Int { 8 + user.appId.utf8.count + user.uid.utf8.count }
+
     // MARK: Encoding
 
     static func encode(_ message: ClusterMessage, allocator: ByteBufferAllocator = ByteBufferAllocator()) -> ByteBuffer

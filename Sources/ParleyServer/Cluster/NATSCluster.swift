@@ -52,8 +52,6 @@ final class NATSCluster: Sendable {
         var linger: Duration = .seconds(30)
         /// How often every followed conversation is checked against the database anyway.
         var sweepInterval: Duration = .seconds(10)
-        /// Users per snapshot message.
-        var snapshotPartSize = 5_000
     }
 
     private struct State {
@@ -276,14 +274,21 @@ final class NATSCluster: Sendable {
 
     /// Publishes a conversation's events this node committed, to the nodes that follow it, and to the nodes of
     /// `alsoTo` (users it makes participants, bans or unbans).
+    /// Groups that do not fit in one NATS message go in several, in order.
     func publish(_ conversation: ConversationRef, _ groups: [ClusterEventGroup], alsoTo users: [String]) {
-        let message = ClusterWire.encode(
-            .events(
-                node: nodeId, appId: conversation.appId, conversationId: conversation.conversationId, groups: groups))
-        send(message, to: subjects.conversation(conversation))
+        func message(_ groups: [ClusterEventGroup]) -> ByteBuffer {
+            ClusterWire.encode(
+                .events(
+                    node: nodeId, appId: conversation.appId, conversationId: conversation.conversationId,
+                    groups: groups))
+        }
+        let parts = ClusterWire.eventRuns(groups, overhead: message([]).readableBytes, limit: maxPayload).map(message)
+        for part in parts { send(part, to: subjects.conversation(conversation)) }
         guard !users.isEmpty else { return }
         let nodes = state.withLockedValue { $0.directory.nodes(appId: conversation.appId, uids: users) }
-        for node in nodes.sorted() { send(message, to: subjects.inbox(of: node)) }
+        for node in nodes.sorted() {
+            for part in parts { send(part, to: subjects.inbox(of: node)) }
+        }
     }
 
     /// Delivers an event that is not stored to the other nodes where `uids` (and, with `presenceOf`, the connections
@@ -408,12 +413,19 @@ final class NATSCluster: Sendable {
 
     /// Publishes changes as the next announcement of this node's stream (with the state's lock held, so that
     /// announcements leave in the order of their numbers).
+    /// Changes that do not fit in one NATS message go out as several announcements.
     private func announce(_ changes: [ClusterDirectory.Change], in state: inout State) {
-        state.seq += 1
-        send(
-            ClusterWire.encode(.delta(node: nodeId, seq: state.seq, changes: changes)), to: subjects.nodes,
-            in: &state)
+        let overhead = ClusterWire.encode(.delta(node: nodeId, seq: state.seq, changes: [])).readableBytes
+        for part in ClusterWire.runs(changes, overhead: overhead, limit: maxPayload, size: ClusterWire.size(of:)) {
+            state.seq += 1
+            send(
+                ClusterWire.encode(.delta(node: nodeId, seq: state.seq, changes: Array(part))), to: subjects.nodes,
+                in: &state)
+        }
     }
+
+    /// The largest message NATS takes (the server's `max_payload`; its default until the server said).
+    private var maxPayload: Int { connection.serverInfo?.maxPayload ?? 1 << 20 }
 
     private func announceHeartbeat() {
         let apps = hub.appsWithPresenceSubscribers
@@ -545,13 +557,16 @@ final class NATSCluster: Sendable {
             )
         }
         let apps = hub.appsWithPresenceSubscribers
-        let size = configuration.snapshotPartSize
-        let parts = max(1, (users.count + size - 1) / size)
-        for part in 0..<parts {
-            let slice = Array(users[min(part * size, users.count)..<min((part + 1) * size, users.count)])
+        let overhead =
+            ClusterWire.encode(.snapshot(node: nodeId, seq: seq, part: 0, parts: 0, users: [], presenceApps: apps))
+            .readableBytes
+        let parts = ClusterWire.runs(users, overhead: overhead, limit: maxPayload, size: ClusterWire.size(of:))
+        for (part, slice) in parts.enumerated() {
             send(
                 ClusterWire.encode(
-                    .snapshot(node: nodeId, seq: seq, part: part, parts: parts, users: slice, presenceApps: apps)),
+                    .snapshot(
+                        node: nodeId, seq: seq, part: part, parts: parts.count, users: Array(slice), presenceApps: apps)
+                ),
                 to: subjects.inbox(of: node))
         }
     }

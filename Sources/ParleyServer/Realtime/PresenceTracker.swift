@@ -12,9 +12,15 @@ import ServiceLifecycle
 /// connections that subscribed to every user's presence. Handled one at a time, in order, by ``run()``.
 ///
 /// Connections arrive in batches: ``connected(_:)`` only records the user, and the tracker's task is woken once per
-/// turn of the event loop that saw the first of them; it then takes everyone who connected meanwhile, reads their
-/// contacts in one read transaction (SQLite) and announces those who came online. Woken and reading for every
-/// connection, presence cost ~40 µs of the server's CPU per connection in `parley-bench connect` (docs/BENCHMARKS.md).
+/// turn of the event loop that saw the first of them; it then takes everyone who connected meanwhile and decides who
+/// came online. Woken for every connection, presence cost ~40 µs of the server's CPU per connection in
+/// `parley-bench connect` (docs/BENCHMARKS.md).
+///
+/// Deciding reads nothing from the database; announcing does (the contacts of the users who changed, and who blocked
+/// them), so the announcements queue in the order decided and a second task sends them, everything queued in one read.
+/// A slow database then delays what contacts are told, never the decisions, nor the cluster directory that other
+/// nodes answer presence and push questions from: during a connection storm with the database's pool busy, one read
+/// per changed user had made the tracker 11 s late.
 ///
 /// With several nodes, "online" is per node here and ``NATSCluster`` keeps the directory of which nodes have the user
 /// (``ClusterDirectory``, in memory): a node announces "online" only when no other node had the user, "offline" only
@@ -45,6 +51,8 @@ final class PresenceTracker: Service {
         /// Users online here whose row in the cluster directory says their sockets here are closed
         /// (``recordSockets(_:)``).
         var closedInDirectory: Set<UserKey> = []
+        /// Changes decided and not yet announced, in order (``announceQueued()``).
+        var unannounced: [(Presence, UserKey)] = []
     }
 
     /// Closing times older than this are forgotten once the map is large.
@@ -61,6 +69,9 @@ final class PresenceTracker: Service {
     private let state = NIOLockedValueBox(State())
     private let changes: AsyncStream<Change>
     private let sink: AsyncStream<Change>.Continuation
+    /// Wakes ``announceQueued()`` when ``State/unannounced`` has something (one wake pending at most).
+    private let announcements: AsyncStream<Void>
+    private let announcementsSink: AsyncStream<Void>.Continuation
 
     init(
         store: any ParleyStore, relay: Relay, cluster: NATSCluster?, grace: Duration, time: ServerClock,
@@ -75,6 +86,7 @@ final class PresenceTracker: Service {
         self.time = time
         self.logger = logger
         (changes, sink) = AsyncStream.makeStream(of: Change.self)
+        (announcements, announcementsSink) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
     }
 
     /// One app's users online here (a walk of the set: for the operator's figures, not a hot path).
@@ -160,11 +172,16 @@ final class PresenceTracker: Service {
         return cluster?.hasSocketElsewhere(key, since: since) ?? false
     }
 
+    /// Decides in one task and announces in another; at shutdown, what was decided is still announced.
     func run() async throws {
-        await timers.runInOrder(changes, sink: sink, expired: { .expired($0) }, handle: { await handle($0) })
+        await withDiscardingTaskGroup { group in
+            group.addTask { await self.announceQueued() }
+            await timers.runInOrder(changes, sink: sink, expired: { .expired($0) }, handle: { self.handle($0) })
+            announcementsSink.finish()
+        }
     }
 
-    private func handle(_ change: Change) async {
+    private func handle(_ change: Change) {
         switch change {
         case .arrived:
             var arrivals: [UserKey] = []
@@ -190,7 +207,7 @@ final class PresenceTracker: Service {
             }
             // Back within the grace (announced closed), or gone again already (announced open).
             recordSockets(arrivals)
-            await publish(cameOnline.map { (Presence(uid: $0.uid, online: true), $0) })
+            publish(cameOnline.map { (Presence(uid: $0.uid, online: true), $0) })
         case .expired(let key):
             let now = time.epochMilliseconds()
             let wentOffline = state.withLockedValue { state -> Bool in
@@ -203,7 +220,7 @@ final class PresenceTracker: Service {
             guard wentOffline else { return }
             // Still online on another node: nothing changes for anyone.
             if let cluster, !cluster.userOffline(key) { return }
-            await publish([(Presence(uid: key.uid, online: false, lastSeenAt: now), key)])
+            publish([(Presence(uid: key.uid, online: false, lastSeenAt: now), key)])
         case .lostWithNode(let keys, let announce):
             let now = time.epochMilliseconds()
             // Online here again (the clients of a node that left reconnected here): nothing to announce.
@@ -215,7 +232,7 @@ final class PresenceTracker: Service {
                 }
             }
             guard announce else { return }
-            await publish(gone.map { (Presence(uid: $0.uid, online: false, lastSeenAt: now), $0) })
+            publish(gone.map { (Presence(uid: $0.uid, online: false, lastSeenAt: now), $0) })
         case .departed:
             var departures: [UserKey] = []
             state.withLockedValue { swap(&departures, &$0.departures) }
@@ -248,34 +265,56 @@ final class PresenceTracker: Service {
         cluster.recordSockets(changes)
     }
 
-    /// Announces each change to the user's contacts (read together) and to the subscribers of every user's presence.
-    private func publish(_ changes: [(Presence, UserKey)]) async {
+    /// Queues changes for ``announceQueued()``, in the order decided.
+    private func publish(_ changes: [(Presence, UserKey)]) {
         metrics.presenceChanges.increment(by: changes.count)
         guard !changes.isEmpty else { return }
+        state.withLockedValue { $0.unannounced += changes }
+        announcementsSink.yield()
+    }
+
+    /// Announces what ``publish(_:)`` queued, everything queued at once, until the tracker stops.
+    private func announceQueued() async {
+        for await _ in announcements {
+            var changes: [(Presence, UserKey)] = []
+            state.withLockedValue { swap(&changes, &$0.unannounced) }
+            await announce(changes)
+        }
+        var rest: [(Presence, UserKey)] = []
+        state.withLockedValue { swap(&rest, &$0.unannounced) }
+        await announce(rest)
+    }
+
+    /// Announces each change to the user's contacts and to the subscribers of every user's presence; the contacts and
+    /// (when there may be subscribers) the blockers of all of them read in one go each.
+    private func announce(_ changes: [(Presence, UserKey)]) async {
+        guard !changes.isEmpty else { return }
+        let users = changes.map { UserRef(appId: $0.1.appId, uid: $0.1.uid) }
         let contacts: [[String]]
         do {
-            contacts = try await store.contacts(of: changes.map { UserRef(appId: $0.1.appId, uid: $0.1.uid) })
+            contacts = try await store.contacts(of: users)
         } catch {
             logger.warning("Presence: contacts unavailable", metadata: ["error": "\(error)"])
             contacts = Array(repeating: [], count: changes.count)
         }
-        let now = time.epochMilliseconds()
-        for ((presence, key), contacts) in zip(changes, contacts) {
-            // Contacts leave out those who blocked the user; so do the subscribers of every user's presence.
-            // When they cannot be read, the contacts (read without them) still get the change, the subscribers not.
-            var blockers: [String] = []
-            var toSubscribers = true
-            if relay.mayHavePresenceSubscribers(appId: key.appId) {
-                do {
-                    blockers = try await store.blockers(appId: key.appId, of: key.uid)
-                } catch {
-                    logger.warning("Presence: blocks unavailable", metadata: ["error": "\(error)"])
-                    toSubscribers = false
-                }
+        // Contacts leave out those who blocked the user; so do the subscribers of every user's presence. When they
+        // cannot be read, the contacts (read without them) still get the change, the subscribers not.
+        let asked = Array(Set(users.filter { relay.mayHavePresenceSubscribers(appId: $0.appId) }))
+        var blockers: [UserRef: [String]] = [:]
+        var toSubscribers = true
+        if !asked.isEmpty {
+            do {
+                blockers = Dictionary(uniqueKeysWithValues: zip(asked, try await store.blockers(of: asked)))
+            } catch {
+                logger.warning("Presence: blocks unavailable", metadata: ["error": "\(error)"])
+                toSubscribers = false
             }
+        }
+        let now = time.epochMilliseconds()
+        for ((presence, key), (user, contacts)) in zip(changes, zip(users, contacts)) {
             relay.deliver(
                 appId: key.appId, actor: key.uid, timestamp: now, payload: .presenceUpdated(presence), to: contacts,
-                presenceOf: toSubscribers ? key.uid : nil, except: blockers
+                presenceOf: toSubscribers ? key.uid : nil, except: blockers[user] ?? []
             )
         }
     }

@@ -171,7 +171,7 @@ final class TypingTracker: Service {
                 let participants = try await store.activeParticipants(
                     appId: key.appId, conversationId: key.conversationId)
             else { return nil }
-            let blockers = Set(try await store.blockers(appId: key.appId, of: key.uid))
+            let blockers = Set(try await store.blockers(of: [UserRef(appId: key.appId, uid: key.uid)])[0])
             return blockers.isEmpty ? participants : participants.filter { !blockers.contains($0) }
         } catch {
             logger.warning("Typing: participants unavailable", metadata: ["error": "\(error)"])

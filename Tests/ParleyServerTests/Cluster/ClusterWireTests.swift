@@ -97,3 +97,97 @@ struct ClusterWireTests {
         #expect(ClusterSubjects.token("~x") != "~x", "a token that looks encoded is encoded too")
     }
 }
+
+/// Messages that would pass NATS's `max_payload` go in parts (``ClusterWire/runs(_:overhead:limit:size:)``): each
+/// part fits, the parts together hold every item in order, and the size of an item is the bytes it adds.
+struct ClusterWirePartsTests {
+    static let alice = ClusterWireTests.alice
+
+    @Test func anItemsSizeIsTheBytesItAddsToItsMessage() {
+        let changes: [ClusterDirectory.Change] = [
+            .online(Self.alice), .socketsClosed(Self.alice, at: 1), .socketsOpen(UserKey(appId: "app", uid: "ü")),
+            .offline(Self.alice, announced: true),
+        ]
+        let emptyDelta = ClusterWire.encode(.delta(node: "n1", seq: 1, changes: [])).readableBytes
+        for change in changes {
+            let bytes = ClusterWire.encode(.delta(node: "n1", seq: 1, changes: [change])).readableBytes
+            #expect(bytes - emptyDelta == ClusterWire.size(of: change), "\(change)")
+        }
+        let users = [
+            ClusterSnapshotUser(appId: "app", uid: "alice", closedAt: nil),
+            ClusterSnapshotUser(appId: "another", uid: "bob", closedAt: 5),
+        ]
+        func snapshot(_ users: [ClusterSnapshotUser]) -> Int {
+            ClusterWire.encode(.snapshot(node: "n1", seq: 1, part: 0, parts: 1, users: users, presenceApps: ["app"]))
+                .readableBytes
+        }
+        for user in users { #expect(snapshot([user]) - snapshot([]) == ClusterWire.size(of: user)) }
+        let groups = [
+            ClusterEventGroup(recipients: [], events: []),
+            ClusterEventGroup(
+                recipients: ["alice", "bøb"],
+                events: [ClusterEvent(seq: 1, json: Array("{}".utf8)), ClusterEvent(seq: 2, json: [])]),
+        ]
+        func events(_ groups: [ClusterEventGroup]) -> Int {
+            ClusterWire.encode(.events(node: "n1", appId: "app", conversationId: "c", groups: groups)).readableBytes
+        }
+        for group in groups { #expect(events([group]) - events([]) == ClusterWire.size(of: group)) }
+    }
+
+    @Test(arguments: [0, 1, 7, 100, 2_000])
+    func everyPartFitsAndThePartsHoldEveryItemInOrder(count: Int) {
+        let changes = (0..<count).map { index -> ClusterDirectory.Change in
+            let user = UserKey(appId: "app", uid: "user-\(index)-" + String(repeating: "x", count: index % 90))
+            return index % 3 == 0 ? .socketsClosed(user, at: Int64(index)) : .online(user)
+        }
+        let limit = 4_096
+        let overhead = ClusterWire.encode(.delta(node: "n1", seq: 9, changes: [])).readableBytes
+        let parts = ClusterWire.runs(changes, overhead: overhead, limit: limit, size: ClusterWire.size(of:))
+        #expect(parts.flatMap { $0 } == changes)
+        #expect(parts.count >= 1)
+        for part in parts {
+            let bytes = ClusterWire.encode(.delta(node: "n1", seq: 9, changes: Array(part))).readableBytes
+            #expect(bytes <= limit)
+            // As long as fits: with the next change it would not have.
+            if part.endIndex < changes.endIndex {
+                let longer = Array(changes[part.startIndex...part.endIndex])
+                #expect(ClusterWire.encode(.delta(node: "n1", seq: 9, changes: longer)).readableBytes > limit)
+            }
+        }
+        let total = ClusterWire.encode(.delta(node: "n1", seq: 9, changes: changes)).readableBytes
+        #expect(parts.count == 1 || total > limit)
+    }
+
+    @Test func anItemTooLargeAloneIsAPartOfItsOwn() {
+        let sizes = [10, 500, 10, 10]
+        let parts = ClusterWire.runs(sizes, overhead: 20, limit: 100, size: { $0 })
+        #expect(parts.map(Array.init) == [[10], [500], [10, 10]])
+        #expect(ClusterWire.runs([Int](), overhead: 20, limit: 100, size: { $0 }).map(Array.init) == [[]])
+    }
+}
+
+extension ClusterWirePartsTests {
+    /// A command's events too many for one message: groups of the same recipients, the events in order.
+    @Test func aGroupTooLargeAloneIsCutByItsEvents() {
+        let recipients = (0..<20).map { "member-\($0)" }
+        let events = (1...30).map {
+            ClusterEvent(seq: Int64($0), json: Array(repeating: UInt8(ascii: "x"), count: 300))
+        }
+        let groups = [
+            ClusterEventGroup(recipients: ["a"], events: [ClusterEvent(seq: 0, json: [1])]),
+            ClusterEventGroup(recipients: recipients, events: events),
+        ]
+        func message(_ groups: [ClusterEventGroup]) -> ByteBuffer {
+            ClusterWire.encode(.events(node: "n1", appId: "app", conversationId: "c", groups: groups))
+        }
+        let limit = 2_048
+        let parts = ClusterWire.eventRuns(groups, overhead: message([]).readableBytes, limit: limit)
+        #expect(parts.count > 1)
+        for part in parts { #expect(message(part).readableBytes <= limit) }
+        let flattened = parts.joined().flatMap { group in group.events.map { (group.recipients, $0) } }
+        #expect(flattened.map(\.1) == groups.flatMap(\.events))
+        #expect(flattened.map(\.0) == [["a"]] + Array(repeating: recipients, count: events.count))
+        // Under the limit: as it was.
+        #expect(ClusterWire.eventRuns(groups, overhead: message([]).readableBytes, limit: 1 << 20) == [groups])
+    }
+}
