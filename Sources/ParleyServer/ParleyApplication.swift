@@ -34,8 +34,8 @@ public struct ParleyApplication: Service {
     let cluster: ClusterNode?
     /// Keeps the claim on a PostgreSQL database.
     let claimKeeper: DeploymentClaimKeeper?
-    let push: PushDispatcher?
-    let webhooks: WebhookDispatcher
+    let push: OutboxWorker<PushQueue>?
+    let webhooks: OutboxWorker<WebhookQueue>
     /// Removes uploads no message took.
     let uploadSweeper: UploadSweeper
     /// The metrics listener, when `/metrics` has a port of its own.
@@ -94,7 +94,7 @@ public struct ParleyApplication: Service {
     public func webhookAttempts(until condition: @escaping @Sendable ([WebhookAttempt]) -> Bool = { _ in true })
         async -> [WebhookAttempt]
     {
-        await webhooks.log.wait(until: condition)
+        await webhooks.queue.log.wait(until: condition)
     }
 
     /// Whether this node's webhook service found no enabled endpoint at its last look: the message path then wakes it
@@ -218,12 +218,15 @@ public func buildApplication(
         hub: hub, typing: typing, unread: unread, relay: relay, cluster: natsCluster, store: clusterStore,
         positions: positions, metrics: metrics, timeline: time.timeline, logger: logger
     )
-    let push = try makePushDispatcher(
+    let push = try makePushWorker(
         configuration, store: store, presence: presence, time: time, metrics: metrics, logger: logger
     )
-    let webhooks = WebhookDispatcher(
-        store: store, configuration: configuration.webhooks, owner: Secrets.randomID(prefix: "webhooks_", length: 12),
-        ownsEveryLease: store is SQLiteStore, time: time, metrics: metrics, logger: logger
+    let webhooks = OutboxWorker(
+        WebhookQueue(store: store, configuration: configuration.webhooks, time: time, metrics: metrics, logger: logger),
+        name: "Webhooks", owner: Secrets.randomID(prefix: "webhooks_", length: 12),
+        ownsEveryLease: store is SQLiteStore,
+        pollInterval: configuration.webhooks.pollInterval, concurrency: configuration.webhooks.maxConcurrentRequests,
+        requestTimeout: configuration.webhooks.requestTimeout, time: time, logger: logger
     )
     let writer = CommandWriter(
         store: store, publisher: publisher, maxBatch: configuration.maxCommandBatch, pushQueued: push.map { $0.wake },
@@ -236,7 +239,7 @@ public func buildApplication(
     let api = APIHandler(
         store: store, authenticator: authenticator, writer: writer, relay: relay, presence: presence, time: time,
         limits: limits, configuration: configuration, logger: logger, readiness: readiness,
-        webhooksQueued: webhooks.endpointsChanged, liveCounts: { hub.counts(appId: $0) }, allowedOrigins: allowedOrigins
+        webhooksQueued: webhooks.queueChanged, liveCounts: { hub.counts(appId: $0) }, allowedOrigins: allowedOrigins
     )
     let sockets = SocketRegistry()
     let expiry = TokenExpiry(time: time)
@@ -359,12 +362,12 @@ func loadConsole(_ source: ConsoleSource, logger: Logger) throws -> ConsoleFiles
     }
 }
 
-/// The push dispatcher when APNs is configured (the key is loaded and checked now: a bad one throws
+/// The push worker when APNs is configured (the key is loaded and checked now: a bad one throws
 /// ``PushConfigurationError``); nil, with one log line, when it is not.
-func makePushDispatcher(
+func makePushWorker(
     _ configuration: ServerConfiguration, store: any ParleyStore, presence: PresenceTracker, time: ServerClock,
     metrics: ServerMetrics = .discarding, logger: Logger
-) throws -> PushDispatcher? {
+) throws -> OutboxWorker<PushQueue>? {
     guard let apns = configuration.apns else {
         logger.info("Push notifications are off: no APNs key configured (parley-server --apns-key-file)")
         return nil
@@ -373,11 +376,13 @@ func makePushDispatcher(
     logger.info(
         "Push notifications on: APNs \(apns.endpoint?.absoluteString ?? "api.push.apple.com / api.sandbox.push.apple.com"), topic \(apns.topic), key \(apns.keyId)"
     )
-    return PushDispatcher(
-        store: store, sender: sender, presence: presence, retry: configuration.pushRetry,
-        pollInterval: configuration.pushPollInterval, requestTimeout: apns.requestTimeout,
-        concurrency: apns.maxConcurrentRequests, owner: Secrets.randomID(prefix: "push_", length: 12),
-        ownsEveryLease: store is SQLiteStore, time: time, metrics: metrics, logger: logger
+    return OutboxWorker(
+        PushQueue(
+            store: store, sender: sender, presence: presence, retry: configuration.pushRetry, time: time,
+            metrics: metrics, logger: logger),
+        name: "Push", owner: Secrets.randomID(prefix: "push_", length: 12), ownsEveryLease: store is SQLiteStore,
+        pollInterval: configuration.pushPollInterval, concurrency: apns.maxConcurrentRequests,
+        requestTimeout: apns.requestTimeout, time: time, logger: logger
     )
 }
 

@@ -117,7 +117,6 @@ struct ServerClock: Sendable {
 
     /// Now, as Unix epoch milliseconds.
     func epochMilliseconds() -> Int64 {
-        let elapsed = timeline.now().components
-        return epochAtStart + elapsed.seconds * 1000 + elapsed.attoseconds / 1_000_000_000_000_000
+        epochAtStart + timeline.now().wholeMilliseconds
     }
 }

@@ -99,14 +99,6 @@ final class RateLimiter<Key: Hashable & Sendable>: Sendable {
     var keyCount: Int { state.withLockedValue { $0.buckets.count } }
 }
 
-extension Duration {
-    /// Whole milliseconds, rounded up (what `retryAfterMs` says).
-    var roundedUpMilliseconds: Int64 {
-        let (seconds, attoseconds) = components
-        return seconds * 1000 + (attoseconds + 999_999_999_999_999) / 1_000_000_000_000_000
-    }
-}
-
 /// The server's rate limiters, built from ``EdgeLimits`` (nil where a limit is off).
 struct EdgeRateLimiters: Sendable {
     /// New connections per client address.

@@ -211,7 +211,7 @@ struct FileRoutes: Sendable {
             record.attachment.conversationId == conversationId,
             record.messageId != nil || caller.isUser(record.attachment.uploader) != false
         else { throw DomainError(.attachmentNotFound, "No attachment \(attachmentId) in \(conversationId).") }
-        let expires = (time.epochMilliseconds() + PushDispatcher.milliseconds(settings.linkLifetime)) / 1000
+        let expires = (time.epochMilliseconds() + settings.linkLifetime.wholeMilliseconds) / 1000
         let signature = try await signature(appId: record.appId, attachmentId: record.id, expires: expires)
         let url =
             "/v1/files/\(record.appId)/\(record.id)?expires=\(expires)&signature=\(Secrets.hex(signature))"

@@ -47,7 +47,7 @@ final class UploadSweeper: Service {
     /// One pass over everything that is due; how many uploads it removed.
     @discardableResult
     func sweep() async -> Int {
-        let cutoff = time.epochMilliseconds() - PushDispatcher.milliseconds(retention)
+        let cutoff = time.epochMilliseconds() - retention.wholeMilliseconds
         var removed = 0
         do {
             while !stopping.withLockedValue({ $0 }), !Task.isCancelled {

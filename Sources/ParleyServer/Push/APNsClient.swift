@@ -104,10 +104,7 @@ final class APNsClient: PushSender {
         let headers: HTTPHeaders
         let body: ByteBuffer
         do {
-            let timeout = configuration.requestTimeout.components
-            let response = try await http.execute(
-                request, timeout: .seconds(timeout.seconds) + .nanoseconds(timeout.attoseconds / 1_000_000_000)
-            )
+            let response = try await http.execute(request, timeout: configuration.requestTimeout.timeAmount)
             status = response.status
             headers = response.headers
             body = try await response.body.collect(upTo: 64 * 1024)

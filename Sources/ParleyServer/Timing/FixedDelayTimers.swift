@@ -62,11 +62,8 @@ final class FixedDelayTimers<Key: Hashable & Sendable>: Sendable {
 
     /// `time` rounded up to a whole multiple of `granularity` (in nanoseconds, so exact multiples stay as they are).
     static func roundUp(_ time: Duration, to granularity: Duration) -> Duration {
-        func nanoseconds(_ duration: Duration) -> Int64 {
-            duration.components.seconds * 1_000_000_000 + duration.components.attoseconds / 1_000_000_000
-        }
-        let step = nanoseconds(granularity)
-        let value = nanoseconds(time)
+        let step = granularity.nanoseconds
+        let value = time.nanoseconds
         guard step > 0 else { return time }
         let steps = value / step + (value % step > 0 ? 1 : 0)
         return .nanoseconds(steps * step)

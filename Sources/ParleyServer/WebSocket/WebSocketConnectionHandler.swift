@@ -548,14 +548,6 @@ final class WebSocketConnectionHandler: ChannelDuplexHandler {
     }
 }
 
-extension Duration {
-    /// The same duration for NIO's timers.
-    var timeAmount: TimeAmount {
-        let (seconds, attoseconds) = components
-        return .nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
-    }
-}
-
 extension UInt16 {
     init(webSocketErrorCode code: WebSocketErrorCode) {
         var buffer = ByteBuffer()

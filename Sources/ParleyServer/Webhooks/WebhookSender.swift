@@ -116,9 +116,3 @@ final class WebhookSender: Sendable {
         return text.count > 200 ? String(text.prefix(200)) : text
     }
 }
-
-extension Duration {
-    var nanoseconds: Int64 {
-        components.seconds * 1_000_000_000 + components.attoseconds / 1_000_000_000
-    }
-}
