@@ -192,7 +192,7 @@ import Testing
                 context: EventContext(createdBy: actor), payload: payload)
         }
         func changes(_ event: Event, _ recipients: [String]) -> [String] {
-            UnreadNotifier.changes(event, recipients: recipients).map { "\($0.uid):\($0.change)" }
+            UnreadNotifier.changes(EventFacts(event), recipients: recipients).map { "\($0.uid):\($0.change)" }
         }
         let message = Message(
             id: "m", conversationId: "c1", seq: 4, sender: "alice", clientMessageId: nil, parts: [], metadata: nil,

@@ -1,4 +1,5 @@
 import NIOCore
+import ParleyStore
 
 /// What one node says to the others on NATS, and its bytes: a version byte, a kind byte, the sending node's id, then
 /// the kind's fields (integers big-endian; strings and byte strings length-prefixed). Binary, since the events of
@@ -52,14 +53,29 @@ struct ClusterEventGroup: Equatable, Sendable {
     var events: [ClusterEvent]
 }
 
-/// A stored event as it travels: its sequence number and its stored JSON.
+/// A stored event as it travels: its sequence number, who made it and what it changes (``EventFacts``; the app and
+/// the conversation are the message's), and its stored JSON, which the receiving node passes to sockets undecoded.
 struct ClusterEvent: Equatable, Sendable {
     var seq: Int64
+    var actor: String?
+    var kind: EventFacts.Kind
     var json: [UInt8]
+
+    init(seq: Int64, actor: String? = nil, kind: EventFacts.Kind = .other, json: [UInt8]) {
+        self.seq = seq
+        self.actor = actor
+        self.kind = kind
+        self.json = json
+    }
+
+    init(_ facts: EventFacts, json: [UInt8]) {
+        self.init(seq: facts.seq ?? 0, actor: facts.actor, kind: facts.kind, json: json)
+    }
 }
 
 enum ClusterWire {
-    static let version: UInt8 = 1
+    /// 2: events carry their facts.
+    static let version: UInt8 = 2
 
     private enum Kind: UInt8 {
         case heartbeat = 1
@@ -110,7 +126,7 @@ enum ClusterWire {
         let pieces = groups.flatMap { group -> [ClusterEventGroup] in
             guard overhead + size(of: group) > limit, group.events.count > 1 else { return [group] }
             let recipients = size(of: ClusterEventGroup(recipients: group.recipients, events: []))
-            return runs(group.events, overhead: overhead + recipients, limit: limit, size: { 12 + $0.json.count })
+            return runs(group.events, overhead: overhead + recipients, limit: limit, size: size(of:))
                 .map { ClusterEventGroup(recipients: group.recipients, events: Array($0)) }
         }
         return runs(pieces, overhead: overhead, limit: limit, size: size(of:)).map(Array.init)
@@ -131,7 +147,19 @@ enum ClusterWire {
 
     /// The bytes a group adds to an `.events`.
     static func size(of group: ClusterEventGroup) -> Int {
-        group.recipients.reduce(8) { $0 + 4 + $1.utf8.count } + group.events.reduce(0) { $0 + 12 + $1.json.count }
+        group.recipients.reduce(8) { $0 + 4 + $1.utf8.count } + group.events.reduce(0) { $0 + size(of: $1) }
+    }
+
+    /// The bytes an event adds to its group.
+    static func size(of event: ClusterEvent) -> Int {
+        let kind: Int
+        switch event.kind {
+        case .messageRead(let uid, _): kind = 1 + 4 + uid.utf8.count + 8
+        case .messageDeleted(let uid), .participantAdded(let uid), .participantRemoved(let uid):
+            kind = 1 + 4 + uid.utf8.count
+        case .messageSent, .conversationCreated, .conversationDeleted, .conversationUndeleted, .other: kind = 1
+        }
+        return 8 + 1 + (event.actor.map { 4 + $0.utf8.count } ?? 0) + kind + 4 + event.json.count
     }
 
     private static func size(of user: UserKey) -> Int { 8 + user.appId.utf8.count + user.uid.utf8.count }
@@ -208,6 +236,8 @@ enum ClusterWire {
                 buffer.writeInteger(UInt32(group.events.count))
                 for event in group.events {
                     buffer.writeInteger(event.seq)
+                    buffer.writeOptionalText(event.actor)
+                    buffer.writeKind(event.kind)
                     buffer.writeBytesWithLength(event.json)
                 }
             }
@@ -333,15 +363,15 @@ enum ClusterWire {
         var groups: [ClusterEventGroup] = []
         groups.reserveCapacity(count)
         for _ in 0..<count {
-            guard let recipients = buffer.readTexts(), let eventCount = buffer.readCount(minimumBytesEach: 12)
+            guard let recipients = buffer.readTexts(), let eventCount = buffer.readCount(minimumBytesEach: 14)
             else { return nil }
             var events: [ClusterEvent] = []
             events.reserveCapacity(eventCount)
             for _ in 0..<eventCount {
-                guard let seq = buffer.readInteger(as: Int64.self), let json = buffer.readBytesWithLength() else {
-                    return nil
-                }
-                events.append(ClusterEvent(seq: seq, json: json))
+                guard let seq = buffer.readInteger(as: Int64.self), let actor = buffer.readOptionalText(),
+                    let kind = buffer.readKind(), let json = buffer.readBytesWithLength()
+                else { return nil }
+                events.append(ClusterEvent(seq: seq, actor: actor, kind: kind, json: json))
             }
             groups.append(ClusterEventGroup(recipients: recipients, events: events))
         }
@@ -403,6 +433,46 @@ extension ByteBuffer {
     fileprivate mutating func readBytesWithLength() -> [UInt8]? {
         guard let length = readInteger(as: UInt32.self), Int(length) <= readableBytes else { return nil }
         return readBytes(length: Int(length))
+    }
+
+    fileprivate mutating func writeKind(_ kind: EventFacts.Kind) {
+        switch kind {
+        case .other: writeInteger(UInt8(0))
+        case .messageSent: writeInteger(UInt8(1))
+        case .messageRead(let uid, let seq):
+            writeInteger(UInt8(2))
+            writeText(uid)
+            writeInteger(seq)
+        case .messageDeleted(let sender):
+            writeInteger(UInt8(3))
+            writeText(sender)
+        case .participantAdded(let uid):
+            writeInteger(UInt8(4))
+            writeText(uid)
+        case .participantRemoved(let uid):
+            writeInteger(UInt8(5))
+            writeText(uid)
+        case .conversationCreated: writeInteger(UInt8(6))
+        case .conversationDeleted: writeInteger(UInt8(7))
+        case .conversationUndeleted: writeInteger(UInt8(8))
+        }
+    }
+
+    fileprivate mutating func readKind() -> EventFacts.Kind? {
+        switch readInteger(as: UInt8.self) {
+        case 0: return .other
+        case 1: return .messageSent
+        case 2:
+            guard let uid = readText(), let seq = readInteger(as: Int64.self) else { return nil }
+            return .messageRead(uid: uid, seq: seq)
+        case 3: return readText().map { .messageDeleted(sender: $0) }
+        case 4: return readText().map { .participantAdded(uid: $0) }
+        case 5: return readText().map { .participantRemoved(uid: $0) }
+        case 6: return .conversationCreated
+        case 7: return .conversationDeleted
+        case 8: return .conversationUndeleted
+        default: return nil
+        }
     }
 
     fileprivate mutating func readUser() -> UserKey? {

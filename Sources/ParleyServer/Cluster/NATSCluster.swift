@@ -190,11 +190,7 @@ final class NATSCluster: Sendable {
         case .snapshot(let node, let seq, let part, let parts, let users, let apps):
             receiveSnapshot(from: node, seq: seq, part: part, parts: parts, users: users, apps: apps, now: now)
         case .events(_, let appId, let conversationId, let groups):
-            guard let routed = Self.routed(groups, appId: appId) else {
-                logger.warning("Cluster: unreadable events of conversation \(conversationId) were ignored")
-                sink.yield(.sync([ConversationRef(appId: appId, conversationId: conversationId)]))
-                return
-            }
+            let routed = Self.routed(groups, appId: appId, conversationId: conversationId)
             metrics.clusterEventsReceived.increment(by: routed.count)
             sink.yield(.events(ConversationRef(appId: appId, conversationId: conversationId), routed))
         case .deliver, .close:
@@ -618,20 +614,18 @@ final class NATSCluster: Sendable {
         }
     }
 
-    /// The stored events of a message, decoded, with their recipients; nil when one is unreadable.
-    private static func routed(_ groups: [ClusterEventGroup], appId: String) -> [RoutedEvent]? {
-        var routed: [RoutedEvent] = []
-        let decoder = JSONDecoder()
-        for group in groups {
-            for event in group.events {
-                guard let decoded = try? decoder.decode(Event.self, from: Data(event.json)),
-                    decoded.seq == event.seq, decoded.appId == appId
-                else { return nil }
-                routed.append(
-                    RoutedEvent(stored: StoredEvent(event: decoded, json: event.json), recipients: group.recipients))
+    /// The events of a message with their facts and recipients, as they came (their JSON is not decoded: sockets get
+    /// it as the committing node stored it).
+    private static func routed(_ groups: [ClusterEventGroup], appId: String, conversationId: String) -> [RoutedEvent] {
+        groups.flatMap { group in
+            group.events.map { event in
+                RoutedEvent(
+                    facts: EventFacts(
+                        appId: appId, conversationId: conversationId, seq: event.seq, actor: event.actor,
+                        kind: event.kind),
+                    json: event.json, recipients: group.recipients)
             }
         }
-        return routed
     }
 }
 

@@ -52,5 +52,5 @@ struct ReorderBuffer {
         held.removeValue(forKey: conversation) ?? []
     }
 
-    private static func seq(_ event: RoutedEvent) -> Int64 { event.stored.event.seq ?? 0 }
+    private static func seq(_ event: RoutedEvent) -> Int64 { event.facts.seq ?? 0 }
 }

@@ -505,23 +505,22 @@ final class UnreadNotifier: Service {
 
     /// What an event changes in the counts of its recipients, each user once: nothing for events that are neither
     /// numbered nor receipts.
-    static func changes(_ event: Event, recipients: [String]) -> [(uid: String, change: Change)] {
+    static func changes(_ event: EventFacts, recipients: [String]) -> [(uid: String, change: Change)] {
         guard event.conversationId != nil else { return [] }
         let seq = event.seq
-        switch event.payload {
-        case .messageRead(let receipt):
-            return [(receipt.uid, .read(seq: receipt.seq))]
+        switch event.kind {
+        case .messageRead(let uid, let readSeq):
+            return [(uid, .read(seq: readSeq))]
         case .messageSent where seq != nil:
-            let sender = event.context.createdBy
+            let sender = event.actor
             return recipients.map { ($0, $0 == sender ? .sent(seq: seq!) : .arrived(seq: seq!)) }
         case .messageSent, .conversationDeleted, .conversationUndeleted:
             return recipients.map { ($0, .changed) }
-        case .messageDeleted(let message):
+        case .messageDeleted(let sender):
             // It may have been unread for anyone but its sender.
-            return recipients.compactMap { $0 == message.sender ? passed($0, seq) : ($0, .changed) }
-        case .participantRemoved(let participant):
-            return [(participant.uid, .changed)]
-                + recipients.compactMap { $0 == participant.uid ? nil : passed($0, seq) }
+            return recipients.compactMap { $0 == sender ? passed($0, seq) : ($0, .changed) }
+        case .participantRemoved(let uid):
+            return [(uid, .changed)] + recipients.compactMap { $0 == uid ? nil : passed($0, seq) }
         default:
             guard let seq else { return [] }
             return recipients.map { ($0, .passed(seq: seq)) }
@@ -533,7 +532,7 @@ final class UnreadNotifier: Service {
     }
 
     /// A published event: moves the ledgers of the users whose counts it changes, or records them to be read.
-    func published(_ event: Event, recipients: [String]) {
+    func published(_ event: EventFacts, recipients: [String]) {
         guard let conversationId = event.conversationId else { return }
         let changes = Self.changes(event, recipients: recipients)
         guard !changes.isEmpty else { return }

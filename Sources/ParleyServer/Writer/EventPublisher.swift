@@ -69,7 +69,7 @@ final class EventPublisher: Sendable {
         // Events without a sequence number (receipts) are not in the tables: they travel as signals.
         for stored in result.events where stored.event.seq == nil {
             relay.deliver(json: stored.json, appId: stored.event.appId, to: result.recipients)
-            followUp(stored.event, recipients: result.recipients)
+            followUp(EventFacts(stored.event), recipients: result.recipients)
         }
         for (conversation, events) in Self.byConversation(result.events) {
             await publishInOrder(conversation, events.map { RoutedEvent(stored: $0, recipients: result.recipients) })
@@ -78,7 +78,7 @@ final class EventPublisher: Sendable {
                 [
                     ClusterEventGroup(
                         recipients: result.recipients,
-                        events: events.map { ClusterEvent(seq: $0.event.seq ?? 0, json: $0.json) })
+                        events: events.map { ClusterEvent(EventFacts($0.event), json: $0.json) })
                 ],
                 alsoTo: Self.newlyConcerned(events, recipients: result.recipients)
             )
@@ -140,7 +140,7 @@ final class EventPublisher: Sendable {
 
     /// What follows on this node from an event another node delivered as a signal (a receipt).
     func followUpElsewhere(_ event: Event, recipients: [String]) {
-        followUp(event, recipients: recipients)
+        followUp(EventFacts(event), recipients: recipients)
     }
 
     /// Publishes a conversation's events (ascending) after the last one published here: what this node published
@@ -201,7 +201,7 @@ final class EventPublisher: Sendable {
                 )
                 return
             }
-            guard let last = page.last?.stored.event.seq else { return }
+            guard let last = page.last?.facts.seq else { return }
             metrics.clusterEventsRead.increment(by: page.count)
             deliver(page)
             position = last
@@ -215,18 +215,18 @@ final class EventPublisher: Sendable {
         while start < events.endIndex {
             let first = events[start]
             var end = start + 1
-            while end < events.endIndex, events[end].stored.event.appId == first.stored.event.appId,
+            while end < events.endIndex, events[end].facts.appId == first.facts.appId,
                 events[end].recipients == first.recipients
             {
                 end += 1
             }
             let run = events[start..<end]
             hub.deliver(
-                run.map { FrameEncoding.eventFrame(json: $0.stored.json) }, appId: first.stored.event.appId,
+                run.map { FrameEncoding.eventFrame(json: $0.json) }, appId: first.facts.appId,
                 to: first.recipients
             )
             for routed in run {
-                followUp(routed.stored.event, recipients: routed.recipients)
+                followUp(routed.facts, recipients: routed.recipients)
                 if let cluster { follow(routed, cluster) }
             }
             start = end
@@ -235,19 +235,18 @@ final class EventPublisher: Sendable {
 
     /// With several nodes: records the event's position, and what it changes in the conversations this node follows.
     private func follow(_ routed: RoutedEvent, _ cluster: NATSCluster) {
-        let event = routed.stored.event
-        guard let conversationId = event.conversationId, let seq = event.seq else { return }
-        positions.advance(ConversationRef(appId: event.appId, conversationId: conversationId), to: seq)
-        switch event.payload {
-        case .participantAdded(let participant):
-            cluster.joined(
-                UserKey(appId: event.appId, uid: participant.uid), conversationId: conversationId, position: seq)
+        let facts = routed.facts
+        guard let conversationId = facts.conversationId, let seq = facts.seq else { return }
+        positions.advance(ConversationRef(appId: facts.appId, conversationId: conversationId), to: seq)
+        switch facts.kind {
+        case .participantAdded(let uid):
+            cluster.joined(UserKey(appId: facts.appId, uid: uid), conversationId: conversationId, position: seq)
         case .conversationCreated:
             for uid in routed.recipients {
-                cluster.joined(UserKey(appId: event.appId, uid: uid), conversationId: conversationId, position: seq)
+                cluster.joined(UserKey(appId: facts.appId, uid: uid), conversationId: conversationId, position: seq)
             }
-        case .participantRemoved(let participant):
-            cluster.left(UserKey(appId: event.appId, uid: participant.uid), conversationId: conversationId)
+        case .participantRemoved(let uid):
+            cluster.left(UserKey(appId: facts.appId, uid: uid), conversationId: conversationId)
         default:
             break
         }
@@ -255,13 +254,11 @@ final class EventPublisher: Sendable {
 
     /// What follows from an event on this node: a sender stops typing; unread counts change (pushed to the users
     /// connected here; every node does this for its own users).
-    private func followUp(_ event: Event, recipients: [String]) {
-        if case .messageSent = event.payload, let conversationId = event.conversationId,
-            let actor = event.context.createdBy
-        {
-            typing.messageSent(appId: event.appId, conversationId: conversationId, sender: actor)
+    private func followUp(_ facts: EventFacts, recipients: [String]) {
+        if case .messageSent = facts.kind, let conversationId = facts.conversationId, let actor = facts.actor {
+            typing.messageSent(appId: facts.appId, conversationId: conversationId, sender: actor)
         }
-        unread.published(event, recipients: recipients)
+        unread.published(facts, recipients: recipients)
     }
 
     /// The stored events (with a sequence number) of each conversation, in the order the conversations first appear.

@@ -1,4 +1,5 @@
 import NIOCore
+import ParleyStore
 import Testing
 
 @testable import ParleyServer
@@ -31,7 +32,11 @@ struct ClusterWireTests {
             groups: [
                 ClusterEventGroup(
                     recipients: ["alice", "bob"],
-                    events: [ClusterEvent(seq: 7, json: Array(#"{"a":1}"#.utf8)), ClusterEvent(seq: 8, json: [])])
+                    events: ClusterWirePartsTests.kinds.enumerated().map { index, kind in
+                        ClusterEvent(
+                            seq: Int64(7 + index), actor: index % 2 == 0 ? "alice" : nil, kind: kind,
+                            json: index == 0 ? [] : Array(#"{"a":1}"#.utf8))
+                    })
             ]),
         .deliver(node: "n1", appId: "app", uids: ["bob"], presenceOf: "alice", except: ["eve"], event: [1, 2, 3]),
         .deliver(node: "n1", appId: "app", uids: [], presenceOf: nil, except: [], event: []),
@@ -58,8 +63,11 @@ struct ClusterWireTests {
 
     @Test func anotherVersionOrKindIsRefused() {
         var bytes = ClusterWire.encode(.goodbye(node: "n1"))
-        bytes.setInteger(UInt8(2), at: 0)
-        #expect(ClusterWire.decode(bytes) == nil)
+        // An earlier version (events without their facts) and a later one.
+        for version in [ClusterWire.version - 1, ClusterWire.version + 1] {
+            bytes.setInteger(version, at: 0)
+            #expect(ClusterWire.decode(bytes) == nil, "version \(version)")
+        }
         bytes.setInteger(ClusterWire.version, at: 0)
         bytes.setInteger(UInt8(200), at: 1)
         #expect(ClusterWire.decode(bytes) == nil)
@@ -102,6 +110,12 @@ struct ClusterWireTests {
 /// part fits, the parts together hold every item in order, and the size of an item is the bytes it adds.
 struct ClusterWirePartsTests {
     static let alice = ClusterWireTests.alice
+    /// Every kind of event facts.
+    static let kinds: [EventFacts.Kind] = [
+        .other, .messageSent, .messageRead(uid: "bob", seq: 41), .messageDeleted(sender: "alice"),
+        .participantAdded(uid: "carol"), .participantRemoved(uid: "dave"), .conversationCreated,
+        .conversationDeleted, .conversationUndeleted,
+    ]
 
     @Test func anItemsSizeIsTheBytesItAddsToItsMessage() {
         let changes: [ClusterDirectory.Change] = [
@@ -122,12 +136,17 @@ struct ClusterWirePartsTests {
                 .readableBytes
         }
         for user in users { #expect(snapshot([user]) - snapshot([]) == ClusterWire.size(of: user)) }
-        let groups = [
-            ClusterEventGroup(recipients: [], events: []),
-            ClusterEventGroup(
-                recipients: ["alice", "bøb"],
-                events: [ClusterEvent(seq: 1, json: Array("{}".utf8)), ClusterEvent(seq: 2, json: [])]),
-        ]
+        let groups =
+            [
+                ClusterEventGroup(recipients: [], events: []),
+                ClusterEventGroup(
+                    recipients: ["alice", "bøb"],
+                    events: [ClusterEvent(seq: 1, json: Array("{}".utf8)), ClusterEvent(seq: 2, json: [])]),
+            ]
+            + Self.kinds.map { kind in
+                ClusterEventGroup(
+                    recipients: ["carol"], events: [ClusterEvent(seq: 3, actor: "dåve", kind: kind, json: [1, 2])])
+            }
         func events(_ groups: [ClusterEventGroup]) -> Int {
             ClusterWire.encode(.events(node: "n1", appId: "app", conversationId: "c", groups: groups)).readableBytes
         }

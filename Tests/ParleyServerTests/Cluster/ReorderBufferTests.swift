@@ -20,7 +20,7 @@ import Testing
         }
     }
 
-    func seqs(_ events: [RoutedEvent]) -> [Int64] { events.map { $0.stored.event.seq ?? 0 } }
+    func seqs(_ events: [RoutedEvent]) -> [Int64] { events.map { $0.facts.seq ?? 0 } }
 
     @Test func eventsThatFollowArePublishedAtOnceAndOldOnesDropped() {
         var buffer = ReorderBuffer()
