@@ -556,7 +556,9 @@ public final class PostgresStore: ParleyStore {
     }
 
     /// The counts of ``unread(_:)``: the conversations asked for (`some...`) and every conversation of the users read
-    /// whole (`whole...`), each row with the index of its request.
+    /// whole (`whole...`), each row with the index of its request. The list drives the loop and every row is found by
+    /// key (`LATERAL`, `OFFSET 0` so that the planner keeps it): joined as sets, the generic plan hashed every
+    /// conversation and every participant of the database (17 ms for 113 rows among 10,000 participants).
     static func unreadQuery(
         _ someIndex: [Int64], _ someApp: [String], _ someUid: [String], _ someConversation: [String],
         _ wholeIndex: [Int64], _ wholeApp: [String], _ wholeUid: [String]
@@ -564,12 +566,17 @@ public final class PostgresStore: ParleyStore {
         """
         SELECT r.i, \(unescaped: Self.unreadColumns)
         FROM unnest(\(someIndex), \(someApp), \(someUid), \(someConversation)) AS r(i, app_id, uid, conversation_id)
-        JOIN conversations c ON c.id = r.conversation_id AND c.app_id = r.app_id AND c.deleted_at IS NULL
-        JOIN participants p ON p.conversation_pk = c.pk AND p.uid = r.uid
+        CROSS JOIN LATERAL (
+            SELECT * FROM conversations c
+            WHERE c.id = r.conversation_id AND c.app_id = r.app_id AND c.deleted_at IS NULL OFFSET 0
+        ) c
+        CROSS JOIN LATERAL (
+            SELECT * FROM participants p WHERE p.conversation_pk = c.pk AND p.uid = r.uid OFFSET 0
+        ) p
         UNION ALL
         SELECT r.i, \(unescaped: Self.unreadColumns)
         FROM unnest(\(wholeIndex), \(wholeApp), \(wholeUid)) AS r(i, app_id, uid)
-        JOIN participants p ON p.uid = r.uid
+        CROSS JOIN LATERAL (SELECT * FROM participants p WHERE p.uid = r.uid OFFSET 0) p
         CROSS JOIN LATERAL (
             SELECT * FROM conversations c
             WHERE c.pk = p.conversation_pk AND c.app_id = r.app_id AND c.deleted_at IS NULL OFFSET 0
