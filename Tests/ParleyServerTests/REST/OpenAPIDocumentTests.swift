@@ -14,7 +14,7 @@ import Yams
 @Suite struct OpenAPIDocumentTests {
     static let documentURL = URL(fileURLWithPath: #filePath)
         .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        .appendingPathComponent("Sources/ParleyAPI/openapi.yaml")
+        .deletingLastPathComponent().appendingPathComponent("Sources/ParleyAPI/openapi.yaml")
 
     let document: [String: Any]
     let validator: SchemaValidator
