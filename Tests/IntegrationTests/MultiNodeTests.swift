@@ -641,7 +641,7 @@ struct MultiNodeTests {
         sockets += try await connect(uids[40...], to: a)
         for uid in uids[40...] { try await Self.waitUntilKnown(uid: uid, online: true, on: b, app: app) }
 
-        // A group of 20 made on node A: 20 `participantAdded` for 20 recipients, about 6 KiB; bob on node B gets
+        // A group of 21 made on node A: 21 `participantAdded` for 21 recipients, about 6 KiB; bob on node B gets
         // every one, in order.
         let members = (1..<20).map { "member\($0)" }
         for member in members { _ = try await a.login(member) }

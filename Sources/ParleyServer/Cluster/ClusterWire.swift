@@ -101,8 +101,8 @@ enum ClusterWire {
 
     /// `items` cut into consecutive runs, each as long as fits in a message of `limit` bytes that has `overhead` bytes
     /// besides its items (the `size(of:)` functions): a turn of tens of thousands of arrivals, a snapshot of a node's
-    /// users, or a batch's events of a large group would pass NATS's `max_payload` in one message. An item that does not fit even alone is a run of
-    /// its own (NATS refuses that message). No items: one empty run.
+    /// users, or a batch's events of a large group would pass NATS's `max_payload` in one message. An item that does
+    /// not fit even alone is a run of its own (NATS refuses that message). No items: one empty run.
     static func runs<Item>(_ items: [Item], overhead: Int, limit: Int, size: (Item) -> Int) -> [ArraySlice<Item>] {
         var runs: [ArraySlice<Item>] = []
         var start = items.startIndex

@@ -269,8 +269,8 @@ final class NATSCluster: Sendable {
     // MARK: Publishing events and signals
 
     /// Publishes a conversation's events this node committed, to the nodes that follow it, and to the nodes of
-    /// `alsoTo` (users it makes participants, bans or unbans).
-    /// Groups that do not fit in one NATS message go in several, in order.
+    /// `alsoTo` (users it makes participants, bans or unbans). Groups that do not fit in one NATS message go in
+    /// several, in order (cut only then: the message of every batch is encoded once).
     func publish(_ conversation: ConversationRef, _ groups: [ClusterEventGroup], alsoTo users: [String]) {
         func message(_ groups: [ClusterEventGroup]) -> ByteBuffer {
             ClusterWire.encode(
@@ -278,7 +278,12 @@ final class NATSCluster: Sendable {
                     node: nodeId, appId: conversation.appId, conversationId: conversation.conversationId,
                     groups: groups))
         }
-        let parts = ClusterWire.eventRuns(groups, overhead: message([]).readableBytes, limit: maxPayload).map(message)
+        let whole = message(groups)
+        let limit = maxPayload
+        let parts =
+            whole.readableBytes <= limit
+            ? [whole]
+            : ClusterWire.eventRuns(groups, overhead: message([]).readableBytes, limit: limit).map(message)
         for part in parts { send(part, to: subjects.conversation(conversation)) }
         guard !users.isEmpty else { return }
         let nodes = state.withLockedValue { $0.directory.nodes(appId: conversation.appId, uids: users) }
@@ -408,11 +413,18 @@ final class NATSCluster: Sendable {
     }
 
     /// Publishes changes as the next announcement of this node's stream (with the state's lock held, so that
-    /// announcements leave in the order of their numbers).
-    /// Changes that do not fit in one NATS message go out as several announcements.
+    /// announcements leave in the order of their numbers). Changes that do not fit in one NATS message go out as
+    /// several announcements (cut only then: a turn's announcement is encoded once).
     private func announce(_ changes: [ClusterDirectory.Change], in state: inout State) {
+        let limit = maxPayload
+        let whole = ClusterWire.encode(.delta(node: nodeId, seq: state.seq + 1, changes: changes))
+        guard whole.readableBytes > limit else {
+            state.seq += 1
+            send(whole, to: subjects.nodes, in: &state)
+            return
+        }
         let overhead = ClusterWire.encode(.delta(node: nodeId, seq: state.seq, changes: [])).readableBytes
-        for part in ClusterWire.runs(changes, overhead: overhead, limit: maxPayload, size: ClusterWire.size(of:)) {
+        for part in ClusterWire.runs(changes, overhead: overhead, limit: limit, size: ClusterWire.size(of:)) {
             state.seq += 1
             send(
                 ClusterWire.encode(.delta(node: nodeId, seq: state.seq, changes: Array(part))), to: subjects.nodes,

@@ -72,13 +72,13 @@ final class EventPublisher: Sendable {
             followUp(EventFacts(stored.event), recipients: result.recipients)
         }
         for (conversation, events) in Self.byConversation(result.events) {
-            await publishInOrder(conversation, events.map { RoutedEvent(stored: $0, recipients: result.recipients) })
+            let routed = events.map { RoutedEvent(stored: $0, recipients: result.recipients) }
+            await publishInOrder(conversation, routed)
             cluster.publish(
                 conversation,
                 [
                     ClusterEventGroup(
-                        recipients: result.recipients,
-                        events: events.map { ClusterEvent(EventFacts($0.event), json: $0.json) })
+                        recipients: result.recipients, events: routed.map { ClusterEvent($0.facts, json: $0.json) })
                 ],
                 alsoTo: Self.newlyConcerned(events, recipients: result.recipients)
             )
