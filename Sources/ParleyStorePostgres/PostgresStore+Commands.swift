@@ -126,23 +126,102 @@ struct BatchTransaction {
         }
     }
 
+    /// One command: read what its decision needs, decide (``CommandDecisions``), carry the plan out.
     func apply(_ command: Command) async throws -> CommandResult {
+        typealias Decide = CommandDecisions
         switch command {
-        case .createConversation(let create): return try await createConversation(create)
-        case .updateConversation(let update): return try await updateConversation(update)
-        case .deleteConversation(let action): return try await setDeleted(true, action)
-        case .undeleteConversation(let action): return try await setDeleted(false, action)
-        case .join(let action): return try await join(action)
-        case .addParticipants(let add): return try await addParticipants(add)
-        case .updateParticipant(let update): return try await updateParticipant(update)
-        case .removeParticipant(let remove): return try await removeParticipant(remove)
+        case .createConversation(let create):
+            switch try Decide.createConversation(create, try await createReads(create)) {
+            case .existing(let result): return result
+            case .insert(let new):
+                guard let row = try await insertConversation(new) else {
+                    // The pair's direct conversation, created by another node at the same moment.
+                    guard let directKey = create.directKey,
+                        let (snapshot, participants) = try await directConversation(
+                            create.appId, directKey)
+                    else { throw DomainError(.internalError, "The conversation \(create.newId) could not be created.") }
+                    return Decide.existingDirect(snapshot, participants)
+                }
+                return try await perform(Decide.created(create, row: row))
+            }
+        case .updateConversation(let update):
+            let snapshot = try await snapshot(update.appId, update.conversationId, actor: update.actor)
+            return try await perform(Decide.updateConversation(update, snapshot))
+        case .deleteConversation(let action), .undeleteConversation(let action):
+            let snapshot = try await snapshot(action.appId, action.conversationId, actor: action.actor)
+            let deleted: Bool
+            if case .deleteConversation = command { deleted = true } else { deleted = false }
+            return try await perform(Decide.setDeleted(deleted, action, snapshot))
+        case .join(let action):
+            let snapshot = try await snapshot(action.appId, action.conversationId, actor: action.actor)
+            var ban: ConversationBan?
+            // Read for one who is not a participant yet.
+            if let snapshot, snapshot.actor == nil {
+                ban = try await activeBans(row: snapshot.row, uids: [action.actor], now: action.now)[action.actor]
+            }
+            return try await perform(Decide.join(action, snapshot, ban: ban))
+        case .addParticipants(let add):
+            let snapshot = try await snapshot(add.appId, add.conversationId, actor: add.actor)
+            var reads = CommandReads.Add(participants: [], knownUsers: [], bans: [:])
+            if let snapshot {
+                let uids = Array(Set(add.entries.map(\.uid)))
+                reads = CommandReads.Add(
+                    participants: try await fetchParticipants(snapshot.row.pk),
+                    knownUsers: try await knownUsers(add.appId, uids),
+                    bans: try await activeBans(row: snapshot.row, uids: uids, now: add.now)
+                )
+            }
+            return try await perform(Decide.addParticipants(add, snapshot, reads))
+        case .updateParticipant(let update):
+            let snapshot = try await snapshot(update.appId, update.conversationId, actor: update.actor)
+            let target = try await participant(update.uid, of: snapshot)
+            return try await perform(Decide.updateParticipant(update, snapshot, target: target))
+        case .removeParticipant(let remove):
+            let snapshot = try await snapshot(remove.appId, remove.conversationId, actor: remove.actor)
+            let target = try await participant(remove.uid, of: snapshot)
+            return try await perform(Decide.removeParticipant(remove, snapshot, target: target))
         case .sendMessage(let send): return try await sendMessages([send], locked: nil)[0].get()
-        case .markReceipt(let mark): return try await markReceipt(mark)
-        case .editMessage(let edit): return try await editMessage(edit)
-        case .deleteMessage(let action): return try await deleteMessage(action)
-        case .react(let react): return try await self.react(react)
-        case .muteParticipant(let mute): return try await muteParticipant(mute)
-        case .banParticipant(let ban): return try await banParticipant(ban)
+        case .markReceipt(let mark):
+            let snapshot = try await snapshot(mark.appId, mark.conversationId, actor: mark.uid)
+            let move = try Decide.receiptMove(mark, snapshot)
+            var newest: [Int64: MessagePlace] = [:]
+            for seq in move.named {
+                newest[seq] = try await newestMessage(move.snapshot.row.pk, atOrBefore: seq)
+            }
+            return try await perform(Decide.markReceipt(mark, move, newest: newest))
+        case .editMessage(let edit):
+            let snapshot = try await snapshot(edit.appId, edit.conversationId, actor: edit.actor)
+            var reads = try await messageReads(edit.messageId, of: snapshot, actor: edit.actor)
+            if let row = snapshot?.row {
+                reads.attachments = try await lockAttachments(appId: row.appId, ids: Attachments.ids(in: edit.parts))
+            }
+            return try await perform(Decide.editMessage(edit, snapshot, reads))
+        case .deleteMessage(let action):
+            let snapshot = try await snapshot(action.appId, action.conversationId, actor: action.actor)
+            let reads = try await messageReads(action.messageId, of: snapshot, actor: nil)
+            return try await perform(Decide.deleteMessage(action, snapshot, reads))
+        case .react(let react):
+            let snapshot = try await snapshot(react.appId, react.conversationId, actor: react.actor)
+            var reads = try await messageReads(react.messageId, of: snapshot, actor: react.actor)
+            if let row = snapshot?.row, let message = reads.stored?.message {
+                reads.reactions = try await reactionTallies(row.pk, seq: message.seq, actor: react.actor)
+            }
+            return try await perform(Decide.react(react, snapshot, reads))
+        case .muteParticipant(let mute):
+            let snapshot = try await snapshot(mute.appId, mute.conversationId, actor: mute.actor)
+            let target = try await participant(mute.uid, of: snapshot)
+            return try await perform(Decide.muteParticipant(mute, snapshot, target: target))
+        case .banParticipant(let ban):
+            let snapshot = try await snapshot(ban.appId, ban.conversationId, actor: ban.actor)
+            var reads = CommandReads.Ban(participant: nil, isUser: false, current: nil)
+            if let snapshot {
+                reads = CommandReads.Ban(
+                    participant: try await fetchParticipant(snapshot.row.pk, uid: ban.uid),
+                    isUser: !(try await knownUsers(ban.appId, [ban.uid]).isEmpty),
+                    current: try await activeBans(row: snapshot.row, uids: [ban.uid], now: ban.now)[ban.uid]
+                )
+            }
+            return try await perform(Decide.banParticipant(ban, snapshot, reads))
         }
     }
 
@@ -203,299 +282,6 @@ struct BatchTransaction {
             .markReceipt, .editMessage, .deleteMessage, .react, .muteParticipant:
             return []
         }
-    }
-
-    // MARK: Conversations
-
-    func createConversation(_ create: Command.CreateConversation) async throws -> CommandResult {
-        let others = Array(Set(create.participants.filter { $0 != create.creator })).sorted()
-        if create.type == .direct {
-            guard create.participants.count == 1, others.count == 1 else {
-                throw DomainError(.badRequest, "A direct conversation has exactly one other participant.")
-            }
-        }
-        let roles = try ConversationRules.initialRoles(type: create.type, change: create.roles)
-        if !others.isEmpty {
-            let known = Set(
-                try await rows("SELECT uid FROM users WHERE app_id = \(create.appId) AND uid = ANY(\(others))")
-                    .map { try $0.decode(String.self) }
-            )
-            if let missing = others.first(where: { !known.contains($0) }) { throw DomainError.uidNotFound(missing) }
-        }
-        if let directKey = create.directKey, let existing = try await directConversation(create.appId, directKey) {
-            return existing
-        }
-        if create.type == .direct {
-            try Safety.requireNoBlock(
-                actor: create.creator, blockers: try await blockersBetween(create.appId, create.creator, others[0])
-            )
-        }
-        // A direct conversation that another node creates at the same moment: ON CONFLICT waits for its commit,
-        // then inserts nothing, and the existing one is returned as if it had been there all along.
-        let metadata = try PostgresStore.json(create.metadata)
-        let inserted = try await rows(
-            """
-            INSERT INTO conversations (id, app_id, type, direct_key, name, description, is_public, metadata,
-                created_by, created_at, updated_at, last_seq, last_activity_at, participant_count, roles)
-            VALUES (\(create.newId), \(create.appId), \(create.type.rawValue), \(create.directKey), \(create.name),
-                \(create.description), \(create.type == .group && create.isPublic), \(metadata)::jsonb,
-                \(create.creator), \(create.now), \(create.now), 0, \(create.now), 0, \(roles.storedJSON))
-            ON CONFLICT (app_id, direct_key) DO NOTHING
-            RETURNING \(unescaped: PostgresStore.conversationColumns())
-            """
-        )
-        guard let insertedRow = inserted.first else {
-            guard let directKey = create.directKey, let existing = try await directConversation(create.appId, directKey)
-            else { throw DomainError(.internalError, "The conversation \(create.newId) could not be created.") }
-            return existing
-        }
-        let row = try PostgresStore.conversationRow(insertedRow)
-        var writer = EventBuffer(row: row, now: create.now, actor: create.creator)
-        let creatorRole: ParticipantRole = create.type == .group ? .owner : .member
-        let members = [(create.creator, creatorRole)] + others.map { ($0, ParticipantRole.member) }
-        let participants = try await insertParticipants(members, row: row, now: create.now)
-        var conversation = row.conversation
-        conversation.participantCount = members.count
-        conversation.lastSeq = Int64(1 + members.count)
-        conversation.participants = participants
-        try writer.append(.conversationCreate, .conversationCreated(conversation))
-        // Its first members' streams start at the creation, so that a replay includes it.
-        writer.joinSeq = writer.lastSeq
-        for participant in participants { try writer.append(.participantAdded, .participantAdded(participant)) }
-        try await writer.finish(participantCount: members.count, in: self)
-        return CommandResult(
-            outcome: .conversation(conversation, created: true), events: writer.events, recipients: members.map(\.0)
-        )
-    }
-
-    /// The direct conversation of a pair, as the result of a create that found it.
-    func directConversation(_ appId: String, _ directKey: String) async throws -> CommandResult? {
-        guard
-            let found = try await rows(
-                """
-                SELECT \(unescaped: PostgresStore.conversationColumns()) FROM conversations
-                WHERE app_id = \(appId) AND direct_key = \(directKey)
-                """
-            ).first
-        else { return nil }
-        let row = try PostgresStore.conversationRow(found)
-        var conversation = row.conversation
-        conversation.participants = try await fetchParticipants(row.pk)
-        return CommandResult(
-            outcome: .conversation(conversation, created: false), events: [],
-            recipients: try await participantUIDs(row.pk)
-        )
-    }
-
-    func updateConversation(_ update: Command.UpdateConversation) async throws -> CommandResult {
-        let (row, role) = try await participation(appId: update.appId, id: update.conversationId, uid: update.actor)
-        try requireGroup(row, "A direct conversation has no details to change.")
-        guard role.canUpdateConversation else {
-            throw DomainError(.forbidden, "Only the owner or an admin can change the conversation.")
-        }
-        var conversation = row.conversation
-        if let name = update.update.name { conversation.name = name }
-        if let description = update.update.description { conversation.description = description }
-        if let isPublic = update.update.isPublic { conversation.isPublic = isPublic }
-        if let metadata = update.update.metadata { conversation.metadata = metadata }
-        if let roles = update.update.roles {
-            try ConversationRules.requireChangeRoles(role, type: row.conversation.type)
-            conversation.roles = conversation.roles.applying(roles)
-        }
-        conversation.updatedAt = update.now
-        let metadata = try PostgresStore.json(conversation.metadata)
-        try await execute(
-            """
-            UPDATE conversations SET name = \(conversation.name), description = \(conversation.description),
-                is_public = \(conversation.isPublic), metadata = \(metadata)::jsonb,
-                roles = \(conversation.roles.storedJSON), updated_at = \(update.now)
-            WHERE pk = \(row.pk)
-            """
-        )
-        return try await publishConversation(
-            conversation, .conversationUpdate, row: row, actor: update.actor, now: update.now)
-    }
-
-    func setDeleted(_ deleted: Bool, _ action: Command.ConversationAction) async throws -> CommandResult {
-        guard let row = try await fetchConversation(appId: action.appId, id: action.conversationId),
-            let role = try await role(row.pk, uid: action.actor)
-        else { throw DomainError.conversationNotFound(action.conversationId) }
-        // A deleted conversation is hidden from its participants, except from the owner who may restore it.
-        if row.deletedAt != nil && !(role.canDeleteConversation && !deleted) {
-            throw DomainError.conversationNotFound(action.conversationId)
-        }
-        try requireGroup(row, "A direct conversation cannot be deleted.")
-        guard role.canDeleteConversation else {
-            throw DomainError(.forbidden, "Only the owner can \(deleted ? "delete" : "restore") the conversation.")
-        }
-        guard (row.deletedAt != nil) != deleted else {
-            return CommandResult(
-                outcome: .conversation(row.conversation, created: false), events: [],
-                recipients: try await participantUIDs(row.pk)
-            )
-        }
-        var conversation = row.conversation
-        conversation.deletedAt = deleted ? action.now : nil
-        conversation.updatedAt = action.now
-        try await execute(
-            "UPDATE conversations SET deleted_at = \(conversation.deletedAt), updated_at = \(action.now) WHERE pk = \(row.pk)"
-        )
-        return try await publishConversation(
-            conversation, deleted ? .conversationDelete : .conversationUndelete, row: row, actor: action.actor,
-            now: action.now
-        )
-    }
-
-    /// Appends one event carrying the conversation as it is now.
-    func publishConversation(
-        _ conversation: Conversation, _ name: EventName, row: ConversationRow, actor: String, now: Int64
-    ) async throws -> CommandResult {
-        var writer = EventBuffer(row: row, now: now, actor: actor)
-        var published = conversation
-        published.lastSeq = row.conversation.lastSeq + 1
-        let payload: EventPayload
-        switch name {
-        case .conversationDelete: payload = .conversationDeleted(published)
-        case .conversationUndelete: payload = .conversationUndeleted(published)
-        default: payload = .conversationUpdated(published)
-        }
-        try writer.append(name, payload)
-        try await writer.finish(participantCount: nil, in: self)
-        return CommandResult(
-            outcome: .conversation(published, created: false), events: writer.events,
-            recipients: try await participantUIDs(row.pk)
-        )
-    }
-
-    // MARK: Participants
-
-    func join(_ action: Command.ConversationAction) async throws -> CommandResult {
-        let (row, role) = try await visibleConversation(
-            appId: action.appId, id: action.conversationId, viewer: action.actor)
-        if role != nil {
-            let participant = try await fetchParticipant(row.pk, uid: action.actor)!
-            return CommandResult(
-                outcome: .participant(participant), events: [], recipients: try await participantUIDs(row.pk)
-            )
-        }
-        // Visible without being a participant means public: anyone in the app may join, but those banned from it.
-        if let ban = try await activeBans(row: row, uids: [action.actor], now: action.now)[action.actor] {
-            throw Safety.bannedRefusal(ban)
-        }
-        var writer = EventBuffer(row: row, now: action.now, actor: action.actor)
-        let participant = try await insertParticipants([(action.actor, .member)], row: row, now: action.now)[0]
-        try writer.append(.participantAdded, .participantAdded(participant))
-        try await writer.finish(participantCount: row.conversation.participantCount + 1, in: self)
-        return CommandResult(
-            outcome: .participant(participant), events: writer.events, recipients: try await participantUIDs(row.pk)
-        )
-    }
-
-    func addParticipants(_ add: Command.AddParticipants) async throws -> CommandResult {
-        let (row, role) = try await participation(appId: add.appId, id: add.conversationId, uid: add.actor)
-        try requireGroup(row, "A direct conversation keeps its two participants.")
-        try ConversationRules.requireAdd(role, roles: row.conversation.roles)
-        let uids = add.entries.map(\.uid)
-        let known = Set(
-            try await rows("SELECT uid FROM users WHERE app_id = \(add.appId) AND uid = ANY(\(uids))")
-                .map { try $0.decode(String.self) }
-        )
-        let present = Set(try await participantUIDs(row.pk))
-        let banned = try await activeBans(row: row, uids: uids, now: add.now)
-        // Checked in the order given, as the SQLite store does: the first refusal wins.
-        var seen = Set<String>()
-        var newcomers: [(String, ParticipantRole)] = []
-        for entry in add.entries where seen.insert(entry.uid).inserted {
-            let newRole = entry.role ?? .member
-            try ConversationRules.requireGrant(role, newRole)
-            guard known.contains(entry.uid) else { throw DomainError.uidNotFound(entry.uid) }
-            if let ban = banned[entry.uid] { throw Safety.bannedRefusal(ban, addedBy: true) }
-            guard !present.contains(entry.uid) else { continue }
-            newcomers.append((entry.uid, newRole))
-        }
-        var writer = EventBuffer(row: row, now: add.now, actor: add.actor)
-        for participant in try await insertParticipants(newcomers, row: row, now: add.now) {
-            try writer.append(.participantAdded, .participantAdded(participant))
-        }
-        try await writer.finish(participantCount: row.conversation.participantCount + newcomers.count, in: self)
-        let participants = try await fetchParticipants(row.pk)
-        return CommandResult(
-            outcome: .participants(participants), events: writer.events, recipients: participants.map(\.uid)
-        )
-    }
-
-    func updateParticipant(_ update: Command.UpdateParticipant) async throws -> CommandResult {
-        let (row, role) = try await participation(appId: update.appId, id: update.conversationId, uid: update.actor)
-        try requireGroup(row, "A direct conversation has no roles to change.")
-        guard role.canChangeRoles else { throw DomainError(.forbidden, "Only the owner can change roles.") }
-        guard var participant = try await fetchParticipant(row.pk, uid: update.uid) else {
-            throw DomainError(.uidNotFound, "\(update.uid) is not a participant.")
-        }
-        guard participant.role != .owner, update.role != .owner else {
-            throw DomainError(.forbidden, "The owner's role cannot be given or taken.")
-        }
-        let recipients = try await participantUIDs(row.pk)
-        guard participant.role != update.role else {
-            return CommandResult(outcome: .participant(participant), events: [], recipients: recipients)
-        }
-        participant.role = update.role
-        try await execute(
-            "UPDATE participants SET role = \(update.role.rawValue) WHERE conversation_pk = \(row.pk) AND uid = \(update.uid)"
-        )
-        var writer = EventBuffer(row: row, now: update.now, actor: update.actor)
-        try writer.append(.participantUpdated, .participantUpdated(participant))
-        try await writer.finish(participantCount: nil, in: self)
-        return CommandResult(outcome: .participant(participant), events: writer.events, recipients: recipients)
-    }
-
-    func removeParticipant(_ remove: Command.RemoveParticipant) async throws -> CommandResult {
-        let (row, role) = try await participation(appId: remove.appId, id: remove.conversationId, uid: remove.actor)
-        try requireGroup(row, "A direct conversation keeps its two participants.")
-        guard let removed = try await fetchParticipant(row.pk, uid: remove.uid) else {
-            throw DomainError(.uidNotFound, "\(remove.uid) is not a participant.")
-        }
-        if remove.uid == remove.actor {
-            guard role != .owner else {
-                throw DomainError(.forbidden, "The owner cannot leave; delete the conversation instead.")
-            }
-        } else {
-            try ConversationRules.requireRemove(role, removed.role, roles: row.conversation.roles)
-        }
-        try await deleteParticipant(row: row, uid: remove.uid)
-        var writer = EventBuffer(row: row, now: remove.now, actor: remove.actor)
-        try writer.append(.participantRemoved, .participantRemoved(removed))
-        try await writer.finish(participantCount: row.conversation.participantCount - 1, in: self)
-        let remaining = try await participantUIDs(row.pk)
-        return CommandResult(
-            outcome: .removed, events: writer.events, recipients: remaining + [remove.uid], participants: remaining
-        )
-    }
-
-    /// Deletes a participant who leaves, is removed or is banned, with their unread mentions of the conversation (no
-    /// longer theirs to read).
-    func deleteParticipant(row: ConversationRow, uid: String) async throws {
-        try await execute("DELETE FROM participants WHERE conversation_pk = \(row.pk) AND uid = \(uid)")
-        try await execute(
-            "DELETE FROM mentions WHERE app_id = \(row.appId) AND uid = \(uid) AND conversation_pk = \(row.pk)"
-        )
-    }
-
-    /// Adds participants who start with everything so far delivered and read.
-    func insertParticipants(_ members: [(String, ParticipantRole)], row: ConversationRow, now: Int64) async throws
-        -> [Participant]
-    {
-        guard !members.isEmpty else { return [] }
-        let seen = row.conversation.lastSeq
-        try await execute(
-            """
-            INSERT INTO participants (conversation_pk, uid, role, joined_at, delivered_seq, read_seq, read_message_count)
-            SELECT \(row.pk), m.uid, m.role, \(now), \(seen), \(seen), c.message_count
-            FROM unnest(\(members.map(\.0)), \(members.map(\.1.rawValue))) WITH ORDINALITY AS m(uid, role, position)
-            JOIN conversations c ON c.pk = \(row.pk)
-            ORDER BY m.position
-            """
-        )
-        return members.map { Participant(uid: $0.0, role: $0.1, joinedAt: now, deliveredSeq: seen, readSeq: seen) }
     }
 
     func participantUIDs(_ conversationPK: Int64) async throws -> [String] {
@@ -667,18 +453,24 @@ struct BatchTransaction {
         var results: [Result<CommandResult, DomainError>] = []
         results.reserveCapacity(sends.count)
         for send in sends {
-            guard let row = conversations[send.conversationId], row.appId == send.appId, row.deletedAt == nil else {
-                results.append(.failure(.conversationNotFound(send.conversationId)))
+            let row = conversations[send.conversationId]
+            let target = row.map { row in
+                SendTarget(
+                    appId: row.appId, id: row.conversation.id, isPublic: row.conversation.isPublic,
+                    isDirect: row.conversation.type == .direct, isDeleted: row.deletedAt != nil,
+                    lastSeq: positions[row.pk]?.lastSeq ?? row.conversation.lastSeq, roles: row.conversation.roles,
+                    members: memberRoles[row.pk] ?? [:], mutes: mutes[row.pk] ?? [:]
+                )
+            }
+            let access: (target: SendTarget, role: ParticipantRole)
+            do {
+                access = try CommandDecisions.sendAccess(send, target)
+            } catch let refusal as DomainError {
+                results.append(.failure(refusal))
                 continue
             }
-            guard let role = memberRoles[row.pk]?[send.sender] else {
-                results.append(
-                    .failure(
-                        row.conversation.isPublic
-                            ? DomainError(.notAParticipant, "Join the conversation first.")
-                            : .conversationNotFound(send.conversationId)
-                    )
-                )
+            guard let row else {
+                results.append(.failure(.conversationNotFound(send.conversationId)))
                 continue
             }
             let recipients = members[row.pk] ?? []
@@ -692,27 +484,14 @@ struct BatchTransaction {
                 )
                 continue
             }
-            var parent: Message?
-            var parts = send.parts
-            let files = Attachments.ids(in: parts)
+            let parent = send.replyTo.flatMap { parents[MessageKey(conversationPK: row.pk, messageId: $0)] }
+            let message: Message
             do {
-                try ConversationRules.requireSend(role, roles: row.conversation.roles)
-                if let until = mutes[row.pk]?[send.sender], until.map({ $0 > send.now }) ?? true {
-                    throw Safety.mutedRefusal(until: until)
-                }
-                if row.conversation.type == .direct {
-                    try Safety.requireNoBlock(actor: send.sender, blockers: directBlockers[row.pk] ?? [])
-                }
-                if let replyTo = send.replyTo {
-                    parent = parents[MessageKey(conversationPK: row.pk, messageId: replyTo)]
-                    try MessageLifecycle.requireReplyTarget(parent, id: replyTo)
-                }
-                if !files.isEmpty {
-                    parts = try Attachments.resolve(
-                        parts, records: uploads, appId: row.appId, conversationId: row.conversation.id,
-                        actor: send.sender, taken: takenIds
-                    )
-                }
+                message = try CommandDecisions.sentMessage(
+                    send, to: access.target, role: access.role,
+                    SendReads(
+                        blockers: directBlockers[row.pk] ?? [], parent: parent, attachments: uploads, taken: takenIds)
+                )
             } catch let refusal as DomainError {
                 // A repeat of a message stored before its parent was deleted (or the sender's role changed) is still
                 // the message stored then.
@@ -735,28 +514,18 @@ struct BatchTransaction {
                     lastSeq: row.conversation.lastSeq, messageCount: messageCounts[row.pk] ?? 0,
                     lastActivityAt: row.lastActivityAt
                 )
-            position.lastSeq += 1
+            position.lastSeq = message.seq
             position.messageCount += 1
             position.lastActivityAt = send.now
             positions[row.pk] = position
-            let roles = memberRoles[row.pk] ?? [:]
-            let message = Message(
-                id: send.messageId, conversationId: row.conversation.id, seq: position.lastSeq, sender: send.sender,
-                clientMessageId: send.clientMessageId, parts: parts, metadata: send.metadata, alert: send.alert,
-                sentAt: send.now, replyTo: send.replyTo,
-                mentions: MessageLifecycle.keptMentions(send.mentions, sender: send.sender) { roles[$0] != nil }
-            )
+            let files = Attachments.ids(in: message.parts)
             if !files.isEmpty {
                 taken.append((files, message.id))
                 takenIds.formUnion(files)
             }
             parents[MessageKey(conversationPK: row.pk, messageId: message.id)] = message
-            let event = Event(
-                id: Event.durableID(conversationId: row.conversation.id, seq: message.seq), appId: row.appId,
-                name: .messageSent, conversationId: row.conversation.id, seq: message.seq, timestamp: send.now,
-                context: EventContext(createdBy: send.sender), payload: .messageSent(message)
-            )
-            let json = try WireJSON.encode(event)
+            let stored = try CommandDecisions.sentEvent(message, appId: row.appId)
+            let json = stored.json
             inserts.append(
                 conversationPK: row.pk, seq: message.seq, name: .messageSent, actor: send.sender, createdAt: send.now,
                 clientMessageId: send.clientMessageId, messageIndex: position.messageCount, messageId: message.id,
@@ -772,8 +541,7 @@ struct BatchTransaction {
             results.append(
                 .success(
                     CommandResult(
-                        outcome: .message(message, duplicate: false),
-                        events: [StoredEvent(event: event, json: json)], recipients: recipients
+                        outcome: .message(message, duplicate: false), events: [stored], recipients: recipients
                     )
                 )
             )
@@ -865,61 +633,6 @@ struct BatchTransaction {
         var uid: String
     }
 
-    func markReceipt(_ mark: Command.MarkReceipt) async throws -> CommandResult {
-        let (row, _) = try await participation(appId: mark.appId, id: mark.conversationId, uid: mark.uid)
-        var participant = try await fetchParticipant(row.pk, uid: mark.uid)!
-        let last = row.conversation.lastSeq
-        let read = max(participant.readSeq, min(mark.readSeq ?? 0, last))
-        let delivered = max(participant.deliveredSeq, min(mark.deliveredSeq ?? 0, last), read)
-        var events: [StoredEvent] = []
-        func ephemeral(_ name: EventName, _ payload: EventPayload, seq: Int64) throws {
-            let event = Event(
-                id: "\(row.conversation.id):\(name == .messageRead ? "read" : "delivered"):\(mark.uid):\(seq)",
-                appId: mark.appId, name: name, conversationId: row.conversation.id, timestamp: mark.now,
-                context: EventContext(createdBy: mark.uid), payload: payload
-            )
-            events.append(StoredEvent(event: event, json: try WireJSON.encode(event)))
-        }
-        /// The receipt names the newest message it reaches.
-        func receipt(_ seq: Int64) async throws -> Receipt {
-            let newest = try await rows(
-                """
-                SELECT message_id, created_at FROM events WHERE conversation_pk = \(row.pk) AND seq <= \(seq)
-                AND message_index IS NOT NULL ORDER BY seq DESC LIMIT 1
-                """
-            ).first.map { try $0.decode((String?, Int64).self) }
-            return Receipt(uid: mark.uid, seq: seq, messageId: newest?.0, timestamp: newest?.1)
-        }
-        if delivered > participant.deliveredSeq {
-            try ephemeral(.messageDelivered, .messageDelivered(try await receipt(delivered)), seq: delivered)
-        }
-        if read > participant.readSeq {
-            try ephemeral(.messageRead, .messageRead(try await receipt(read)), seq: read)
-            // Mentions read are no longer unread.
-            try await execute(
-                """
-                DELETE FROM mentions WHERE app_id = \(row.appId) AND uid = \(mark.uid) AND conversation_pk = \(row.pk)
-                AND seq <= \(read)
-                """
-            )
-        }
-        if !events.isEmpty {
-            try await execute(
-                """
-                UPDATE participants SET delivered_seq = \(delivered), read_seq = \(read), read_message_count = COALESCE(
-                    (SELECT message_index FROM events WHERE conversation_pk = \(row.pk) AND seq <= \(read)
-                     AND message_index IS NOT NULL ORDER BY seq DESC LIMIT 1), 0)
-                WHERE conversation_pk = \(row.pk) AND uid = \(mark.uid)
-                """
-            )
-            participant.deliveredSeq = delivered
-            participant.readSeq = read
-        }
-        return CommandResult(
-            outcome: .participant(participant), events: events, recipients: try await participantUIDs(row.pk)
-        )
-    }
-
     // MARK: Rules
 
     func fetchConversation(appId: String, id: String) async throws -> ConversationRow? {
@@ -929,144 +642,6 @@ struct BatchTransaction {
             WHERE id = \(id) AND app_id = \(appId) FOR NO KEY UPDATE
             """
         ).first.map(PostgresStore.conversationRow)
-    }
-
-    func role(_ conversationPK: Int64, uid: String) async throws -> ParticipantRole? {
-        try await rows("SELECT role FROM participants WHERE conversation_pk = \(conversationPK) AND uid = \(uid)")
-            .first.flatMap { ParticipantRole(rawValue: try $0.decode(String.self)) }
-    }
-
-    /// The conversation and the viewer's role, or `ERR_CONVERSATION_NOT_FOUND` when the viewer may not see it:
-    /// deleted, of another app, or private and the viewer is not a participant.
-    func visibleConversation(appId: String, id: String, viewer: String) async throws -> (
-        ConversationRow, ParticipantRole?
-    ) {
-        guard let row = try await fetchConversation(appId: appId, id: id), row.deletedAt == nil else {
-            throw DomainError.conversationNotFound(id)
-        }
-        let role = try await self.role(row.pk, uid: viewer)
-        guard role != nil || row.conversation.isPublic else { throw DomainError.conversationNotFound(id) }
-        return (row, role)
-    }
-
-    /// A visible conversation `uid` participates in; `ERR_NOT_A_PARTICIPANT` for a public one they are not in.
-    func participation(appId: String, id: String, uid: String) async throws -> (ConversationRow, ParticipantRole) {
-        let (row, role) = try await visibleConversation(appId: appId, id: id, viewer: uid)
-        guard let role else { throw DomainError(.notAParticipant, "Join the conversation first.") }
-        return (row, role)
-    }
-
-    /// The conversation `actor` acts on, as a participant (with their role); with no actor, the app's server, on any
-    /// conversation of the app that is not deleted (no role).
-    func acting(appId: String, id: String, actor: String?) async throws -> (ConversationRow, ParticipantRole?) {
-        if let actor { return try await participation(appId: appId, id: id, uid: actor) }
-        guard let row = try await fetchConversation(appId: appId, id: id), row.deletedAt == nil else {
-            throw DomainError.conversationNotFound(id)
-        }
-        return (row, nil)
-    }
-
-    func requireGroup(_ row: ConversationRow, _ message: String) throws {
-        guard row.conversation.type == .group else { throw DomainError(.forbidden, message) }
-    }
-}
-
-/// A command's durable events, numbered from the conversation's `last_seq` (read under its lock) and written together
-/// when the command finishes, with the membership changes they record and the conversation's new position.
-struct EventBuffer {
-    let appId: String
-    let conversationId: String
-    let conversationPK: Int64
-    var lastSeq: Int64
-    let now: Int64
-    /// Who acts; nil for the app's own server.
-    let actor: String?
-    private(set) var events: [StoredEvent] = []
-    private var columns = EventColumns()
-    /// Joins and departures, for the users' own streams.
-    private var memberships: [(uid: String, joined: Bool, seq: Int64)] = []
-    /// The sequence number recorded for joins in the members' streams; nil for the participantAdded event itself.
-    var joinSeq: Int64?
-
-    init(row: ConversationRow, now: Int64, actor: String?) {
-        self.appId = row.appId
-        self.conversationId = row.conversation.id
-        self.conversationPK = row.pk
-        self.lastSeq = row.conversation.lastSeq
-        self.now = now
-        self.actor = actor
-    }
-
-    mutating func append(_ name: EventName, _ payload: EventPayload) throws {
-        lastSeq += 1
-        let event = Event(
-            id: Event.durableID(conversationId: conversationId, seq: lastSeq), appId: appId, name: name,
-            conversationId: conversationId, seq: lastSeq, timestamp: now, context: EventContext(createdBy: actor),
-            payload: payload
-        )
-        let json = try WireJSON.encode(event)
-        // An edit's or a deletion's event is found with the message's others, to be rewritten by a later change.
-        let messageId: String?
-        switch payload {
-        case .messageUpdated(let message), .messageDeleted(let message): messageId = message.id
-        default: messageId = nil
-        }
-        columns.append(
-            conversationPK: conversationPK, seq: lastSeq, name: name, actor: actor ?? "", createdAt: now,
-            clientMessageId: nil, messageIndex: nil, messageId: messageId, threadSeq: nil, body: json
-        )
-        events.append(StoredEvent(event: event, json: json))
-        switch payload {
-        case .participantAdded(let participant): memberships.append((participant.uid, true, joinSeq ?? lastSeq))
-        case .participantRemoved(let participant): memberships.append((participant.uid, false, lastSeq))
-        default: break
-        }
-    }
-
-    /// Writes the events, extends the users' streams, and records the conversation's new last sequence number (and
-    /// participant count, when it changed); with `activity`, its last activity too (a change of an existing message
-    /// does not move it up the lists).
-    func finish(participantCount: Int?, activity: Bool = true, in transaction: BatchTransaction) async throws {
-        if !columns.isEmpty {
-            try await transaction.execute(
-                PostgresQuery(unsafeSQL: EventColumns.insertSQL(binds: EventColumns.binds(from: 1)) + " RETURNING 1")
-                    .withBinds { columns.bind(into: &$0) }
-            )
-        }
-        if !memberships.isEmpty {
-            // Each user's next position, under the user's row lock (taken in order by the batch): the UPDATE bumps
-            // last_user_seq, and the change is recorded at that position. A command changes a user at most once.
-            var positions: [String: Int64] = [:]
-            for row in try await transaction.rows(
-                """
-                UPDATE users SET last_user_seq = last_user_seq + 1
-                WHERE app_id = \(appId) AND uid = ANY(\(memberships.map(\.uid)))
-                RETURNING uid, last_user_seq
-                """
-            ) {
-                let (uid, position) = try row.decode((String, Int64).self)
-                positions[uid] = position
-            }
-            if let missing = memberships.first(where: { positions[$0.uid] == nil }) {
-                throw DomainError.uidNotFound(missing.uid)
-            }
-            try await transaction.execute(
-                """
-                INSERT INTO memberships (app_id, uid, user_seq, conversation_pk, joined, seq)
-                SELECT \(appId), uid, user_seq, \(conversationPK), joined, seq
-                FROM unnest(\(memberships.map(\.uid)), \(memberships.map { positions[$0.uid]! }), \(memberships.map(\.joined)),
-                    \(memberships.map(\.seq))) AS m(uid, user_seq, joined, seq)
-                """
-            )
-        }
-        try await transaction.execute(
-            """
-            UPDATE conversations SET last_seq = \(lastSeq),
-                last_activity_at = CASE WHEN \(activity) THEN \(now) ELSE last_activity_at END,
-                participant_count = COALESCE(\(participantCount.map { Int64($0) })::bigint, participant_count)
-            WHERE pk = \(conversationPK)
-            """
-        )
     }
 }
 

@@ -202,46 +202,6 @@ extension BatchTransaction {
             """
         ).map { try $0.decode(String.self) }
     }
-
-    /// Refuses `actor`'s change in a direct conversation whose two participants are `participants`, when either
-    /// blocked the other.
-    func requireNoBlock(appId: String, actor: String, direct participants: [String]) async throws {
-        guard let other = participants.first(where: { $0 != actor }) else { return }
-        try Safety.requireNoBlock(actor: actor, blockers: try await blockersBetween(appId, actor, other))
-    }
-}
-
-extension BatchTransaction {
-    // MARK: Mutes
-
-    func muteParticipant(_ mute: Command.MuteParticipant) async throws -> CommandResult {
-        let (row, role) = try await acting(appId: mute.appId, id: mute.conversationId, actor: mute.actor)
-        guard let participant = try await fetchParticipant(row.pk, uid: mute.uid) else {
-            throw DomainError(.uidNotFound, "\(mute.uid) is not a participant.")
-        }
-        try Safety.requireMute(role, target: participant, type: row.conversation.type, roles: row.conversation.roles)
-        let recipients = try await participantUIDs(row.pk)
-        guard let changed = Safety.muted(participant, by: mute) else {
-            return CommandResult(outcome: .participant(participant), events: [], recipients: recipients)
-        }
-        try await execute(
-            """
-            UPDATE participants SET muted = \(changed.muted == true), muted_until = \(changed.mutedUntil)
-            WHERE conversation_pk = \(row.pk) AND uid = \(mute.uid)
-            """
-        )
-        var writer = EventBuffer(row: row, now: mute.now, actor: mute.actor)
-        try writer.append(.participantUpdated, .participantUpdated(changed))
-        try await writer.finish(participantCount: nil, in: self)
-        return CommandResult(outcome: .participant(changed), events: writer.events, recipients: recipients)
-    }
-
-    /// Refuses `uid`'s send, edit or reaction while they are muted in the conversation.
-    func requireNotMuted(conversationPK: Int64, uid: String, now: Int64) async throws {
-        guard let participant = try await fetchParticipant(conversationPK, uid: uid), participant.isMuted(at: now)
-        else { return }
-        throw Safety.mutedRefusal(until: participant.mutedUntil)
-    }
 }
 
 extension PostgresStore {
@@ -259,60 +219,6 @@ extension PostgresStore {
 }
 
 extension BatchTransaction {
-    // MARK: Bans
-
-    func banParticipant(_ ban: Command.BanParticipant) async throws -> CommandResult {
-        let (row, role) = try await acting(appId: ban.appId, id: ban.conversationId, actor: ban.actor)
-        let participant = try await fetchParticipant(row.pk, uid: ban.uid)
-        try Safety.requireBan(
-            actor: ban.actor, role: role, uid: ban.uid, target: participant?.role, type: row.conversation.type,
-            roles: row.conversation.roles
-        )
-        if participant == nil,
-            try await rows("SELECT 1 FROM users WHERE app_id = \(row.appId) AND uid = \(ban.uid)").isEmpty
-        {
-            throw DomainError.uidNotFound(ban.uid)
-        }
-        let current = try await activeBans(row: row, uids: [ban.uid], now: ban.now)[ban.uid]
-        var writer = EventBuffer(row: row, now: ban.now, actor: ban.actor)
-        let outcome: ConversationBan
-        if ban.banned {
-            let (made, changed) = Safety.banned(by: ban, current: current)
-            outcome = made
-            if changed {
-                try await execute(
-                    """
-                    INSERT INTO bans (conversation_pk, uid, banned_by, reason, until, created_at)
-                    VALUES (\(row.pk), \(ban.uid), \(made.bannedBy), \(made.reason), \(made.until), \(made.createdAt))
-                    ON CONFLICT (conversation_pk, uid) DO UPDATE SET banned_by = EXCLUDED.banned_by,
-                        reason = EXCLUDED.reason, until = EXCLUDED.until, created_at = EXCLUDED.created_at
-                    """
-                )
-                // A participant is removed first, exactly as `removeParticipant` does, then told why.
-                if let participant {
-                    try await deleteParticipant(row: row, uid: ban.uid)
-                    try writer.append(.participantRemoved, .participantRemoved(participant))
-                }
-                try writer.append(.participantBanned, .participantBanned(made))
-                try await writer.finish(
-                    participantCount: participant.map { _ in row.conversation.participantCount - 1 }, in: self
-                )
-            }
-        } else {
-            guard let current else { throw Safety.notBanned(ban.uid) }
-            outcome = current
-            try await execute("DELETE FROM bans WHERE conversation_pk = \(row.pk) AND uid = \(ban.uid)")
-            try writer.append(.participantUnbanned, .participantUnbanned(current))
-            try await writer.finish(participantCount: nil, in: self)
-        }
-        // The banned user is told too: they are not (or no longer) a participant.
-        let remaining = try await participantUIDs(row.pk)
-        return CommandResult(
-            outcome: .ban(outcome), events: writer.events,
-            recipients: remaining.contains(ban.uid) ? remaining : remaining + [ban.uid], participants: remaining
-        )
-    }
-
     /// The bans of `uids` from the conversation that hold at `now` (a row whose `until` passed is no ban), by uid.
     func activeBans(row: ConversationRow, uids: [String], now: Int64) async throws -> [String: ConversationBan] {
         var bans: [String: ConversationBan] = [:]

@@ -182,34 +182,6 @@ extension SQLiteStore {
 extension SQLiteStore {
     // MARK: Mutes
 
-    static func muteParticipant(_ mute: Command.MuteParticipant, in db: Database) throws -> CommandResult {
-        let (row, role) = try acting(db, appId: mute.appId, id: mute.conversationId, actor: mute.actor)
-        guard let participant = try fetchParticipant(db, conversationPK: row.pk, uid: mute.uid) else {
-            throw DomainError(.uidNotFound, "\(mute.uid) is not a participant.")
-        }
-        try Safety.requireMute(role, target: participant, type: row.conversation.type, roles: row.conversation.roles)
-        let recipients = try participantUIDs(db, conversationPK: row.pk)
-        guard let changed = Safety.muted(participant, by: mute) else {
-            return CommandResult(outcome: .participant(participant), events: [], recipients: recipients)
-        }
-        try db.execute(
-            sql: "UPDATE participants SET muted = ?, muted_until = ? WHERE conversation_pk = ? AND uid = ?",
-            arguments: [changed.muted == true, changed.mutedUntil, row.pk, mute.uid]
-        )
-        var writer = EventWriter(db: db, row: row, now: mute.now, actor: mute.actor)
-        try writer.append(.participantUpdated, .participantUpdated(changed))
-        try writer.finish(participantCount: nil)
-        return CommandResult(outcome: .participant(changed), events: writer.events, recipients: recipients)
-    }
-
-    /// Refuses `uid`'s send, edit or reaction while they are muted in the conversation.
-    static func requireNotMuted(_ db: Database, conversationPK: Int64, uid: String, now: Int64) throws {
-        guard let participant = try fetchParticipant(db, conversationPK: conversationPK, uid: uid),
-            participant.isMuted(at: now)
-        else { return }
-        throw Safety.mutedRefusal(until: participant.mutedUntil)
-    }
-
     public func isMuted(appId: String, conversationId: String, uid: String, now: Int64) async throws -> Bool {
         try await pool.read { db in
             guard let row = try Self.fetchConversation(db, appId: appId, id: conversationId) else { return false }
@@ -220,55 +192,6 @@ extension SQLiteStore {
 
 extension SQLiteStore {
     // MARK: Bans
-
-    static func banParticipant(_ ban: Command.BanParticipant, in db: Database) throws -> CommandResult {
-        let (row, role) = try acting(db, appId: ban.appId, id: ban.conversationId, actor: ban.actor)
-        let participant = try fetchParticipant(db, conversationPK: row.pk, uid: ban.uid)
-        try Safety.requireBan(
-            actor: ban.actor, role: role, uid: ban.uid, target: participant?.role, type: row.conversation.type,
-            roles: row.conversation.roles
-        )
-        if participant == nil, try fetchUser(db, appId: row.appId, uid: ban.uid) == nil {
-            throw DomainError.uidNotFound(ban.uid)
-        }
-        let current = try activeBan(db, row: row, uid: ban.uid, now: ban.now)
-        var writer = EventWriter(db: db, row: row, now: ban.now, actor: ban.actor)
-        let outcome: ConversationBan
-        if ban.banned {
-            let (made, changed) = Safety.banned(by: ban, current: current)
-            outcome = made
-            if changed {
-                try db.execute(
-                    sql: """
-                        INSERT INTO bans (conversation_pk, uid, banned_by, reason, until, created_at)
-                        VALUES (?, ?, ?, ?, ?, ?)
-                        ON CONFLICT (conversation_pk, uid) DO UPDATE SET banned_by = excluded.banned_by,
-                            reason = excluded.reason, until = excluded.until, created_at = excluded.created_at
-                        """,
-                    arguments: [row.pk, ban.uid, made.bannedBy, made.reason, made.until, made.createdAt]
-                )
-                // A participant is removed first, exactly as `removeParticipant` does, then told why.
-                if let participant {
-                    try deleteParticipant(db, row: row, uid: ban.uid)
-                    try writer.append(.participantRemoved, .participantRemoved(participant))
-                }
-                try writer.append(.participantBanned, .participantBanned(made))
-                try writer.finish(participantCount: participant.map { _ in row.conversation.participantCount - 1 })
-            }
-        } else {
-            guard let current else { throw Safety.notBanned(ban.uid) }
-            outcome = current
-            try db.execute(sql: "DELETE FROM bans WHERE conversation_pk = ? AND uid = ?", arguments: [row.pk, ban.uid])
-            try writer.append(.participantUnbanned, .participantUnbanned(current))
-            try writer.finish(participantCount: nil)
-        }
-        // The banned user is told too: they are not (or no longer) a participant.
-        let remaining = try participantUIDs(db, conversationPK: row.pk)
-        return CommandResult(
-            outcome: .ban(outcome), events: writer.events,
-            recipients: remaining.contains(ban.uid) ? remaining : remaining + [ban.uid], participants: remaining
-        )
-    }
 
     /// `uid`'s ban from the conversation when it holds at `now` (a row whose `until` passed is no ban).
     /// The bans in force at `now` of those of `uids` who have one, by uid.

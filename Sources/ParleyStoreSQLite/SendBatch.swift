@@ -57,6 +57,14 @@ struct SendBatch {
         var deletedMessageCount: Int64 = 0
         /// Whether sends moved its position since it was read or last written.
         var moved = false
+
+        /// What a send's decision sees (``CommandDecisions/sentMessage(_:to:role:_:)``).
+        var target: SendTarget {
+            SendTarget(
+                appId: appId, id: id, isPublic: isPublic, isDirect: isDirect, isDeleted: isDeleted, lastSeq: lastSeq,
+                roles: roles, members: members, mutes: mutes
+            )
+        }
     }
 
     /// A participant's read position (`participants.read_seq`, `read_message_count`).
@@ -129,47 +137,36 @@ struct SendBatch {
 
     /// Stores a message, or finds that it is a duplicate, or refuses it.
     mutating func send(_ send: Command.SendMessage, in db: Database) throws -> Result<CommandResult, DomainError> {
-        guard var conversation = try conversation(send.conversationId, in: db), conversation.appId == send.appId,
-            !conversation.isDeleted
-        else { return .failure(.conversationNotFound(send.conversationId)) }
-        guard let role = conversation.members[send.sender] else {
-            // A private conversation is not visible to those who do not participate.
-            return .failure(
-                conversation.isPublic
-                    ? DomainError(.notAParticipant, "Join the conversation first.")
-                    : .conversationNotFound(send.conversationId)
-            )
-        }
-        let seq = conversation.lastSeq + 1
-        var threadSeq: Int64?
-        var parts = send.parts
-        let files = Attachments.ids(in: parts)
+        typealias Decide = CommandDecisions
+        let found = try self.conversation(send.conversationId, in: db)
+        let target: SendTarget
+        let role: ParticipantRole
         do {
-            try ConversationRules.requireSend(role, roles: conversation.roles)
-            if let until = conversation.mutes[send.sender], until.map({ $0 > send.now }) ?? true {
-                throw Safety.mutedRefusal(until: until)
-            }
-            if conversation.isDirect {
-                // Read on every send (not kept): a block is made outside the writer's batches.
-                try SQLiteStore.requireNoBlock(
-                    db, appId: conversation.appId, actor: send.sender, direct: conversation.participants
-                )
-            }
-            if let replyTo = send.replyTo {
-                let parent = try SQLiteStore.fetchStoredMessage(db, conversationPK: conversation.pk, messageId: replyTo)
-                try MessageLifecycle.requireReplyTarget(parent?.message, id: replyTo)
-                threadSeq = parent?.message.seq
-            }
-            if !files.isEmpty {
-                // Read in the transaction: an upload taken by a send earlier in it is taken.
-                parts = try Attachments.resolve(
-                    parts, records: try SQLiteStore.fetchAttachments(db, appId: conversation.appId, ids: files),
-                    appId: conversation.appId, conversationId: conversation.id, actor: send.sender
-                )
-            }
+            (target, role) = try Decide.sendAccess(send, found?.target)
         } catch let refusal as DomainError {
-            // A repeat of a message stored before its parent was deleted (or the sender's role changed) is still the
-            // message stored then.
+            return .failure(refusal)
+        }
+        guard var conversation = found else { return .failure(.conversationNotFound(send.conversationId)) }
+        let message: Message
+        var threadSeq: Int64?
+        do {
+            let needs = Decide.sendNeeds(send, target)
+            var reads = SendReads()
+            if needs.blockers, let other = conversation.participants.first(where: { $0 != send.sender }) {
+                // Read on every send (not kept): a block is made outside the writer's batches.
+                reads.blockers = try SQLiteStore.blockersBetween(db, appId: target.appId, send.sender, other)
+            }
+            if let replyTo = needs.parent {
+                reads.parent = try SQLiteStore.fetchStoredMessage(
+                    db, conversationPK: conversation.pk, messageId: replyTo)?.message
+                threadSeq = reads.parent?.seq
+            }
+            if !needs.attachments.isEmpty {
+                // Read in the transaction: an upload taken by a send earlier in it is taken.
+                reads.attachments = try SQLiteStore.fetchAttachments(db, appId: target.appId, ids: needs.attachments)
+            }
+            message = try Decide.sentMessage(send, to: target, role: role, reads)
+        } catch let refusal as DomainError {
             if let clientMessageId = send.clientMessageId,
                 let original = try? Self.storedMessage(
                     conversationPK: conversation.pk, sender: send.sender, clientMessageId: clientMessageId, in: db
@@ -183,20 +180,11 @@ struct SendBatch {
             }
             return .failure(refusal)
         }
+        let seq = message.seq
         let messageIndex = conversation.messageCount + 1
-        let members = conversation.members
-        let message = Message(
-            id: send.messageId, conversationId: conversation.id, seq: seq, sender: send.sender,
-            clientMessageId: send.clientMessageId, parts: parts, metadata: send.metadata, alert: send.alert,
-            sentAt: send.now, replyTo: send.replyTo,
-            mentions: MessageLifecycle.keptMentions(send.mentions, sender: send.sender) { members[$0] != nil }
-        )
-        let event = Event(
-            id: Event.durableID(conversationId: conversation.id, seq: seq), appId: conversation.appId,
-            name: .messageSent, conversationId: conversation.id, seq: seq, timestamp: send.now,
-            context: EventContext(createdBy: send.sender), payload: .messageSent(message)
-        )
-        let json = try WireJSON.encode(event)
+        let files = Attachments.ids(in: message.parts)
+        let stored = try Decide.sentEvent(message, appId: target.appId)
+        let json = stored.json
         // The insert is the client-message-id check too: the unique index lets a sender store one message per
         // client message id, and a second one inserts nothing (the first one is then returned).
         if insertEvent == nil {
@@ -256,7 +244,7 @@ struct SendBatch {
         readers[ReaderKey(conversationPK: conversation.pk, uid: send.sender)] = read
         return .success(
             CommandResult(
-                outcome: .message(message, duplicate: false), events: [StoredEvent(event: event, json: json)],
+                outcome: .message(message, duplicate: false), events: [stored],
                 recipients: conversation.participants
             )
         )

@@ -276,6 +276,37 @@ extension StoreConformanceTests {
                 == 9)
     }
 
+    /// A reaction's answer is decided from what the command read, not read again after it: at every step it must be
+    /// what a read finds, also when the first to give a key takes it back (the key's place moves) and when the last
+    /// does (the key goes).
+    @Test(arguments: Backend.allCases) func aReactionsAnswerIsWhatAReadFindsAfterIt(_ backend: Backend)
+        async throws
+    {
+        let store = try await prepared(backend)
+        _ = try await group(store, members: ["bob", "carol"])
+        let target = try await message(store, from: "alice")
+        let steps: [(key: String, actor: String, add: Bool, at: Int64)] = [
+            ("a", "bob", true, 51), ("b", "carol", true, 52), ("a", "carol", true, 53), ("c", "alice", true, 54),
+            // bob gave "a" first: "a" is now first given at 53, after "b".
+            ("a", "bob", false, 55), ("b", "carol", false, 56), ("a", "bob", true, 57), ("c", "alice", false, 58),
+        ]
+        for step in steps {
+            let result = try await apply(store, react(target, step.key, by: step.actor, add: step.add, at: step.at))
+            guard case .reactions(let list, false) = result.outcome else { throw StoreTestError.noMessage }
+            let read = try await history(store, viewer: step.actor).last?.reactions ?? []
+            #expect(list.reactions == read, "after \(step.actor) \(step.add ? "gave" : "took back") \(step.key)")
+        }
+        #expect(
+            try await history(store, viewer: "bob").last?.reactions == [
+                ReactionSummary(key: "a", count: 2, reacted: true)
+            ])
+        let before = try await history(store, viewer: "carol").last?.reactions
+        _ = try await apply(store, react(target, "b", by: "bob", at: 59))
+        #expect(
+            try await history(store, viewer: "carol").last?.reactions
+                == (before ?? []) + [ReactionSummary(key: "b", count: 1, reacted: false)])
+    }
+
     @Test(arguments: Backend.allCases) func reactionsHaveLimits(_ backend: Backend) async throws {
         let store = try await prepared(backend)
         _ = try await group(store, members: ["bob", "carol"])
