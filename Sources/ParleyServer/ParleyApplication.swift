@@ -224,7 +224,7 @@ public func buildApplication(
     let webhooks = OutboxWorker(
         WebhookQueue(store: store, configuration: configuration.webhooks, time: time, metrics: metrics, logger: logger),
         name: "Webhooks", owner: Secrets.randomID(prefix: "webhooks_", length: 12),
-        ownsEveryLease: store is SQLiteStore,
+        ownsEveryLease: store.capabilities.oneServerAtATime,
         pollInterval: configuration.webhooks.pollInterval, concurrency: configuration.webhooks.maxConcurrentRequests,
         requestTimeout: configuration.webhooks.requestTimeout, time: time, logger: logger
     )
@@ -380,7 +380,8 @@ func makePushWorker(
         PushQueue(
             store: store, sender: sender, presence: presence, retry: configuration.pushRetry, time: time,
             metrics: metrics, logger: logger),
-        name: "Push", owner: Secrets.randomID(prefix: "push_", length: 12), ownsEveryLease: store is SQLiteStore,
+        name: "Push", owner: Secrets.randomID(prefix: "push_", length: 12),
+        ownsEveryLease: store.capabilities.oneServerAtATime,
         pollInterval: configuration.pushPollInterval, concurrency: apns.maxConcurrentRequests,
         requestTimeout: apns.requestTimeout, time: time, logger: logger
     )

@@ -48,8 +48,8 @@ public protocol InlineReads: Sendable {
     func unread(_ requests: [UnreadRequest]) throws -> [UnreadSummary]
 }
 
-/// The unread counts the unread notifier wants read for a user: with a batch (see ``UnreadWithBatch``), or on its own
-/// (``InlineReads/unread(_:)``).
+/// The unread counts the unread notifier wants read for a user: with a batch (``ParleyStore/apply(_:readingUnread:)``),
+/// or on its own (``InlineReads/unread(_:)``).
 public struct UnreadRequest: Sendable, Hashable {
     public var appId: String
     public var uid: String
@@ -81,19 +81,36 @@ public struct UnreadRequest: Sendable, Hashable {
     public var reads: [String]? { everyConversation ? nil : conversationIds }
 }
 
-/// A store that reads unread counts in the transaction that stores a batch of commands, after the commands.
-///
-/// SQLite: the writer's connection keeps its page cache across transactions and has just touched the conversation
-/// and participant rows the counts come from, where a reader connection starts every transaction with an empty cache
-/// once the database changed; and no read transaction of its own is needed.
-public protocol UnreadWithBatch: Sendable {
-    /// ``ParleyStore/apply(_:)``, then, before the commit, the counts each request `wanted` makes for the results asks
-    /// for (``UnreadRequest/reads``), in that order; a count that cannot be read is left out and the batch is
-    /// stored all the same. `wanted` runs inside the transaction, on the store's writer.
-    func apply(
-        _ commands: [Command],
-        readingUnread wanted: @escaping @Sendable ([Result<CommandResult, DomainError>]) -> [UnreadRequest]
-    ) async throws -> (results: [Result<CommandResult, DomainError>], unread: [(UnreadRequest, UnreadSummary)])
+/// What a batch of commands did: each command's result, in order, and the unread counts read in the batch's
+/// transaction (``ParleyStore/apply(_:readingUnread:)``).
+public struct BatchOutcome: Sendable {
+    public var results: [Result<CommandResult, DomainError>]
+    public var unread: [(UnreadRequest, UnreadSummary)]
+
+    public init(results: [Result<CommandResult, DomainError>], unread: [(UnreadRequest, UnreadSummary)]) {
+        self.results = results
+        self.unread = unread
+    }
+}
+
+/// What a store can do beyond ``ParleyStore``, declared once by the store (``ParleyStore/capabilities``).
+public struct StoreCapabilities: Sendable {
+    /// The reads on the server's hot paths answered on the caller's thread; nil: the server uses the `async` reads.
+    public var inlineReads: (any InlineReads)?
+    /// Batches applied on the calling thread; nil: only ``ParleyStore/apply(_:readingUnread:)``.
+    public var synchronousBatches: (any SynchronousBatches)?
+    /// Whether one server at a time uses the database (SQLite's file): what an earlier run left leased in the push and
+    /// webhook queues is its own, released when it starts.
+    public var oneServerAtATime: Bool
+
+    public init(
+        inlineReads: (any InlineReads)? = nil, synchronousBatches: (any SynchronousBatches)? = nil,
+        oneServerAtATime: Bool = false
+    ) {
+        self.inlineReads = inlineReads
+        self.synchronousBatches = synchronousBatches
+        self.oneServerAtATime = oneServerAtATime
+    }
 }
 
 /// A store that applies a batch of commands on the calling thread, blocking it until the commit (SQLite: the writer's
@@ -103,8 +120,8 @@ public protocol UnreadWithBatch: Sendable {
 /// from the thread that takes it to the store's and back, and to a publishing task, which on two cores cost more
 /// than storing a small batch.
 public protocol SynchronousBatches: Sendable {
-    /// ``UnreadWithBatch/apply(_:readingUnread:)``, on the calling thread.
+    /// ``ParleyStore/apply(_:readingUnread:)``, on the calling thread.
     func applySynchronously(
         _ commands: [Command], readingUnread wanted: ([Result<CommandResult, DomainError>]) -> [UnreadRequest]
-    ) throws -> (results: [Result<CommandResult, DomainError>], unread: [(UnreadRequest, UnreadSummary)])
+    ) throws -> BatchOutcome
 }

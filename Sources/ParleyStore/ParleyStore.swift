@@ -12,6 +12,9 @@ public protocol ParleyStore: Sendable {
     var activity: StoreActivity { get }
     /// Releases the database.
     func close() async throws
+    /// What the store can do beyond this protocol, declared by the store once: the server asks nothing of a store's
+    /// type.
+    var capabilities: StoreCapabilities { get }
 
     // MARK: Apps
     func insertApp(_ app: AppRecord) async throws
@@ -95,6 +98,14 @@ public protocol ParleyStore: Sendable {
     /// Applies commands in one transaction, in order. A command refused by a rule gets its ``DomainError`` and
     /// does not affect the others.
     func apply(_ commands: [Command]) async throws -> [Result<CommandResult, DomainError>]
+    /// ``apply(_:)``, then, before the commit, the unread counts that `wanted` asks for the results
+    /// (``UnreadRequest/reads``), in that order; a count that cannot be read is left out and the batch is stored all
+    /// the same. `wanted` runs inside the transaction, on the store's writer. A store that does not read counts with a
+    /// batch returns none (the default), and the server reads them afterwards.
+    func apply(
+        _ commands: [Command],
+        readingUnread wanted: @escaping @Sendable ([Result<CommandResult, DomainError>]) -> [UnreadRequest]
+    ) async throws -> BatchOutcome
     /// A conversation and the caller's role in it; nil role when the caller is not a participant.
     func conversation(appId: String, id: String, viewer: String) async throws -> (ConversationRow, ParticipantRole?)?
     /// The caller's conversations, most recently active first.
@@ -235,6 +246,14 @@ public struct StoreActivity: Sendable, Hashable {
 }
 
 extension ParleyStore {
+    /// The batch alone: no unread counts read with it.
+    public func apply(
+        _ commands: [Command],
+        readingUnread wanted: @escaping @Sendable ([Result<CommandResult, DomainError>]) -> [UnreadRequest]
+    ) async throws -> BatchOutcome {
+        BatchOutcome(results: try await apply(commands), unread: [])
+    }
+
     /// One user after the other.
     public func unread(_ requests: [UnreadRequest]) async throws -> [UnreadSummary] {
         var summaries: [UnreadSummary] = []

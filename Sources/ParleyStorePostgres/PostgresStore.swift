@@ -177,6 +177,9 @@ public final class PostgresStore: ParleyStore {
         try await withSession { try await $0.execute(query) }
     }
 
+    /// A network database shared by several nodes: `async` reads and batches only.
+    public var capabilities: StoreCapabilities { StoreCapabilities() }
+
     public var activity: StoreActivity {
         let (inFlight, failures) = counters.withLockedValue { ($0.inFlight, $0.failures) }
         return StoreActivity(inFlight: inFlight, capacity: maximumConnections, failures: failures)

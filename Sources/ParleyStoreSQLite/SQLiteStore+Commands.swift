@@ -3,7 +3,7 @@ import GRDB
 import ParleyProtocol
 import ParleyStore
 
-extension SQLiteStore: UnreadWithBatch, SynchronousBatches {
+extension SQLiteStore: SynchronousBatches {
     public func apply(_ commands: [Command]) async throws -> [Result<CommandResult, DomainError>] {
         try await pool.writeWithoutTransaction { [writerMemory] db in
             try Self.writeBatch(db, memory: writerMemory) { sends in
@@ -15,7 +15,7 @@ extension SQLiteStore: UnreadWithBatch, SynchronousBatches {
     public func apply(
         _ commands: [Command],
         readingUnread wanted: @escaping @Sendable ([Result<CommandResult, DomainError>]) -> [UnreadRequest]
-    ) async throws -> (results: [Result<CommandResult, DomainError>], unread: [(UnreadRequest, UnreadSummary)]) {
+    ) async throws -> BatchOutcome {
         try await pool.writeWithoutTransaction { [writerMemory] db in
             try Self.writeBatch(db, memory: writerMemory) { sends in
                 try Self.applyBatch(commands, in: db, sends: &sends, readingUnread: wanted)
@@ -25,7 +25,7 @@ extension SQLiteStore: UnreadWithBatch, SynchronousBatches {
 
     public func applySynchronously(
         _ commands: [Command], readingUnread wanted: ([Result<CommandResult, DomainError>]) -> [UnreadRequest]
-    ) throws -> (results: [Result<CommandResult, DomainError>], unread: [(UnreadRequest, UnreadSummary)]) {
+    ) throws -> BatchOutcome {
         try pool.writeWithoutTransaction { db in
             try Self.writeBatch(db, memory: writerMemory) { sends in
                 try Self.applyBatch(commands, in: db, sends: &sends, readingUnread: wanted)
@@ -37,7 +37,7 @@ extension SQLiteStore: UnreadWithBatch, SynchronousBatches {
     private static func applyBatch(
         _ commands: [Command], in db: Database, sends: inout SendBatch,
         readingUnread wanted: ([Result<CommandResult, DomainError>]) -> [UnreadRequest]
-    ) throws -> (results: [Result<CommandResult, DomainError>], unread: [(UnreadRequest, UnreadSummary)]) {
+    ) throws -> BatchOutcome {
         let results = try applyBatch(commands, in: db, sends: &sends)
         // Counts in the conversations the sends read are known without a read (``SendBatch/unread(_:)``). A count that
         // cannot be read is left out: the batch is stored all the same, and the publication then records its user's
@@ -46,7 +46,7 @@ extension SQLiteStore: UnreadWithBatch, SynchronousBatches {
             (sends.unread(request) ?? (try? fetchUnread(db, request)))
                 .map { (request, $0) }
         }
-        return (results, unread)
+        return BatchOutcome(results: results, unread: unread)
     }
 
     /// Applies the commands in the transaction open on `db`; `sends` carries what sends read (``SendBatch``).

@@ -88,6 +88,11 @@ public final class SQLiteStore: ParleyStore {
         StoreActivity(capacity: pool.configuration.maximumReaderCount + 1)
     }
 
+    /// Reads and batches on the caller's thread; one server at a time on the file.
+    public var capabilities: StoreCapabilities {
+        StoreCapabilities(inlineReads: self, synchronousBatches: self, oneServerAtATime: true)
+    }
+
     public func checkHealth() async throws {
         _ = try await pool.read { db in try Int.fetchOne(db, sql: "SELECT 1") }
     }

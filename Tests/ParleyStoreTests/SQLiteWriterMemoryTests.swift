@@ -123,11 +123,11 @@ import Testing
             ("alice", ["c_g"]), ("bob", ["c_g"]), ("dave", ["c_g"]), ("erin", ["c_g"]), ("bob", ["c_g", "c_none"]),
         ]
         func apply(_ commands: [Command]) async throws -> [String: Int] {
-            let (_, unread) = try await store.apply(commands) { _ in
+            let unread = try await store.apply(commands) { _ in
                 asked.map {
                     UnreadRequest(appId: Self.appId, uid: $0.0, conversationIds: $0.1, everyConversation: false)
                 }
-            }
+            }.unread
             #expect(unread.count == asked.count)
             var totals: [String: Int] = [:]
             for (request, summary) in unread {

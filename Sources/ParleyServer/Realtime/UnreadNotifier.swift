@@ -16,7 +16,7 @@ import ServiceLifecycle
 /// interval, and a member of a quiet conversation gets each count just after the message that changed it.
 ///
 /// Pushes go out in batches, written with the hand-written encoder. On a store that reads unread counts with a batch of
-/// commands (``UnreadWithBatch``, SQLite), the users a batch makes due are chosen in its transaction, their counts read
+/// commands (SQLite, ``ParleyStore/apply(_:readingUnread:)``), the users a batch makes due are chosen in its transaction, their counts read
 /// there, and pushed with the batch's events (``dueWithBatch(_:)``, ``publishingBatch(_:_:)``). Every other push is
 /// made by one task (``run()``): the users due are read together (one read transaction on SQLite). The intervals are
 /// ``FixedDelayTimers`` (one queue, one sleeping task, ends rounded to 10 ms); when one ends with changes waiting, the
@@ -394,13 +394,13 @@ final class UnreadNotifier: Service {
         self.time = time
         self.logger = logger
         self.holds = FixedDelayTimers(delay: interval, timeline: time.timeline)
-        self.inlineReads = store as? any InlineReads
+        self.inlineReads = store.capabilities.inlineReads
     }
 
     /// Users whose counts went out with the batch being published on this task (see ``publishingBatch(_:_:)``).
     @TaskLocal private static var pushedWithBatch: Set<UserKey> = []
 
-    /// In the transaction that stores a batch (``UnreadWithBatch``): the users whose counts the batch changes and who
+    /// In the transaction that stores a batch (``ParleyStore/apply(_:readingUnread:)``): the users whose counts the batch changes and who
     /// are due now (connected here, budget not spent, no push pending). The push is taken from their budget now, and
     /// their counts are read in the transaction and go out with the batch's events (``publishingBatch(_:_:)``).
     /// Users who are held or pending are left to ``changed(appId:uids:conversationId:)`` when the batch is published,

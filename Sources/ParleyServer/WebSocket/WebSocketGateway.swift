@@ -98,7 +98,7 @@ struct WebSocketGateway: Sendable {
     }
 
     /// The store's inline reads, when it has them (SQLite): the handshake then runs on the socket's event loop.
-    var inlineReads: (any InlineReads)? { store as? any InlineReads }
+    var inlineReads: (any InlineReads)? { store.capabilities.inlineReads }
 
     /// Checks the token and reads what the connection starts from.
     func authenticate(token: String?) async -> Result<Opening, DomainError> {

@@ -32,8 +32,8 @@ final class CommandWriter: Service {
 
     /// What the storing loop hands to the publishing loop, in commit order.
     private enum Stored: Sendable {
-        /// With the unread counts read in the batch's transaction (``UnreadWithBatch``).
-        case committed([Pending], [Result<CommandResult, DomainError>], [(UnreadRequest, UnreadSummary)])
+        /// With the unread counts read in the batch's transaction.
+        case committed([Pending], BatchOutcome)
         case failed([Pending], any Error)
         case cluster([ClusterWork])
     }
@@ -168,7 +168,7 @@ final class CommandWriter: Service {
     func run() async throws {
         await withTaskCancellationHandler {
             await withGracefulShutdownHandler {
-                if ownThread, let store = store as? any SynchronousBatches, publisher.isSingleNode {
+                if ownThread, let store = store.capabilities.synchronousBatches, publisher.isSingleNode {
                     await runOnThread(store)
                 } else {
                     await runOverlapping()
@@ -281,8 +281,8 @@ final class CommandWriter: Service {
     private func commitOnThread(_ batch: [Pending], in store: any SynchronousBatches) -> Stored {
         let started = DispatchTime.now().uptimeNanoseconds
         do {
-            let (results, unread) = try store.applySynchronously(commands(of: batch)) { publisher.unreadDue($0) }
-            return committed(batch, results, unread, started: started)
+            let outcome = try store.applySynchronously(commands(of: batch)) { publisher.unreadDue($0) }
+            return committed(batch, outcome, started: started)
         } catch {
             return failed(batch, error)
         }
@@ -291,10 +291,10 @@ final class CommandWriter: Service {
     /// Publishes a batch the writer's thread stored and answers its callers (see ``publishStored()``).
     private func publishOnThread(_ stored: Stored) {
         switch stored {
-        case .committed(let batch, let results, let unread):
+        case .committed(let batch, let outcome):
             DeferredWakeUps.collectOnThread {
-                publisher.publishingBatch(unread) {
-                    for (pending, result) in zip(batch, results) {
+                publisher.publishingBatch(outcome.unread) {
+                    for (pending, result) in zip(batch, outcome.results) {
                         switch result {
                         case .success(let outcome):
                             publisher.publishLocally(outcome)
@@ -314,26 +314,17 @@ final class CommandWriter: Service {
 
     /// Applies a batch in one transaction.
     private func commit(_ batch: [Pending]) async -> Stored {
-        let commands = commands(of: batch)
-        let results: [Result<CommandResult, DomainError>]
-        var unread: [(UnreadRequest, UnreadSummary)] = []
         let started = DispatchTime.now().uptimeNanoseconds
         do {
-            if let store = store as? any UnreadWithBatch {
-                (results, unread) = try await store.apply(commands) { [publisher] in publisher.unreadDue($0) }
-            } else {
-                results = try await store.apply(commands)
-            }
+            let outcome = try await store.apply(commands(of: batch)) { [publisher] in publisher.unreadDue($0) }
+            return committed(batch, outcome, started: started)
         } catch {
             return failed(batch, error)
         }
-        return committed(batch, results, unread, started: started)
     }
 
-    private func committed(
-        _ batch: [Pending], _ results: [Result<CommandResult, DomainError>], _ unread: [(UnreadRequest, UnreadSummary)],
-        started: UInt64
-    ) -> Stored {
+    private func committed(_ batch: [Pending], _ outcome: BatchOutcome, started: UInt64) -> Stored {
+        let results = outcome.results
         metrics.commitDuration.recordNanoseconds(Int64(DispatchTime.now().uptimeNanoseconds - started))
         metrics.commandBatchSize.record(batch.count)
         metrics.commandsCommitted.increment(by: batch.count)
@@ -341,7 +332,7 @@ final class CommandWriter: Service {
         if newMessages > 0 { metrics.messagesStored.increment(by: newMessages) }
         if let pushQueued, newMessages > 0 { pushQueued() }
         if let eventsStored, results.contains(where: { (try? $0.get())?.events.isEmpty == false }) { eventsStored() }
-        return .committed(batch, results, unread)
+        return .committed(batch, outcome)
     }
 
     private func failed(_ batch: [Pending], _ error: any Error) -> Stored {
@@ -355,11 +346,11 @@ final class CommandWriter: Service {
     private func publishStored() async {
         while let next = await stored.take() {
             switch next {
-            case .committed(let batch, let results, let unread):
+            case .committed(let batch, let outcome):
                 // Sockets are woken once the whole batch is published and answered: a sender's event and ack, or a
                 // member's events of several messages, and the unread counts they changed, go out in one flush.
                 await DeferredWakeUps.collect {
-                    await publisher.publishingBatch(unread) { await publish(batch, results) }
+                    await publisher.publishingBatch(outcome.unread) { await publish(batch, outcome.results) }
                 }
                 epoch.batchFinished()
             case .failed(let batch, let error):
