@@ -36,7 +36,7 @@ final class AdmissionGate: Sendable {
 
     /// A WebSocket handshake's place: waiting, then holding a slot, then released.
     struct Ticket: Hashable, Sendable {
-        fileprivate let id: UInt64
+        let id: UInt64
     }
 
     private struct Waiter {

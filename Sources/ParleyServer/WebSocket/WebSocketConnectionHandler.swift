@@ -22,34 +22,28 @@ final class WebSocketConnectionHandler: ChannelDuplexHandler {
     typealias OutboundIn = WebSocketFrame
     typealias OutboundOut = WebSocketFrame
 
+    typealias Machine = WebSocketConnectionStateMachine<WebSocketFrame, WebSocketGateway.Opening>
+
     private let gateway: WebSocketGateway
     private let token: String?
     /// Writes complete frames straight to the socket (every write of this handler goes through it).
     private let raw: RawFrameWriter
     private let logger: Logger
-    private var machine = WebSocketConnectionStateMachine()
+    /// Every decision about this socket: what it holds, what waits, where its handshake and close stand.
+    private var machine = Machine()
     private var context: ChannelHandlerContext?
+    /// What exists while the channel does: the handle other threads wake the writer through, then the registered
+    /// connection with its frame session and its token's expiry. Dropped when the channel closes.
     private var socket: SocketHandle?
     private var connection: ServerConnection?
     private var expiryTicket: TokenExpiry.Ticket?
     private var session: FrameSession?
-    /// Data frames that arrived before the connection was live.
-    private var heldFrames: [WebSocketFrame] = []
-    /// A read was asked for while the connection was not live; it is passed on when it is.
-    private var readWithheld = false
     /// Only the close timer is ever cancelled. The heartbeat and the handshake's timeout are not: NIO cancels a
     /// scheduled task by searching its loop's timer heap from the start (`removeFirst(where:)`), so with thousands of
     /// sockets on a loop every handshake and every close scanned thousands of timers (a storm of 10,000 resets held
     /// the loops for over 100 ms). Those timers hold the handler weakly; one that fires late finds it gone, or its
     /// state machine past the point where the timer mattered, and does nothing.
     private var closeTimer: Scheduled<Void>?
-    /// The close code sent or received first, for the metrics.
-    private var closeCode: UInt16?
-    /// The connection still holds the admission gate's slot it took when it was accepted (until it is live, or its
-    /// client is slow to send `connect`).
-    private var holdsAcceptSlot = true
-    /// The slot of the admission gate taken again for the handshake, by a connection that gave its accept slot up.
-    private var handshakeTicket: AdmissionGate.Ticket?
 
     init(gateway: WebSocketGateway, token: String?, raw: RawFrameWriter, logger: Logger) {
         self.gateway = gateway
@@ -79,36 +73,23 @@ final class WebSocketConnectionHandler: ChannelDuplexHandler {
         // One timer at first: a client that sends `connect` within the grace (nearly every one) needs no other. One that
         // does not gives its setup slot up (it costs nothing while it waits on its peer), and gets the handshake's
         // timeout.
-        checkConnectArrived(context.eventLoop, started: context.eventLoop.now)
+        let loop = context.eventLoop
+        let grace = gateway.configuration.edge.silentConnectionGrace.timeAmount
+        let due = loop.now + grace
+        loop.assumeIsolated().scheduleTask(deadline: due) { [weak self] in
+            guard let self else { return }
+            perform(machine.connectGraceEnded(late: WebSocketUpgradeSniffer.isLate(loop.now, due: due, grace: grace)))
+        }
         scheduleHeartbeat()
     }
 
-    /// After the grace: a connection still waiting for `connect` gives its setup slot up (it waits on its peer), and
-    /// gets the handshake's timeout. If the loop is busy (the timer fired late), the frame may have arrived unread: the
-    /// connection keeps its slot then (until it is live, or a second at most while the gate is full).
-    private func checkConnectArrived(_ loop: any EventLoop, started: NIODeadline) {
-        let grace = gateway.configuration.edge.silentConnectionGrace.timeAmount
-        let timeout = started + gateway.configuration.handshakeTimeout.timeAmount
-        let due = loop.now + grace
-        loop.assumeIsolated().scheduleTask(deadline: due) { [weak self] in
-            guard let self, machine.state == .awaitingConnect else { return }
-            if holdsAcceptSlot, !WebSocketUpgradeSniffer.isLate(loop.now, due: due, grace: grace) {
-                releaseHandshakeSlot()
-            }
-            loop.assumeIsolated().scheduleTask(deadline: timeout) { [weak self] in
-                guard let self else { return }
-                perform(machine.handshakeTimedOut())
-            }
-        }
-    }
-
     func channelInactive(context: ChannelHandlerContext) {
-        closed()
+        perform(machine.channelClosed())
         context.fireChannelInactive()
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
-        closed()
+        perform(machine.channelClosed())
         self.context = nil
     }
 
@@ -121,20 +102,14 @@ final class WebSocketConnectionHandler: ChannelDuplexHandler {
                 serverClose(code: WebSocketCloseCode.invalidPayload, reason: .invalidUTF8, awaitAnswer: false)
                 return
             }
-            switch machine.dataFrameReceived() {
-            case .handshake: handshake(frame)
-            case .hold: heldFrames.append(frame)
-            case .serve: session?.receive(frame)
-            case .drop: break
-            }
+            perform(machine.dataFrameReceived(frame))
         case .ping:
-            guard machine.state != .closed else { return }
-            answerPing(frame.unmaskedData)
+            perform(machine.pingReceived(frame, writable: context.channel.isWritable))
         case .pong:
             var payload = frame.unmaskedData
             machine.pongReceived(payload.readInteger(as: UInt64.self))
         case .connectionClose:
-            peerClosed(frame)
+            perform(machine.closeFrameReceived(Self.peerClose(frame)))
         default:
             // Continuations are joined by the aggregator in front of this handler; other opcodes fail in the decoder.
             break
@@ -147,12 +122,7 @@ final class WebSocketConnectionHandler: ChannelDuplexHandler {
     }
 
     func read(context: ChannelHandlerContext) {
-        switch machine.state {
-        case .authenticating, .catchingUp:
-            readWithheld = true
-        case .awaitingConnect, .live, .closing, .closed:
-            context.read()
-        }
+        perform(machine.readRequested())
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
@@ -189,50 +159,122 @@ final class WebSocketConnectionHandler: ChannelDuplexHandler {
         }
     }
 
+    /// Closes the connection: an error frame first when there is one, then a close frame with the code and the
+    /// reason; then waits for the client's close frame (at most the gateway's close timeout) unless `awaitAnswer` is
+    /// false. The first close wins.
+    func serverClose(code: UInt16, reason: ErrorCode, error: DomainError? = nil, awaitAnswer: Bool = true) {
+        perform(machine.closeRequested(code: code, reason: reason, error: error, awaitAnswer: awaitAnswer))
+    }
+
+    // MARK: Actions
+
+    /// Carries out what the state machine decided: the one place this handler acts.
+    private func perform(_ action: Machine.Action) {
+        switch action {
+        case .none:
+            break
+        case .passRead:
+            context?.read()
+        case .handshake(let frame):
+            handshake(frame)
+        case .serve(let frame):
+            session?.receive(frame)
+        case .awaitConnect(let releasing):
+            release(releasing)
+            guard let context else { return }
+            // The handshake's timeout counts from the accept: the grace has passed already.
+            let configuration = gateway.configuration
+            let rest = configuration.handshakeTimeout - configuration.edge.silentConnectionGrace
+            context.eventLoop.assumeIsolated().scheduleTask(in: rest.timeAmount) { [weak self] in
+                guard let self else { return }
+                perform(machine.handshakeTimedOut())
+            }
+        case .requestHandshakeSlot:
+            guard let context else { return }
+            let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
+            let loop = context.eventLoop
+            let (ticket, holding) = gateway.admission.requestHandshake(at: loop.now) {
+                loop.execute { handler.value.perform(handler.value.machine.handshakeSlotGranted()) }
+            }
+            perform(machine.handshakeTicketIssued(ticket, holding: holding))
+        case .authenticate(let connect):
+            authenticate(connect)
+        case .releaseSlot(let slot):
+            release(slot)
+        case .register(let opened, let connect):
+            register(opened, connect: connect)
+        case .goLive(let releasing, let held, let passRead):
+            release(releasing)
+            if connection?.outbound.release() == true { drain() }
+            // Each frame again through the machine: one of them may close the connection.
+            for frame in held { perform(machine.dataFrameReceived(frame)) }
+            if passRead { context?.read() }
+        case .answerPing(let ping, let throughQueue):
+            let pong = FrameEncoding.control(.pong, ping.unmaskedData.readableBytesView)
+            if throughQueue {
+                // A client that pings and never reads is closed with 4008 like any slow consumer.
+                connection?.push(pong)
+            } else {
+                raw.write(pong)
+                raw.flush()
+            }
+        case .sendPing(let payload):
+            var data = ByteBuffer()
+            data.writeInteger(payload)
+            raw.write(FrameEncoding.control(.ping, data.readableBytesView))
+            raw.flush()
+            scheduleHeartbeat()
+        case .sendClose(let code, let reason, let error, let awaitAnswer):
+            sendClose(code: code, reason: reason, error: error, awaitAnswer: awaitAnswer)
+        case .answerClose(let code):
+            guard let context else { return }
+            let channel = context.channel
+            connection?.outbound.finish()
+            raw.writeAndFlush(FrameEncoding.close(code: code, reason: ""), on: context.eventLoop)
+                .whenComplete { _ in channel.close(promise: nil) }
+        case .closeChannel:
+            context?.channel.close(promise: nil)
+        case .cleanUp(let unregister, let releasing, let closeCode):
+            cleanUp(unregister: unregister, releasing: releasing, closeCode: closeCode)
+        }
+    }
+
+    /// Gives the admission gate's slot back.
+    private func release(_ slot: Machine.Slot) {
+        switch slot {
+        case .accept:
+            if let context { gateway.admission.admitted(context.channel) }
+        case .handshake(let ticket):
+            gateway.admission.release(ticket)
+        case .none:
+            break
+        }
+    }
+
     // MARK: Handshake
 
     /// The first data frame: it must be `connect`, in the protocol version this server speaks.
     private func handshake(_ frame: WebSocketFrame) {
-        let connect: ConnectFrame
         switch WebSocketGateway.connectFrame(frame) {
         case .failure(let refusal):
             serverClose(code: WebSocketCloseCode.protocolViolation, reason: refusal.code, error: refusal)
-            return
-        case .success(let frame):
-            connect = frame
-        }
-        if connect.token != nil, token != nil {
+        case .success(let connect) where connect.token != nil && token != nil:
             let refusal = DomainError(
                 .handshakeFailed, "Give the token in the Authorization header or in the connect frame, not both."
             )
             serverClose(code: WebSocketCloseCode.protocolViolation, reason: refusal.code, error: refusal)
-            return
+        case .success(let connect):
+            perform(machine.connectAccepted(connect))
         }
-        machine.connectAccepted()
-        guard let context else { return }
-        let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
-        let loop = context.eventLoop
-        guard !holdsAcceptSlot else {
-            slotGranted(connect)
-            return
-        }
-        let (ticket, holding) = gateway.admission.requestHandshake(at: loop.now) {
-            loop.execute { handler.value.slotGranted(connect) }
-        }
-        handshakeTicket = ticket
-        if holding { slotGranted(connect) }
     }
 
-    /// The connection holds a handshake slot: authentication starts.
-    private func slotGranted(_ connect: ConnectFrame) {
-        guard let context, machine.state == .authenticating else {
-            releaseHandshakeSlot()
-            return
-        }
+    /// Reads the token and its user: on the event loop when the store answers inline, else in a short task.
+    private func authenticate(_ connect: ConnectFrame) {
+        guard let context else { return }
         // A browser cannot set the upgrade's Authorization header: its token comes in the connect frame.
         let token = connect.token ?? self.token
         if let inline = gateway.inlineReads {
-            authenticated(gateway.authenticate(token: token, inline: inline), connect: connect)
+            authenticated(gateway.authenticate(token: token, inline: inline))
             return
         }
         let gateway = self.gateway
@@ -240,29 +282,20 @@ final class WebSocketConnectionHandler: ChannelDuplexHandler {
         let loop = context.eventLoop
         Task {
             let opening = await gateway.authenticate(token: token)
-            loop.execute { handler.value.authenticated(opening, connect: connect) }
+            loop.execute { handler.value.authenticated(opening) }
         }
     }
 
-    private func authenticated(_ opening: Result<WebSocketGateway.Opening, DomainError>, connect: ConnectFrame) {
-        guard let context, let socket else { return }
-        let opened: WebSocketGateway.Opening
+    private func authenticated(_ opening: Result<WebSocketGateway.Opening, DomainError>) {
         switch opening {
-        case .failure(let refusal):
-            let closeCode =
-                switch refusal.code {
-                case .serverShuttingDown: WebSocketCloseCode.goingAway
-                case .internalError: WebSocketCloseCode.internalError
-                default: WebSocketCloseCode.authenticationFailed
-                }
-            if case .refuse = machine.authenticationFailed(refusal.code) {
-                serverClose(code: closeCode, reason: refusal.code, error: refusal)
-            }
-            return
-        case .success(let value):
-            opened = value
+        case .failure(let refusal): perform(machine.authenticationFailed(refusal))
+        case .success(let opened): perform(machine.authenticated(opened))
         }
-        guard case .register = machine.authenticated() else { return }
+    }
+
+    /// Registers the connection, sends `hello`, then what the client missed.
+    private func register(_ opened: WebSocketGateway.Opening, connect: ConnectFrame) {
+        guard let context, let socket else { return }
         let connection = ServerConnection(
             id: Secrets.randomID(prefix: "k_", length: 12), principal: opened.principal, socket: socket,
             outboundLimitBytes: gateway.configuration.outboundQueueLimitBytes,
@@ -285,7 +318,7 @@ final class WebSocketConnectionHandler: ChannelDuplexHandler {
                     // Nothing to replay: the connection is live at once, without leaving the event loop.
                     for frame in WebSocketGateway.framesWithoutReplay(plan) { raw.write(frame) }
                     raw.flush()
-                    caughtUp()
+                    perform(machine.caughtUp())
                     return
                 }
                 raw.flush()
@@ -322,7 +355,7 @@ final class WebSocketConnectionHandler: ChannelDuplexHandler {
                 try await gateway.replay(plan, principal: principal) { frames in
                     try await loop.flatSubmit { handler.value.writeReplayed(frames, on: loop) }.get()
                 }
-                loop.execute { handler.value.caughtUp() }
+                loop.execute { handler.value.perform(handler.value.machine.caughtUp()) }
             } catch {
                 loop.execute { handler.value.catchUpFailed(error) }
             }
@@ -331,7 +364,7 @@ final class WebSocketConnectionHandler: ChannelDuplexHandler {
 
     /// Writes a page of replayed frames; the future completes when the last is written to the socket.
     private func writeReplayed(_ frames: [ByteBuffer], on loop: any EventLoop) -> EventLoopFuture<Void> {
-        guard context != nil, machine.state == .catchingUp, let last = frames.last else {
+        guard context != nil, machine.acceptsReplay, let last = frames.last else {
             return loop.makeFailedFuture(ChannelError.ioOnClosedChannel)
         }
         for frame in frames.dropLast() { raw.write(frame) }
@@ -342,50 +375,6 @@ final class WebSocketConnectionHandler: ChannelDuplexHandler {
     private func catchUpFailed(_ error: any Error) {
         logger.debug("Catching up failed", metadata: logMetadata.merging(["error": "\(error)"]) { $1 })
         serverClose(code: WebSocketCloseCode.internalError, reason: .internalError)
-    }
-
-    /// `caughtUp` was written: live frames flow.
-    private func caughtUp() {
-        guard let context, machine.caughtUp() else { return }
-        releaseHandshakeSlot()
-        if connection?.outbound.release() == true { drain() }
-        let held = heldFrames
-        heldFrames = []
-        for frame in held where machine.dataFrameReceived() == .serve {
-            session?.receive(frame)
-        }
-        if readWithheld {
-            readWithheld = false
-            context.read()
-        }
-    }
-
-    /// Gives the admission gate's slot back, whichever this connection holds.
-    private func releaseHandshakeSlot() {
-        if holdsAcceptSlot, let context {
-            holdsAcceptSlot = false
-            gateway.admission.admitted(context.channel)
-        }
-        guard let handshakeTicket else { return }
-        self.handshakeTicket = nil
-        gateway.admission.release(handshakeTicket)
-    }
-
-    /// Answers a ping with its payload. A registered connection's pong goes through its bounded queue (a client that
-    /// pings and never reads is closed with 4008 like any slow consumer); before that, a socket that does not take
-    /// the pong at once is closed with 4008 too.
-    private func answerPing(_ payload: ByteBuffer) {
-        let pong = FrameEncoding.control(.pong, payload.readableBytesView)
-        if let connection {
-            connection.push(pong)
-            return
-        }
-        guard let context, context.channel.isWritable else {
-            serverClose(code: WebSocketCloseCode.slowConsumer, reason: .slowConsumer, awaitAnswer: false)
-            return
-        }
-        raw.write(pong)
-        raw.flush()
     }
 
     // MARK: Writing
@@ -424,20 +413,8 @@ final class WebSocketConnectionHandler: ChannelDuplexHandler {
 
     // MARK: Closing
 
-    /// Closes the connection: an error frame first when there is one, then a close frame with the code and the
-    /// reason; then waits for the client's close frame (at most the gateway's close timeout) unless `awaitAnswer` is
-    /// false. The first close wins.
-    func serverClose(code: UInt16, reason: ErrorCode, error: DomainError? = nil, awaitAnswer: Bool = true) {
-        perform(
-            machine.closeRequested(code: code, reason: reason, errorFrame: error != nil), error: error,
-            awaitAnswer: awaitAnswer)
-    }
-
-    private func perform(
-        _ action: WebSocketConnectionStateMachine.CloseAction, error: DomainError? = nil, awaitAnswer: Bool = true
-    ) {
-        guard case .sendClose(let code, let reason, _) = action, let context else { return }
-        if closeCode == nil { closeCode = code }
+    private func sendClose(code: UInt16, reason: ErrorCode, error: DomainError?, awaitAnswer: Bool) {
+        guard let context else { return }
         connection?.outbound.finish()
         if let error {
             raw.write(FrameEncoding.frame(.error(ErrorFrame(code: error.code, message: error.message))))
@@ -447,50 +424,22 @@ final class WebSocketConnectionHandler: ChannelDuplexHandler {
         if awaitAnswer {
             closeTimer = context.eventLoop.assumeIsolated().scheduleTask(
                 in: gateway.configuration.closeTimeout.timeAmount
-            ) {
-                [self] in
-                if machine.closeTimedOut() { channel.close(promise: nil) }
+            ) { [self] in
+                if case .closeChannel = machine.closeTimedOut() { channel.close(promise: nil) }
             }
         } else {
             written.whenComplete { _ in channel.close(promise: nil) }
         }
     }
 
-    /// The client sent a close frame: answer it with its code (unless it answers ours), then close the channel. A close
-    /// frame RFC 6455 does not allow (a one-byte payload, a code a peer may not send, a reason that is not UTF-8) is
-    /// answered with 1002 (1007) instead.
-    private func peerClosed(_ frame: WebSocketFrame) {
-        guard let context else { return }
-        let channel = context.channel
-        guard machine.state != .closing else {
-            _ = machine.closeFrameReceived()
-            channel.close(promise: nil)
-            return
-        }
+    /// A close frame as RFC 6455 reads it: a one-byte payload, a code a peer may not send and a reason that is not
+    /// UTF-8 are refused.
+    static func peerClose(_ frame: WebSocketFrame) -> Machine.PeerClose {
         var data = frame.unmaskedData
-        var code = WebSocketCloseCode.normal
-        if data.readableBytes > 0 {
-            guard let received = data.readInteger(as: UInt16.self), Self.isValidCloseCode(received) else {
-                serverClose(code: WebSocketCloseCode.protocolError, reason: .webSocketProtocolError, awaitAnswer: false)
-                return
-            }
-            guard data.withUnsafeReadableBytes({ UTF8Validation.isValid($0) }) else {
-                serverClose(code: WebSocketCloseCode.invalidPayload, reason: .invalidUTF8, awaitAnswer: false)
-                return
-            }
-            code = received
-        }
-        if closeCode == nil { closeCode = frame.unmaskedData.readableBytes == 0 ? 1005 : code }
-        switch machine.closeFrameReceived() {
-        case .answerAndClose:
-            connection?.outbound.finish()
-            raw.writeAndFlush(FrameEncoding.close(code: code, reason: ""), on: context.eventLoop)
-                .whenComplete { _ in channel.close(promise: nil) }
-        case .closeChannel:
-            channel.close(promise: nil)
-        case .none:
-            break
-        }
+        guard data.readableBytes > 0 else { return .empty }
+        guard let code = data.readInteger(as: UInt16.self), isValidCloseCode(code) else { return .invalidCode }
+        guard data.withUnsafeReadableBytes({ UTF8Validation.isValid($0) }) else { return .invalidReason }
+        return .code(code)
     }
 
     /// Whether a peer may send this close code (RFC 6455 section 7.4 and the IANA registry): 1000-1003, 1007-1014,
@@ -502,19 +451,17 @@ final class WebSocketConnectionHandler: ChannelDuplexHandler {
         }
     }
 
-    /// The channel is gone: unregister, stop the timers. Runs once (inactive, or removed from the pipeline).
-    private func closed() {
-        guard machine.state != .closed else { return }
-        // 1005: a close frame without a code; 1006: the socket went without a close frame.
-        gateway.metrics.closed(code: closeCode ?? 1006)
-        if case .unregister = machine.channelClosed(), let connection {
+    /// The channel is gone: unregister, stop the timers, drop what the connection held.
+    private func cleanUp(unregister: Bool, releasing: Machine.Slot, closeCode: UInt16) {
+        gateway.metrics.closed(code: closeCode)
+        if unregister, let connection {
             connection.outbound.finish()
             gateway.unregister(connection)
             if let expiryTicket { gateway.expiry.remove(expiryTicket) }
             logger.debug("WebSocket disconnected", metadata: logMetadata)
         }
         closeTimer?.cancel()
-        releaseHandshakeSlot()
+        release(releasing)
         if let socket { gateway.sockets.remove(socket) }
         // The socket handle holds this handler (to run it from other threads): dropping it breaks the cycle, so the
         // handler, its socket handle and everything they hold are freed with the channel. Kept, every connection
@@ -522,7 +469,6 @@ final class WebSocketConnectionHandler: ChannelDuplexHandler {
         socket = nil
         connection = nil
         session = nil
-        heldFrames = []
     }
 
     // MARK: Heartbeat
@@ -532,18 +478,7 @@ final class WebSocketConnectionHandler: ChannelDuplexHandler {
         context.eventLoop.assumeIsolated().scheduleTask(in: gateway.configuration.heartbeatInterval.timeAmount) {
             [weak self] in
             guard let self else { return }
-            switch machine.pingDue() {
-            case .sendPing(let payload):
-                var data = ByteBuffer()
-                data.writeInteger(payload)
-                raw.write(FrameEncoding.control(.ping, data.readableBytesView))
-                raw.flush()
-                scheduleHeartbeat()
-            case .close(let code, let reason):
-                serverClose(code: code, reason: reason)
-            case .none:
-                break
-            }
+            perform(machine.pingDue())
         }
     }
 }
