@@ -98,7 +98,7 @@ public struct ParleyApplication: Service {
     }
 
     /// Whether this node's webhook service found no enabled endpoint at its last look: the message path then wakes it
-    /// no more (docs/ARCHITECTURE.md, "Webhooks"). For operators' tools and tests.
+    /// no more (docs/BENCHMARKS.md, appendix "Design notes", "Webhooks"). For operators' tools and tests.
     public var webhooksIdle: Bool { webhooks.isIdle }
 
     /// Runs until SIGINT or SIGTERM, then shuts down gracefully.

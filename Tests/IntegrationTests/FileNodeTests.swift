@@ -14,7 +14,7 @@ import Testing
 #endif
 
 /// Files through real server processes: two nodes sharing PostgreSQL and an S3-compatible bucket, and a 200 MiB file
-/// through one node with its resident memory watched (docs/ARCHITECTURE.md, "Files").
+/// through one node with its resident memory watched (docs/BENCHMARKS.md, appendix "Design notes", "Files").
 @Suite(
     .enabled(
         if: ServerProcess.isAvailable,

@@ -8,7 +8,7 @@ import Testing
 @testable import ParleyStoreSQLite
 
 /// The SQLite store's WAL is copied back by ``WALCheckpointer`` on its own connection, never by the writer at a
-/// commit, and stays bounded while messages keep coming (docs/ARCHITECTURE.md, "SQLite").
+/// commit, and stays bounded while messages keep coming (docs/BENCHMARKS.md, appendix "Design notes", "WAL checkpoints off the writer").
 @Suite struct WALCheckpointerTests {
     static let appId = "app1"
 

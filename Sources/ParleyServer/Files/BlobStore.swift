@@ -1,7 +1,7 @@
 import Foundation
 import NIOCore
 
-/// Where the bytes of attachments live (docs/ARCHITECTURE.md, "Files"): a folder of the data directory for one node
+/// Where the bytes of attachments live (docs/BENCHMARKS.md, appendix "Design notes", "Files"): a folder of the data directory for one node
 /// (``DiskBlobStore``), S3-compatible object storage for several (``S3BlobStore``). Metadata (who uploaded what, for
 /// which conversation, its checksum) is in the database; a store holds only bytes under keys.
 ///

@@ -4,7 +4,7 @@ import ParleyStore
 import ServiceLifecycle
 
 /// Removes uploads that no message carries within ``retention`` of their upload: their records, then their bytes
-/// (docs/ARCHITECTURE.md, "Files"). It looks every ``interval`` (on the server's timeline: virtual in tests). Each
+/// (docs/BENCHMARKS.md, appendix "Design notes", "Files"). It looks every ``interval`` (on the server's timeline: virtual in tests). Each
 /// record goes only while no message carries it (the store's conditional delete), so a message that takes an upload
 /// at the last moment keeps it; the bytes go after the record. Every node of a deployment sweeps; two removing the
 /// same upload is harmless.

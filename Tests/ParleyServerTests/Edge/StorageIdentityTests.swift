@@ -5,7 +5,7 @@ import ParleyStoreSQLite
 import ParleyTesting
 import Testing
 
-/// docs/ARCHITECTURE.md, "Storage identity": the server refuses a database file that is empty or not Parley's (unless
+/// docs/BENCHMARKS.md, appendix "Design notes", "Storage identity": the server refuses a database file that is empty or not Parley's (unless
 /// told to create one), and a second server on one data directory refuses to start; each with one clear line.
 @Suite struct StorageIdentityTests {
     static func refusal(_ work: () throws -> Void) -> SQLiteStoreError? {
