@@ -73,15 +73,22 @@ final class Hub: Sendable {
     /// the frames: a command whose events all go to the same recipients (1,000 `participantAdded` to a group of 1,001)
     /// costs one lookup per recipient, not one per recipient and event.
     func deliver(_ frames: some Collection<ByteBuffer>, appId: String, to uids: some Sequence<String>) {
+        var wakeUps = WakeUps()
+        deliver(frames, appId: appId, to: uids, into: &wakeUps)
+        wakeUps.run()
+    }
+
+    /// ``deliver(_:appId:to:)``, leaving the writers to wake in `wakeUps` (a batch's, woken once it is all out).
+    func deliver(
+        _ frames: some Collection<ByteBuffer>, appId: String, to uids: some Sequence<String>,
+        into wakeUps: inout WakeUps
+    ) {
         guard !frames.isEmpty else { return }
         var targets: [ServerConnection] = []
         for uid in uids { targets += connections(appId: appId, uid: uid) }
-        guard !targets.isEmpty else { return }
-        var wakeUps = WakeUps()
         for frame in frames {
             for connection in targets { wakeUps.push(frame, on: connection) }
         }
-        wakeUps.run()
     }
 
     /// Closes the connections of a user, or only those opened with one token.

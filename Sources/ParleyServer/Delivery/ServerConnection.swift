@@ -28,7 +28,7 @@ final class ServerConnection: Sendable {
     @discardableResult
     func push(_ frame: ByteBuffer) -> Bool {
         let push = outbound.push(frame)
-        if push.wakesWriter { DeferredWakeUps.wake(socket) }
+        if push.wakesWriter { socket.wake() }
         return push.accepted
     }
 

@@ -39,8 +39,19 @@ final class Relay: Sendable {
 
     /// Delivers an encoded event that is not stored (a receipt, say) to the connections of `uids`, on every node.
     func deliver(json: [UInt8], appId: String, to uids: [String], presenceOf: String? = nil, except: [String] = []) {
+        var wakeUps = WakeUps()
+        deliver(json: json, appId: appId, to: uids, presenceOf: presenceOf, except: except, into: &wakeUps)
+        wakeUps.run()
+    }
+
+    /// ``deliver(json:appId:to:presenceOf:except:)``, leaving this node's writers to wake in `wakeUps`.
+    func deliver(
+        json: [UInt8], appId: String, to uids: [String], presenceOf: String? = nil, except: [String] = [],
+        into wakeUps: inout WakeUps
+    ) {
         deliverHere(
-            FrameEncoding.eventFrame(json: json), appId: appId, uids: uids, presenceOf: presenceOf, except: except)
+            FrameEncoding.eventFrame(json: json), appId: appId, uids: uids, presenceOf: presenceOf, except: except,
+            into: &wakeUps)
         cluster?.deliver(appId: appId, uids: uids, presenceOf: presenceOf, except: except, json: json)
     }
 
@@ -53,19 +64,22 @@ final class Relay: Sendable {
 
     /// Applies a signal from another node to this node's connections.
     func apply(appId: String, uids: [String], presenceOf: String?, except: [String], json: [UInt8]) {
+        var wakeUps = WakeUps()
         deliverHere(
-            FrameEncoding.eventFrame(json: json), appId: appId, uids: uids, presenceOf: presenceOf, except: except)
+            FrameEncoding.eventFrame(json: json), appId: appId, uids: uids, presenceOf: presenceOf, except: except,
+            into: &wakeUps)
+        wakeUps.run()
     }
 
     private func deliverHere(
-        _ frame: ByteBuffer, appId: String, uids: [String], presenceOf: String?, except: [String] = []
+        _ frame: ByteBuffer, appId: String, uids: [String], presenceOf: String?, except: [String],
+        into wakeUps: inout WakeUps
     ) {
         guard let subject = presenceOf else {
-            hub.deliver(frame, appId: appId, to: uids)
+            hub.deliver(CollectionOfOne(frame), appId: appId, to: uids, into: &wakeUps)
             return
         }
         var reached = Set<ObjectIdentifier>()
-        var wakeUps = WakeUps()
         for connection in uids.flatMap({ hub.connections(appId: appId, uid: $0) })
             + hub.presenceSubscribers(appId: appId)
         where connection.principal.uid != subject && !except.contains(connection.principal.uid)
@@ -73,6 +87,5 @@ final class Relay: Sendable {
         {
             wakeUps.push(frame, on: connection)
         }
-        wakeUps.run()
     }
 }

@@ -397,9 +397,6 @@ final class UnreadNotifier: Service {
         self.inlineReads = store.capabilities.inlineReads
     }
 
-    /// Users whose counts went out with the batch being published on this task (see ``publishingBatch(_:_:)``).
-    @TaskLocal private static var pushedWithBatch: Set<UserKey> = []
-
     /// In the transaction that stores a batch (``ParleyStore/apply(_:readingUnread:)``): the users whose counts the batch changes and who
     /// are due now (connected here, budget not spent, no push pending). The push is taken from their budget now, and
     /// their counts are read in the transaction and go out with the batch's events (``publishingBatch(_:_:)``).
@@ -462,24 +459,12 @@ final class UnreadNotifier: Service {
         return requests
     }
 
-    /// Runs `publish`, the publication of a batch the command writer stored, then pushes the counts read with it
-    /// (``dueWithBatch(_:)``): they go out in the same flush as the events that changed them. The events' changes for
-    /// those users are not recorded again.
-    func publishingBatch(_ unread: [(UnreadRequest, UnreadSummary)], _ publish: () async -> Void) async {
-        guard !unread.isEmpty else { return await publish() }
-        await Self.$pushedWithBatch.withValue(Self.users(unread)) { await publish() }
-        deliver(unread)
-    }
-
-    /// ``publishingBatch(_:_:)`` for a synchronous `publish` (the command writer's thread).
-    func publishingBatch(_ unread: [(UnreadRequest, UnreadSummary)], _ publish: () -> Void) {
-        guard !unread.isEmpty else { return publish() }
-        Self.$pushedWithBatch.withValue(Self.users(unread)) { publish() }
-        deliver(unread)
-    }
-
-    private static func users(_ unread: [(UnreadRequest, UnreadSummary)]) -> Set<UserKey> {
-        Set(unread.map { UserKey(appId: $0.0.appId, uid: $0.0.uid) })
+    /// Pushes the counts read with a batch (``dueWithBatch(_:)``), after its events, leaving the writers to wake in
+    /// the batch's `wakeUps`: they go out in the same flush as the events that changed them. The publication does not
+    /// record those users' changes again (``published(_:recipients:countedWithBatch:)``).
+    func deliverWithBatch(_ unread: [(UnreadRequest, UnreadSummary)], into wakeUps: inout WakeUps) {
+        guard !unread.isEmpty else { return }
+        deliver(unread, into: &wakeUps)
     }
 
     /// What a published event changes: the conversation and the users whose unread counts in it moved.
@@ -531,12 +516,12 @@ final class UnreadNotifier: Service {
         seq.map { (uid, .passed(seq: $0)) }
     }
 
-    /// A published event: moves the ledgers of the users whose counts it changes, or records them to be read.
-    func published(_ event: EventFacts, recipients: [String]) {
+    /// A published event: moves the ledgers of the users whose counts it changes, or records them to be read; but
+    /// for the users whose counts were read with its batch (`countedWithBatch`: that read counted it).
+    func published(_ event: EventFacts, recipients: [String], countedWithBatch pushed: Set<UserKey> = []) {
         guard let conversationId = event.conversationId else { return }
         let changes = Self.changes(event, recipients: recipients)
         guard !changes.isEmpty else { return }
-        let pushed = Self.pushedWithBatch
         var observed: [(UserKey, Change, connected: Bool)] = []
         observed.reserveCapacity(changes.count)
         for (uid, change) in changes {
@@ -568,7 +553,9 @@ final class UnreadNotifier: Service {
                 group.addTask { await self.holds.run { self.holdEnded($0) } }
                 while !Task.isCancelled {
                     let (batch, pushes) = takeBatch()
-                    send(pushes)
+                    var wakeUps = WakeUps()
+                    send(pushes, into: &wakeUps)
+                    wakeUps.run()
                     if batch.isEmpty {
                         if pushes.isEmpty { await wakeUp.wait(orUntil: nil, on: time.timeline) }
                     } else {
@@ -614,7 +601,9 @@ final class UnreadNotifier: Service {
             } else {
                 summaries = try await store.unread(batch)
             }
-            deliver(Array(zip(batch, summaries)))
+            var wakeUps = WakeUps()
+            deliver(Array(zip(batch, summaries)), into: &wakeUps)
+            wakeUps.run()
         } catch {
             // Their changes are not recorded again: the next change pushes the user, with every conversation read.
             logger.warning("Unread counts unavailable", metadata: ["error": "\(error)"])
@@ -626,7 +615,7 @@ final class UnreadNotifier: Service {
 
     /// Moves the users' ledgers by what was read and pushes the counts to their connections here; a user whose total is
     /// not known is read whole again.
-    private func deliver(_ reads: [(UnreadRequest, UnreadSummary)]) {
+    private func deliver(_ reads: [(UnreadRequest, UnreadSummary)], into wakeUps: inout WakeUps) {
         let now = time.timeline.now()
         let (pushes, wake) = state.withLockedValue { state -> ([(UnreadRequest, UnreadSummary)], Bool) in
             var pushes: [(UnreadRequest, UnreadSummary)] = []
@@ -641,11 +630,11 @@ final class UnreadNotifier: Service {
             return (pushes, !unknown.isEmpty && state.rereadWhole(unknown))
         }
         if wake { wakeUp.signal() }
-        send(pushes.map { (UserKey(appId: $0.0.appId, uid: $0.0.uid), $0.1) })
+        send(pushes.map { (UserKey(appId: $0.0.appId, uid: $0.0.uid), $0.1) }, into: &wakeUps)
     }
 
     /// Pushes counts to the users' connections here.
-    private func send(_ pushes: [(UserKey, UnreadSummary)]) {
+    private func send(_ pushes: [(UserKey, UnreadSummary)], into wakeUps: inout WakeUps) {
         guard !pushes.isEmpty else { return }
         let timestamp = time.epochMilliseconds()
         for (key, summary) in pushes {
@@ -654,7 +643,8 @@ final class UnreadNotifier: Service {
                     appId: key.appId, actor: nil, timestamp: timestamp, payload: .unreadUpdated(summary)
                 )
             else { continue }
-            hub.deliver(FrameEncoding.eventFrame(json: json), appId: key.appId, to: [key.uid])
+            hub.deliver(
+                CollectionOfOne(FrameEncoding.eventFrame(json: json)), appId: key.appId, to: [key.uid], into: &wakeUps)
         }
     }
 }

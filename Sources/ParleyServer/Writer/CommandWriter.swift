@@ -292,19 +292,19 @@ final class CommandWriter: Service {
     private func publishOnThread(_ stored: Stored) {
         switch stored {
         case .committed(let batch, let outcome):
-            DeferredWakeUps.collectOnThread {
-                publisher.publishingBatch(outcome.unread) {
-                    for (pending, result) in zip(batch, outcome.results) {
-                        switch result {
-                        case .success(let outcome):
-                            publisher.publishLocally(outcome)
-                            pending.completion(.success(outcome))
-                        case .failure(let refusal):
-                            pending.completion(.failure(refusal))
-                        }
-                    }
+            // Sockets are woken once the whole batch is published and answered (``BatchDelivery``).
+            var delivery = BatchDelivery(countedWithBatch: outcome.unread)
+            for (pending, result) in zip(batch, outcome.results) {
+                switch result {
+                case .success(let outcome):
+                    publisher.publishLocally(outcome, into: &delivery)
+                    pending.completion(.success(outcome))
+                case .failure(let refusal):
+                    pending.completion(.failure(refusal))
                 }
             }
+            publisher.deliverCounts(outcome.unread, into: &delivery)
+            delivery.finish()
         case .failed(let batch, let error):
             for pending in batch { pending.completion(.failure(error)) }
         case .cluster:
@@ -349,9 +349,10 @@ final class CommandWriter: Service {
             case .committed(let batch, let outcome):
                 // Sockets are woken once the whole batch is published and answered: a sender's event and ack, or a
                 // member's events of several messages, and the unread counts they changed, go out in one flush.
-                await DeferredWakeUps.collect {
-                    await publisher.publishingBatch(outcome.unread) { await publish(batch, outcome.results) }
-                }
+                var delivery = BatchDelivery(countedWithBatch: outcome.unread)
+                await publish(batch, outcome.results, into: &delivery)
+                publisher.deliverCounts(outcome.unread, into: &delivery)
+                delivery.finish()
                 epoch.batchFinished()
             case .failed(let batch, let error):
                 // Answered in order with the batches around it, like the others.
@@ -370,11 +371,13 @@ final class CommandWriter: Service {
     }
 
     /// Publishes a stored batch's outcomes and answers its callers, in order.
-    private func publish(_ batch: [Pending], _ results: [Result<CommandResult, DomainError>]) async {
+    private func publish(
+        _ batch: [Pending], _ results: [Result<CommandResult, DomainError>], into delivery: inout BatchDelivery
+    ) async {
         for (pending, result) in zip(batch, results) {
             switch result {
             case .success(let outcome):
-                await publisher.publish(outcome)
+                await publisher.publish(outcome, into: &delivery)
                 pending.completion(.success(outcome))
             case .failure(let refusal):
                 pending.completion(.failure(refusal))

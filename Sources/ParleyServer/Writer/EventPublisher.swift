@@ -54,26 +54,29 @@ final class EventPublisher: Sendable {
     /// ``publishLocally(_:)`` publishes them without waiting for anything.
     var isSingleNode: Bool { cluster == nil }
 
-    /// Publishes the events of a command this node applied, on a single node (``isSingleNode``).
-    func publishLocally(_ result: CommandResult) {
+    /// Publishes the events of a command this node applied, on a single node (``isSingleNode``), into the batch's
+    /// delivery.
+    func publishLocally(_ result: CommandResult, into delivery: inout BatchDelivery) {
         precondition(cluster == nil, "EventPublisher.publishLocally: only a single node publishes on its own")
-        deliver(result.events.map { RoutedEvent(stored: $0, recipients: result.recipients) })
+        deliver(result.events.map { RoutedEvent(stored: $0, recipients: result.recipients) }, into: &delivery)
     }
 
-    /// Publishes the events of a command this node applied, then sends them to the other nodes.
-    func publish(_ result: CommandResult) async {
+    /// Publishes the events of a command this node applied into the batch's delivery, then sends them to the other
+    /// nodes.
+    func publish(_ result: CommandResult, into delivery: inout BatchDelivery) async {
         guard let cluster else {
-            publishLocally(result)
+            publishLocally(result, into: &delivery)
             return
         }
         // Events without a sequence number (receipts) are not in the tables: they travel as signals.
         for stored in result.events where stored.event.seq == nil {
-            relay.deliver(json: stored.json, appId: stored.event.appId, to: result.recipients)
-            followUp(EventFacts(stored.event), recipients: result.recipients)
+            relay.deliver(
+                json: stored.json, appId: stored.event.appId, to: result.recipients, into: &delivery.wakeUps)
+            followUp(EventFacts(stored.event), recipients: result.recipients, counted: delivery.countedWithBatch)
         }
         for (conversation, events) in Self.byConversation(result.events) {
             let routed = events.map { RoutedEvent(stored: $0, recipients: result.recipients) }
-            await publishInOrder(conversation, routed)
+            await publishInOrder(conversation, routed, into: &delivery)
             cluster.publish(
                 conversation,
                 [
@@ -87,7 +90,9 @@ final class EventPublisher: Sendable {
 
     /// Publishes events of a conversation another node committed.
     func publishRemote(_ conversation: ConversationRef, _ events: [RoutedEvent]) async {
-        await publishInOrder(conversation, events)
+        var delivery = BatchDelivery()
+        await publishInOrder(conversation, events, into: &delivery)
+        delivery.finish()
     }
 
     /// Reads the last sequence number of `conversations` (nil: every one followed) and publishes what this node has
@@ -104,11 +109,15 @@ final class EventPublisher: Sendable {
                 "Catching up: the conversations' positions could not be read", metadata: ["error": "\(error)"])
             return
         }
+        var delivery = BatchDelivery()
+        defer { delivery.finish() }
         for conversation in followed {
             guard let through = last[conversation], let position = positions.position(conversation) else { continue }
-            if through > position { await catchUp(conversation, after: position, through: through) }
+            if through > position { await catchUp(conversation, after: position, through: through, into: &delivery) }
             // What waited behind a gap this filled.
-            if reorder.withLockedValue({ $0.held[conversation] != nil }) { await publishInOrder(conversation, []) }
+            if reorder.withLockedValue({ $0.held[conversation] != nil }) {
+                await publishInOrder(conversation, [], into: &delivery)
+            }
         }
     }
 
@@ -119,18 +128,15 @@ final class EventPublisher: Sendable {
             _ = reorder.withLockedValue { $0.takeAll(conversation) }
             return
         }
-        await publishInOrder(conversation, [], waiting: false)
+        var delivery = BatchDelivery()
+        await publishInOrder(conversation, [], waiting: false, into: &delivery)
+        delivery.finish()
     }
 
-    /// Runs `publish`, the publication of one batch the command writer stored; the unread counts read with the batch
-    /// (``UnreadNotifier/dueWithBatch(_:)``) go out at its end, in the same flush as its events.
-    func publishingBatch(_ unread: [(UnreadRequest, UnreadSummary)], _ publish: () async -> Void) async {
-        await self.unread.publishingBatch(unread, publish)
-    }
-
-    /// ``publishingBatch(_:_:)`` for a synchronous `publish` (the command writer's thread, single node).
-    func publishingBatch(_ unread: [(UnreadRequest, UnreadSummary)], _ publish: () -> Void) {
-        self.unread.publishingBatch(unread, publish)
+    /// The unread counts read with a batch (``UnreadNotifier/dueWithBatch(_:)``), after its events: they go out in
+    /// the same flush.
+    func deliverCounts(_ unread: [(UnreadRequest, UnreadSummary)], into delivery: inout BatchDelivery) {
+        self.unread.deliverWithBatch(unread, into: &delivery.wakeUps)
     }
 
     /// In the transaction that stores a batch: the users whose unread counts to read with it.
@@ -140,15 +146,18 @@ final class EventPublisher: Sendable {
 
     /// What follows on this node from an event another node delivered as a signal (a receipt).
     func followUpElsewhere(_ event: Event, recipients: [String]) {
-        followUp(EventFacts(event), recipients: recipients)
+        followUp(EventFacts(event), recipients: recipients, counted: [])
     }
 
     /// Publishes a conversation's events (ascending) after the last one published here: what this node published
     /// already is left out, and events after a gap wait for the missing ones (``ReorderBuffer``) until ``gapGrace``
     /// has passed; then (`waiting` false) the gap is read from the database first.
-    private func publishInOrder(_ conversation: ConversationRef, _ events: [RoutedEvent], waiting: Bool = true) async {
+    private func publishInOrder(
+        _ conversation: ConversationRef, _ events: [RoutedEvent], waiting: Bool = true,
+        into delivery: inout BatchDelivery
+    ) async {
         guard var position = positions.position(conversation) else {
-            deliver(events)
+            deliver(events, into: &delivery)
             return
         }
         var adding = events
@@ -159,7 +168,7 @@ final class EventPublisher: Sendable {
                 return (ready, gapBefore, hadHeld)
             }
             adding = []
-            deliver(ready)
+            deliver(ready, into: &delivery)
             guard let gapBefore else {
                 // A gap waited for is filled: its timer goes (no timer otherwise, and no lock taken for one).
                 if hadHeld { gapTimers?.cancel(conversation) }
@@ -170,11 +179,11 @@ final class EventPublisher: Sendable {
                 return
             }
             let after = positions.position(conversation) ?? position
-            await catchUp(conversation, after: after, through: gapBefore - 1)
+            await catchUp(conversation, after: after, through: gapBefore - 1, into: &delivery)
             guard let caughtUp = positions.position(conversation), caughtUp >= gapBefore - 1 else {
                 // Not read (the database is unavailable, or the conversation is no longer followed here): what waits
                 // is published past the gap, as clients find a gap by sequence number and resume over it.
-                deliver(reorder.withLockedValue { $0.takeAll(conversation) })
+                deliver(reorder.withLockedValue { $0.takeAll(conversation) }, into: &delivery)
                 gapTimers?.cancel(conversation)
                 return
             }
@@ -183,7 +192,9 @@ final class EventPublisher: Sendable {
     }
 
     /// Reads events `after < seq <= through` with their recipients and publishes them.
-    private func catchUp(_ conversation: ConversationRef, after: Int64, through: Int64) async {
+    private func catchUp(
+        _ conversation: ConversationRef, after: Int64, through: Int64, into delivery: inout BatchDelivery
+    ) async {
         guard let store else { return }
         var position = after
         while position < through {
@@ -203,14 +214,14 @@ final class EventPublisher: Sendable {
             }
             guard let last = page.last?.facts.seq else { return }
             metrics.clusterEventsRead.increment(by: page.count)
-            deliver(page)
+            deliver(page, into: &delivery)
             position = last
         }
     }
 
     /// Delivers events in order. A run of events of one app with the same recipients (a command's events share its
     /// recipients) is delivered in one go: the recipients' connections are looked up once for the run.
-    private func deliver(_ events: [RoutedEvent]) {
+    private func deliver(_ events: [RoutedEvent], into delivery: inout BatchDelivery) {
         var start = events.startIndex
         while start < events.endIndex {
             let first = events[start]
@@ -223,10 +234,10 @@ final class EventPublisher: Sendable {
             let run = events[start..<end]
             hub.deliver(
                 run.map { FrameEncoding.eventFrame(json: $0.json) }, appId: first.facts.appId,
-                to: first.recipients
+                to: first.recipients, into: &delivery.wakeUps
             )
             for routed in run {
-                followUp(routed.facts, recipients: routed.recipients)
+                followUp(routed.facts, recipients: routed.recipients, counted: delivery.countedWithBatch)
                 if let cluster { follow(routed, cluster) }
             }
             start = end
@@ -253,12 +264,12 @@ final class EventPublisher: Sendable {
     }
 
     /// What follows from an event on this node: a sender stops typing; unread counts change (pushed to the users
-    /// connected here; every node does this for its own users).
-    private func followUp(_ facts: EventFacts, recipients: [String]) {
+    /// connected here; every node does this for its own users), but for the users `counted` with the batch.
+    private func followUp(_ facts: EventFacts, recipients: [String], counted: Set<UserKey>) {
         if case .messageSent = facts.kind, let conversationId = facts.conversationId, let actor = facts.actor {
             typing.messageSent(appId: facts.appId, conversationId: conversationId, sender: actor)
         }
-        unread.published(facts, recipients: recipients)
+        unread.published(facts, recipients: recipients, countedWithBatch: counted)
     }
 
     /// The stored events (with a sequence number) of each conversation, in the order the conversations first appear.
