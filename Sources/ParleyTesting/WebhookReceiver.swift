@@ -40,7 +40,12 @@ public final class WebhookReceiver: Sendable {
         var requests: [Request] = []
         var script: [Answer] = []
         var everyRequest: Answer?
-        var waiters: [(@Sendable ([Request]) -> Bool, CheckedContinuation<[Request], Never>)] = []
+        var waiters:
+            [(
+                id: UInt64, condition: @Sendable ([Request]) -> Bool,
+                continuation: CheckedContinuation<[Request], Never>
+            )] = []
+        var nextWaiter: UInt64 = 0
     }
 
     public let port: Int
@@ -102,15 +107,30 @@ public final class WebhookReceiver: Sendable {
     /// Every request so far, in arrival order.
     public var requests: [Request] { state.withLockedValue { $0.requests } }
 
-    /// Waits until `condition` holds for the requests so far; returns them.
-    public func wait(until condition: @escaping @Sendable ([Request]) -> Bool) async -> [Request] {
+    /// Waits until `condition` holds for the requests so far, or `timeout` passed; returns the requests so far
+    /// either way (a test checks what it waited for: a wait that cannot end must not hang the suite).
+    public func wait(
+        until condition: @escaping @Sendable ([Request]) -> Bool, timeout: Duration = .seconds(60)
+    ) async -> [Request] {
         await withCheckedContinuation { continuation in
-            let ready = state.withLockedValue { state -> [Request]? in
-                if condition(state.requests) { return state.requests }
-                state.waiters.append((condition, continuation))
-                return nil
+            let (ready, id) = state.withLockedValue { state -> ([Request]?, UInt64) in
+                if condition(state.requests) { return (state.requests, 0) }
+                state.nextWaiter += 1
+                state.waiters.append((state.nextWaiter, condition, continuation))
+                return (nil, state.nextWaiter)
             }
-            if let ready { continuation.resume(returning: ready) }
+            if let ready {
+                continuation.resume(returning: ready)
+                return
+            }
+            Task { [state] in
+                try? await Task.sleep(for: timeout)
+                let expired = state.withLockedValue { state -> (CheckedContinuation<[Request], Never>, [Request])? in
+                    guard let index = state.waiters.firstIndex(where: { $0.id == id }) else { return nil }
+                    return (state.waiters.remove(at: index).continuation, state.requests)
+                }
+                if let (continuation, requests) = expired { continuation.resume(returning: requests) }
+            }
         }
     }
 
@@ -166,9 +186,9 @@ private final class ReceiverHandler: ChannelInboundHandler, @unchecked Sendable 
             )
             let requests = state.requests
             var wakeUps: [(CheckedContinuation<[WebhookReceiver.Request], Never>, [WebhookReceiver.Request])] = []
-            state.waiters.removeAll { condition, continuation in
-                guard condition(requests) else { return false }
-                wakeUps.append((continuation, requests))
+            state.waiters.removeAll { waiter in
+                guard waiter.condition(requests) else { return false }
+                wakeUps.append((waiter.continuation, requests))
                 return true
             }
             return (answer, wakeUps)
