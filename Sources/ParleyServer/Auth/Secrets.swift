@@ -9,6 +9,14 @@ import ParleyProtocol
 
 /// Random identifiers and secrets, and the hashes under which secrets are stored.
 enum Secrets {
+    /// Compares two digests in time that does not depend on where they differ.
+    static func constantTimeEquals(_ lhs: [UInt8], _ rhs: [UInt8]) -> Bool {
+        guard lhs.count == rhs.count else { return false }
+        var difference: UInt8 = 0
+        for (left, right) in zip(lhs, rhs) { difference |= left ^ right }
+        return difference == 0
+    }
+
     private static let alphabet = Array("abcdefghijklmnopqrstuvwxyz0123456789".utf8)
     private static let hexDigits = Array("0123456789abcdef".utf8)
 
@@ -58,65 +66,7 @@ enum Secrets {
     }
 }
 
-/// Bytes of the kernel's CSPRNG, read in blocks; every byte is handed out once.
-struct RandomPool {
-    private var buffer = [UInt8](repeating: 0, count: 4096)
-    private var next = 4096
-
-    mutating func take(_ count: Int) -> [UInt8] {
-        guard count <= buffer.count else { return Self.fill(count) }
-        if next + count > buffer.count {
-            buffer = Self.fill(buffer.count)
-            next = 0
-        }
-        defer { next += count }
-        return Array(buffer[next..<next + count])
-    }
-
-    private static func fill(_ count: Int) -> [UInt8] {
-        var bytes = [UInt8](repeating: 0, count: count)
-        bytes.withUnsafeMutableBytes { raw in
-            #if canImport(Glibc)
-                var filled = 0
-                while filled < raw.count {
-                    let got = read(urandom, raw.baseAddress! + filled, raw.count - filled)
-                    if got > 0 { filled += got } else if errno != EINTR { fatalError("/dev/urandom: errno \(errno)") }
-                }
-            #else
-                arc4random_buf(raw.baseAddress!, raw.count)
-            #endif
-        }
-        return bytes
-    }
-
-    #if canImport(Glibc)
-        /// The kernel's CSPRNG, opened once (reads from it never block once the system has booted).
-        private static let urandom: Int32 = {
-            let descriptor = open("/dev/urandom", O_RDONLY | O_CLOEXEC)
-            precondition(descriptor >= 0, "/dev/urandom cannot be opened: errno \(errno)")
-            return descriptor
-        }()
-    #endif
-}
-
 /// Current wall-clock time as Unix epoch milliseconds (only for what happens outside a running server).
 func wallClockMilliseconds() -> Int64 {
     Int64((Date().timeIntervalSince1970 * 1000).rounded())
-}
-
-/// The server's time: a ``Timeline`` on the injected clock for its timers, and epoch timestamps derived from it
-/// (the wall clock at start plus the time elapsed on the timeline), so that a test's virtual clock moves both.
-struct ServerClock: Sendable {
-    let timeline: Timeline
-    let epochAtStart: Int64
-
-    init(timeline: Timeline, epochAtStart: Int64 = wallClockMilliseconds()) {
-        self.timeline = timeline
-        self.epochAtStart = epochAtStart
-    }
-
-    /// Now, as Unix epoch milliseconds.
-    func epochMilliseconds() -> Int64 {
-        epochAtStart + timeline.now().wholeMilliseconds
-    }
 }

@@ -21,6 +21,13 @@ enum InputRules {
     /// Most seconds of a token's lifetime (`ttlSeconds`): ten years.
     static let maxTokenLifetimeSeconds: Int64 = 10 * 365 * 24 * 3600
 
+    /// A uid: 1-100 letters, digits, `_`, `-`, `.` or `@` (``User/isValidUID(_:)``); `ERR_INVALID_UID` otherwise.
+    static func uid(_ uid: String) throws {
+        guard User.isValidUID(uid) else {
+            throw DomainError(.invalidUID, "A uid is 1-100 letters, digits, '_', '-', '.' or '@'.")
+        }
+    }
+
     /// An identifier: 1 to `maxBytes` bytes of UTF-8, no control character.
     static func identifier(_ value: String, _ field: String, maxBytes: Int = maxIdentifierBytes) throws {
         guard (1...maxBytes).contains(value.utf8.count), !hasControlCharacter(value) else {

@@ -247,7 +247,7 @@ struct FileRoutes: Sendable {
         // Compared in seconds: `expires` is the client's number, and multiplying it could overflow.
         guard expires > time.epochMilliseconds() / 1000 else { throw Self.invalidLink }
         let expected = try await signature(appId: appId, attachmentId: attachmentId, expires: expires)
-        guard constantTimeEquals(given, expected) else { throw Self.invalidLink }
+        guard Secrets.constantTimeEquals(given, expected) else { throw Self.invalidLink }
         guard let record = try await store.attachment(appId: appId, id: attachmentId) else {
             throw DomainError(.attachmentNotFound, "The attachment was removed.")
         }

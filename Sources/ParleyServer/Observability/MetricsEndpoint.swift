@@ -30,7 +30,7 @@ struct MetricsEndpoint: Sendable {
         let expected = Array(SHA256.hash(data: Array(token.utf8)))
         router.get(RouterPath(Self.path)) { request, _ in
             let given = RequestCredentials.bearer(fromAuthorization: request.headers[.authorization]) ?? ""
-            guard constantTimeEquals(Array(SHA256.hash(data: Array(given.utf8))), expected) else {
+            guard Secrets.constantTimeEquals(Array(SHA256.hash(data: Array(given.utf8))), expected) else {
                 throw DomainError(.authRequired, "GET /metrics needs Authorization: Bearer <the metrics token>.")
             }
             return response()
@@ -42,32 +42,5 @@ struct MetricsEndpoint: Sendable {
         let router = Router(context: BasicRequestContext.self)
         router.get(RouterPath(Self.path)) { _, _ in response() }
         return router
-    }
-}
-
-/// The metrics listener (`--metrics-port`): a small HTTP server of its own, so that `/metrics` can be bound to an
-/// address only the monitoring system reaches. Idle connections close after 60 s, and it stops with the server.
-struct MetricsListener: Service {
-    let application: Application<RouterResponder<BasicRequestContext>>
-
-    init(
-        endpoint: MetricsEndpoint, hostname: String, port: Int, logger: Logger,
-        onRunning: @escaping @Sendable (Int) async -> Void
-    ) {
-        application = Application(
-            router: endpoint.listenerRouter(),
-            server: .http1(configuration: .init(idleTimeout: .seconds(60))),
-            configuration: .init(address: .hostname(hostname, port: port), serverName: "Parley metrics"),
-            onServerRunning: { channel in
-                let bound = channel.localAddress?.port ?? port
-                logger.info("Metrics on http://\(hostname):\(bound)/metrics")
-                await onRunning(bound)
-            },
-            logger: logger
-        )
-    }
-
-    func run() async throws {
-        try await application.run()
     }
 }

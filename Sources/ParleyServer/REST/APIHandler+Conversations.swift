@@ -12,7 +12,7 @@ extension APIHandler {
         let principal = try await currentUser()
         guard case .json(let request) = input.body else { throw DomainError(.badRequest, "Expected JSON.") }
         try InputRules.participantCount(request.participants.count)
-        for uid in request.participants { try Self.requireValidUID(uid) }
+        for uid in request.participants { try InputRules.uid(uid) }
         try InputRules.name(request.name, "name")
         try InputRules.description(request.description)
         try InputRules.metadata(request.metadata)
@@ -62,7 +62,7 @@ extension APIHandler {
         guard case .json(let request) = input.body else { throw DomainError(.badRequest, "Expected JSON.") }
         guard !request.participants.isEmpty else { throw DomainError(.badRequest, "Name at least one participant.") }
         try InputRules.participantCount(request.participants.count)
-        for entry in request.participants { try Self.requireValidUID(entry.uid) }
+        for entry in request.participants { try InputRules.uid(entry.uid) }
         let command = Command.AddParticipants(
             appId: principal.appId, conversationId: input.path.conversationId, actor: principal.uid,
             entries: request.participants, now: time.epochMilliseconds()

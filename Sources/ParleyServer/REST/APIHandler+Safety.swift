@@ -15,7 +15,7 @@ extension APIHandler {
     func blockUser(_ input: Operations.BlockUser.Input) async throws -> Operations.BlockUser.Output {
         let principal = try await currentUser()
         let uid = input.path.uid
-        try Self.requireValidUID(uid)
+        try InputRules.uid(uid)
         guard uid != principal.uid else { throw DomainError(.badRequest, "You cannot block yourself.") }
         try limits.sends?.take(appId: principal.appId, uid: principal.uid)
         let block = try await store.block(
@@ -31,7 +31,7 @@ extension APIHandler {
 
     func unblockUser(_ input: Operations.UnblockUser.Input) async throws -> Operations.UnblockUser.Output {
         let principal = try await currentUser()
-        try Self.requireValidUID(input.path.uid)
+        try InputRules.uid(input.path.uid)
         try await store.unblock(appId: principal.appId, blocker: principal.uid, blocked: input.path.uid)
         return .noContent(.init())
     }
@@ -64,7 +64,7 @@ extension APIHandler {
             report.messageId = messageId
             report.message = message
         case (nil, nil, let uid?):
-            try Self.requireValidUID(uid)
+            try InputRules.uid(uid)
             _ = try await existingUser(appId: principal.appId, uid: uid)
             report.uid = uid
         default:
@@ -145,7 +145,7 @@ extension APIHandler {
             actor = principal.uid
         }
         try InputRules.identifier(conversationId, "conversationId")
-        try Self.requireValidUID(uid)
+        try InputRules.uid(uid)
         let command = Command.MuteParticipant(
             appId: caller.appId, conversationId: conversationId, actor: actor, uid: uid, muted: muted, until: until,
             now: now
@@ -225,7 +225,7 @@ extension APIHandler {
             actor = principal.uid
         }
         try InputRules.identifier(conversationId, "conversationId")
-        try Self.requireValidUID(uid)
+        try InputRules.uid(uid)
         let command = Command.BanParticipant(
             appId: caller.appId, conversationId: conversationId, actor: actor, uid: uid, banned: banned, until: until,
             reason: reason, now: now

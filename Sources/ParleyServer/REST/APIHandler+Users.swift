@@ -15,10 +15,10 @@ extension APIHandler {
         try InputRules.identifier(request.authKey, "authKey", maxBytes: 256)
         guard let app = try await store.app(id: request.appId) else { throw Self.invalidApp(request.appId) }
         RequestApp.record(app.id)
-        guard constantTimeEquals(Secrets.hash(request.authKey), app.authKeyHash) else {
+        guard Secrets.constantTimeEquals(Secrets.hash(request.authKey), app.authKeyHash) else {
             throw DomainError(.authKeyInvalid, "The Auth Key is not valid for this app.")
         }
-        try Self.requireValidUID(request.uid)
+        try InputRules.uid(request.uid)
         let now = time.epochMilliseconds()
         let user = try await store.ensureUser(
             appId: app.id, User(uid: request.uid, name: request.uid, createdAt: now, updatedAt: now)
@@ -50,7 +50,7 @@ extension APIHandler {
     func createUser(_ input: Operations.CreateUser.Input) async throws -> Operations.CreateUser.Output {
         let appId = try await authenticator.server(apiKey: credentials.apiKey)
         guard case .json(let request) = input.body else { throw DomainError(.badRequest, "Expected JSON.") }
-        try Self.requireValidUID(request.uid)
+        try InputRules.uid(request.uid)
         try Self.validateProfile(name: request.name, avatarURL: request.avatarURL, metadata: request.metadata)
         let now = time.epochMilliseconds()
         let user = User(
@@ -159,12 +159,6 @@ extension APIHandler {
         try InputRules.metadata(metadata)
     }
 
-    static func requireValidUID(_ uid: String) throws {
-        guard User.isValidUID(uid) else {
-            throw DomainError(.invalidUID, "A uid is 1-100 letters, digits, '_', '-', '.' or '@'.")
-        }
-    }
-
     /// Closes the sockets opened with revoked tokens: 4001 `ERR_AUTH_TOKEN_INVALID`.
     func closeSockets(appId: String, uid: String, tokenIds: Set<String>) {
         relay.close(
@@ -172,12 +166,4 @@ extension APIHandler {
             reason: .authTokenInvalid
         )
     }
-}
-
-/// Compares two digests in time that does not depend on where they differ.
-func constantTimeEquals(_ lhs: [UInt8], _ rhs: [UInt8]) -> Bool {
-    guard lhs.count == rhs.count else { return false }
-    var difference: UInt8 = 0
-    for (left, right) in zip(lhs, rhs) { difference |= left ^ right }
-    return difference == 0
 }

@@ -36,6 +36,6 @@ public enum WebhookSignature {
         }
         guard let timestamp, abs(now - timestamp) <= tolerance else { return false }
         let expected = Array(hex(secret: secret, timestamp: timestamp, body: body).utf8)
-        return signatures.contains { constantTimeEquals(Array($0.utf8), expected) }
+        return signatures.contains { Secrets.constantTimeEquals(Array($0.utf8), expected) }
     }
 }

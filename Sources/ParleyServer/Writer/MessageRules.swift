@@ -42,7 +42,7 @@ enum MessageRules {
         guard mentions.count <= MessageLifecycle.maxMentions else {
             throw DomainError(.fieldTooLarge, "A message may mention at most \(MessageLifecycle.maxMentions) users.")
         }
-        for uid in mentions { try APIHandler.requireValidUID(uid) }
+        for uid in mentions { try InputRules.uid(uid) }
     }
 
     /// A reaction's message id and key.
