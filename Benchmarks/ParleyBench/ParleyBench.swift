@@ -8,7 +8,8 @@ struct ParleyBench: AsyncParsableCommand {
         commandName: "parley-bench",
         abstract: "Load scenarios against a real parley-server (started by the bench, or attached with --server-url).",
         discussion: """
-            Build both in release first: swift build -c release --product parley-server --product parley-bench
+            Build both in release first, one command each (SwiftPM builds only the last of several --product):
+            swift build -c release --product parley-server; swift build -c release --product parley-bench
             Every run is bounded (--timeout) and stops the server it started.
             """,
         subcommands: [
