@@ -1,10 +1,11 @@
 import ParleyProtocol
 
-/// Durable storage of a Parley server. Implementations: `SQLiteStore` (GRDB); the same conformance suite runs
-/// against each (Tests/ParleyStoreTests).
+/// Durable storage of a Parley server. Implementations: `SQLiteStore` (GRDB) and `PostgresStore` (postgres-nio); the
+/// same conformance suite runs against each (Tests/ParleyStoreTests).
 ///
 /// Reads may run concurrently. ``apply(_:)`` is the only way to change conversations: the server calls it from
-/// one writer at a time and publishes the returned events in order.
+/// one writer at a time and publishes the returned events in order. A store decides no command itself: it reads what
+/// ``CommandDecisions`` needs, and writes the plan it returns.
 public protocol ParleyStore: Sendable {
     /// Fails when the database cannot answer (used by `/health`).
     func checkHealth() async throws

@@ -17,7 +17,7 @@ import ServiceLifecycle
 ///
 /// Pushes go out in batches, written with the hand-written encoder. On a store that reads unread counts with a batch of
 /// commands (SQLite, ``ParleyStore/apply(_:readingUnread:)``), the users a batch makes due are chosen in its transaction, their counts read
-/// there, and pushed with the batch's events (``dueWithBatch(_:)``, ``publishingBatch(_:_:)``). Every other push is
+/// there, and pushed with the batch's events (``dueWithBatch(_:)``, ``deliverWithBatch(_:into:)``). Every other push is
 /// made by one task (``run()``): the users due are read together (one read transaction on SQLite). The intervals are
 /// ``FixedDelayTimers`` (one queue, one sleeping task, ends rounded to 10 ms); when one ends with changes waiting, the
 /// user is pushed again. Recording a change costs a lock, not a task or a timer per user.
@@ -399,7 +399,7 @@ final class UnreadNotifier: Service {
 
     /// In the transaction that stores a batch (``ParleyStore/apply(_:readingUnread:)``): the users whose counts the batch changes and who
     /// are due now (connected here, budget not spent, no push pending). The push is taken from their budget now, and
-    /// their counts are read in the transaction and go out with the batch's events (``publishingBatch(_:_:)``).
+    /// their counts are read in the transaction and go out with the batch's events (``deliverWithBatch(_:into:)``).
     /// Users who are held or pending are left to ``changed(appId:uids:conversationId:)`` when the batch is published,
     /// after its commit, as with any store.
     func dueWithBatch(_ results: [Result<CommandResult, DomainError>]) -> [UnreadRequest] {
