@@ -75,13 +75,6 @@ extension SQLiteStore {
         )
     }
 
-    /// Refuses `actor`'s change in a direct conversation whose two participants are `participants`, when either
-    /// blocked the other.
-    static func requireNoBlock(_ db: Database, appId: String, actor: String, direct participants: [String]) throws {
-        guard let other = participants.first(where: { $0 != actor }) else { return }
-        try Safety.requireNoBlock(actor: actor, blockers: try blockersBetween(db, appId: appId, actor, other))
-    }
-
     // MARK: Reports
 
     public func insertReport(appId: String, _ report: Report) async throws -> (report: Report, created: Bool) {

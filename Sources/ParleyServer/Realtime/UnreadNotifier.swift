@@ -518,7 +518,7 @@ final class UnreadNotifier: Service {
 
     /// A published event: moves the ledgers of the users whose counts it changes, or records them to be read; but
     /// for the users whose counts were read with its batch (`countedWithBatch`: that read counted it).
-    func published(_ event: EventFacts, recipients: [String], countedWithBatch pushed: Set<UserKey> = []) {
+    func published(_ event: EventFacts, recipients: [String], countedWithBatch pushed: Set<UserKey>) {
         guard let conversationId = event.conversationId else { return }
         let changes = Self.changes(event, recipients: recipients)
         guard !changes.isEmpty else { return }
