@@ -6,9 +6,9 @@ import Testing
 
 /// Liveness and readiness: docs/PROTOCOL.md, "Health".
 ///
-/// Four minutes: these run in the first minutes of a whole run, when some 650 tests start at once on two cores; there
-/// starting a server and asking it three questions took 57 s, and the database test 90-100 s (its limit was 2 min).
-@Suite(.timeLimit(.minutes(4))) struct HealthTests {
+/// Each test takes under four seconds alone; the limit ends a hang. (Uncapped whole runs once started some 650 tests at
+/// once on two cores, and these took 55-100 s; scripts/test now runs at most 8 at a time.)
+@Suite(.timeLimit(.minutes(2))) struct HealthTests {
     @Test func aRunningServerIsLiveAndReady() async throws {
         let server = try await TestServer.start()
         for path in ["/health", "/health/ready", "/health/live"] {
@@ -40,7 +40,8 @@ import Testing
     }
 
     /// A database that does not answer makes the server not ready within the check's timeout, and ready again
-    /// when it answers.
+    /// when it answers. The timeout runs in virtual time: a database that answers is never late however busy the
+    /// machine is, and a stalled one is late exactly when the test moves time past the check's deadline.
     @Test(.enabled(if: PostgresTestDatabase.isConfigured, "needs PARLEY_TEST_DATABASE_URL (scripts/test)"))
     func aDatabaseThatDoesNotAnswerMakesTheServerNotReady() async throws {
         let database = try await PostgresTestDatabase.create(prefix: "parley_health")
@@ -48,15 +49,21 @@ import Testing
         let proxy = try await TCPProxy.start(targetPort: port)
         var proxied = try #require(URLComponents(string: database.url))
         proxied.port = proxy.port
-        // Long enough that a check of a database that answers never times out on a busy 2-core machine (500 ms once
-        // did, in CI); a stalled one takes it whole.
-        let server = try await TestServer.start(databaseURL: try #require(proxied.string)) {
-            $0.healthCheckTimeout = .seconds(3)
+        let clock = ManualClock()
+        // Longer than any other timer of a fresh server, so the only sleeper at its deadline is the check's.
+        let timeout = Duration.seconds(1_000)
+        let server = try await TestServer.start(databaseURL: try #require(proxied.string), clock: clock) {
+            $0.healthCheckTimeout = timeout
         }
         #expect(try await server.request("GET", "/health/ready").status == 200)
+        // That check's timer still sleeps until `timeout`; the stalled check's deadline is one second later.
+        clock.advance(by: .seconds(1))
         proxy.stall(true)
-        let stalled = try await server.request("GET", "/health/ready")
-        #expect(stalled.status == 503 && stalled.errorCode == .databaseUnavailable)
+        async let stalled = server.request("GET", "/health/ready")
+        await clock.sleeper(at: timeout + .seconds(1))
+        clock.advance(by: timeout)
+        let refusal = try await stalled
+        #expect(refusal.status == 503 && refusal.errorCode == .databaseUnavailable)
         #expect(try await server.request("GET", "/health/live").status == 200)
         // The network comes back with its connections reset (the stalled ones lost bytes): the question in flight
         // fails, and a check on a new connection answers.
