@@ -13,15 +13,17 @@ import ServiceLifecycle
 /// publishing happens here, one batch after another, receivers see each conversation's events in sequence order.
 /// With several nodes, the wake-ups for other nodes' commits are published on this same path, between batches.
 ///
-/// On a single node whose store applies batches on the calling thread (SQLite, ``SynchronousBatches``), one thread
-/// of the writer's own takes each batch, stores it and publishes it: a batch crosses no thread on its way, and the
-/// only wake-ups are the writer's (when a command arrives while it sleeps) and the event loops' of the recipients.
+/// Two loops: one stores batches, the other publishes them, so that while batch N's events are published and its
+/// callers answered, batch N+1 can be stored. Publication follows commit order (the publishing loop takes the stored
+/// batches in order, and the storing loop hands it each one only when it has taken the one before), each command is
+/// answered only after its batch committed and its events were published, and the storing loop is never more than one
+/// batch ahead.
 ///
-/// Otherwise (PostgreSQL, several nodes) storing and publishing overlap: while batch N's events are published and its
-/// callers answered, batch N+1 is being stored. Publication still follows commit order (one publishing loop takes the
-/// stored batches in order, and the storing loop hands it each one only when it has taken the one before), each
-/// command is answered only after its batch committed and its events were published, and the storing loop is never
-/// more than one batch ahead.
+/// Where the loops run is chosen once (``Execution``). On a single node whose store applies batches on the calling
+/// thread (SQLite, ``SynchronousBatches``), both run on a thread of the writer's own (``WriterThread``): a batch is
+/// stored, published and answered without crossing a thread, and the only wake-ups are the writer's (when a command
+/// arrives while it sleeps) and the event loops' of the recipients. Otherwise (PostgreSQL, several nodes) they are
+/// tasks of the cooperative pool, and storing overlaps publishing.
 final class CommandWriter: Service {
     typealias Completion = @Sendable (Result<CommandResult, any Error>) -> Void
 
@@ -43,12 +45,18 @@ final class CommandWriter: Service {
         case cluster([ClusterWork])
     }
 
+    /// Where the writer's loops run, and so how a batch is stored.
+    private enum Execution {
+        /// On a ``WriterThread``, the store applying each batch there without a suspension.
+        case ownThread(any SynchronousBatches)
+        /// As tasks of the cooperative pool.
+        case tasks
+    }
+
     private struct State {
         var queue: [Pending] = []
         var cluster: [ClusterWork] = []
         var waiter: CheckedContinuation<Void, Never>?
-        /// The writer's thread sleeps on ``CommandWriter/threadWakeUp`` until work arrives or it must stop.
-        var threadSleeping = false
         var stopping = false
 
         /// Takes the next work: other nodes' commits first (they are older than anything this node commits next),
@@ -71,21 +79,18 @@ final class CommandWriter: Service {
     private let maxBatch: Int
     private let logger: Logger
     private let state = NIOLockedValueBox(State())
-    /// What the writer's thread sleeps on (``SynchronousBatches``); signalled with it held, after `state` changed.
-    private let threadWakeUp = NSCondition()
     private let stored = HandOff<Stored>()
     /// With push on: called after a batch that stored new messages (they are in the push outbox).
     private let pushQueued: (@Sendable () -> Void)?
     /// Called after a batch that stored events (the webhook outbox may have rows for them).
     private let eventsStored: (@Sendable () -> Void)?
-    /// Whether to store and publish on a thread of the writer's own when the store and the deployment allow it.
-    private let ownThread: Bool
+    private let execution: Execution
     private let metrics: ServerMetrics
     /// The batches started and finished, for readers that must know whether anything was written meanwhile.
     let epoch = WriteEpoch()
 
-    /// - Parameter ownThread: store and publish on a thread of the writer's own on a single node whose store applies
-    ///   batches on the calling thread (see the type's discussion); false keeps the overlapping loops there too.
+    /// - Parameter ownThread: run the loops on a thread of the writer's own on a single node whose store applies
+    ///   batches on the calling thread (see the type's discussion); false runs them as tasks there too.
     init(
         store: any ParleyStore, publisher: EventPublisher, maxBatch: Int, pushQueued: (@Sendable () -> Void)? = nil,
         eventsStored: (@Sendable () -> Void)? = nil, ownThread: Bool = true, metrics: ServerMetrics = .discarding,
@@ -97,7 +102,11 @@ final class CommandWriter: Service {
         self.maxBatch = maxBatch
         self.pushQueued = pushQueued
         self.eventsStored = eventsStored
-        self.ownThread = ownThread
+        if ownThread, let store = store.capabilities.synchronousBatches, publisher.isSingleNode {
+            self.execution = .ownThread(store)
+        } else {
+            self.execution = .tasks
+        }
         self.logger = logger
     }
 
@@ -133,27 +142,14 @@ final class CommandWriter: Service {
     /// Adds work unless the writer is stopping, and wakes the loop; returns whether the work was taken.
     @discardableResult
     private func addWork(_ add: (inout State) -> Void) -> Bool {
-        let (accepted, waiter, threadSleeping) = state.withLockedValue {
-            state -> (Bool, CheckedContinuation<Void, Never>?, Bool) in
-            guard !state.stopping else { return (false, nil, false) }
+        let (accepted, waiter) = state.withLockedValue { state -> (Bool, CheckedContinuation<Void, Never>?) in
+            guard !state.stopping else { return (false, nil) }
             add(&state)
-            defer { (state.waiter, state.threadSleeping) = (nil, false) }
-            return (true, state.waiter, state.threadSleeping)
+            defer { state.waiter = nil }
+            return (true, state.waiter)
         }
-        wake(waiter, threadSleeping: threadSleeping)
-        return accepted
-    }
-
-    /// Wakes the writer's loop, or its thread, when it was waiting for work.
-    private func wake(_ waiter: CheckedContinuation<Void, Never>?, threadSleeping: Bool) {
         waiter?.resume()
-        if threadSleeping {
-            // The thread marked itself sleeping with `threadWakeUp` held and holds it until it waits: this signal
-            // cannot come before its wait.
-            threadWakeUp.lock()
-            threadWakeUp.signal()
-            threadWakeUp.unlock()
-        }
+        return accepted
     }
 
     /// Applies a command and returns its result, or throws its ``DomainError``.
@@ -168,10 +164,9 @@ final class CommandWriter: Service {
     func run() async throws {
         await withTaskCancellationHandler {
             await withGracefulShutdownHandler {
-                if ownThread, let store = store.capabilities.synchronousBatches, publisher.isSingleNode {
-                    await runOnThread(store)
-                } else {
-                    await runOverlapping()
+                switch execution {
+                case .ownThread: await WriterThread.run(named: "parley-writer") { await runLoops() }
+                case .tasks: await runLoops()
                 }
             } onGracefulShutdown: {
                 self.stop()
@@ -181,8 +176,8 @@ final class CommandWriter: Service {
         }
     }
 
-    /// The writer in two loops: one stores batches, the other publishes them (see the type's discussion).
-    private func runOverlapping() async {
+    /// The writer's two loops: one stores batches, the other publishes them (see the type's discussion).
+    private func runLoops() async {
         await withDiscardingTaskGroup { group in
             group.addTask { await self.publishStored() }
             while let work = await nextWork() {
@@ -198,35 +193,14 @@ final class CommandWriter: Service {
         }
     }
 
-    /// The writer on a thread of its own (``SynchronousBatches``, single node): takes a batch, stores it, publishes
-    /// it and answers its callers, then the next; returns once everything queued before ``stop()`` is done.
-    private func runOnThread(_ store: any SynchronousBatches) async {
-        await withCheckedContinuation { (finished: CheckedContinuation<Void, Never>) in
-            let thread = Thread { [self] in
-                // Named from inside: on Linux a name given before `start()` does not reach the system's thread
-                // (profilers and `top -H` show it).
-                Thread.current.name = "parley-writer"
-                while let work = nextWorkOnThread() {
-                    // A single node has no other nodes' commits to publish.
-                    guard case .commands(let batch) = work else { continue }
-                    epoch.batchStarted()
-                    publishOnThread(commitOnThread(batch, in: store))
-                    epoch.batchFinished()
-                }
-                finished.resume()
-            }
-            thread.start()
-        }
-    }
-
     /// Stops taking commands; those already queued are still applied.
     func stop() {
-        let (waiter, threadSleeping) = state.withLockedValue { state -> (CheckedContinuation<Void, Never>?, Bool) in
+        let waiter = state.withLockedValue { state -> CheckedContinuation<Void, Never>? in
             state.stopping = true
-            defer { (state.waiter, state.threadSleeping) = (nil, false) }
-            return (state.waiter, state.threadSleeping)
+            defer { state.waiter = nil }
+            return state.waiter
         }
-        wake(waiter, threadSleeping: threadSleeping)
+        waiter?.resume()
     }
 
     private func nextWork() async -> Work? {
@@ -247,22 +221,6 @@ final class CommandWriter: Service {
         }
     }
 
-    /// ``nextWork()`` on the writer's thread: sleeps until there is work; nil once stopped and everything is taken.
-    private func nextWorkOnThread() -> Work? {
-        threadWakeUp.lock()
-        defer { threadWakeUp.unlock() }
-        while true {
-            let work = state.withLockedValue { state -> Work?? in
-                if let work = state.take(maxBatch: maxBatch) { return .some(work) }
-                if state.stopping { return .some(nil) }
-                state.threadSleeping = true
-                return nil
-            }
-            if let work { return work }
-            threadWakeUp.wait()
-        }
-    }
-
     /// The commands of a batch as the store applies them (sends queue a push when push is on).
     private func commands(of batch: [Pending]) -> [Command] {
         var commands = batch.map(\.command)
@@ -277,46 +235,17 @@ final class CommandWriter: Service {
         return commands
     }
 
-    /// ``commit(_:)`` on the writer's thread.
-    private func commitOnThread(_ batch: [Pending], in store: any SynchronousBatches) -> Stored {
-        let started = DispatchTime.now().uptimeNanoseconds
-        do {
-            let outcome = try store.applySynchronously(commands(of: batch)) { publisher.unreadDue($0) }
-            return committed(batch, outcome, started: started)
-        } catch {
-            return failed(batch, error)
-        }
-    }
-
-    /// Publishes a batch the writer's thread stored and answers its callers (see ``publishStored()``).
-    private func publishOnThread(_ stored: Stored) {
-        switch stored {
-        case .committed(let batch, let outcome):
-            // Sockets are woken once the whole batch is published and answered (``BatchDelivery``).
-            var delivery = BatchDelivery(countedWithBatch: outcome.unread)
-            for (pending, result) in zip(batch, outcome.results) {
-                switch result {
-                case .success(let outcome):
-                    publisher.publishLocally(outcome, into: &delivery)
-                    pending.completion(.success(outcome))
-                case .failure(let refusal):
-                    pending.completion(.failure(refusal))
-                }
-            }
-            publisher.deliverCounts(outcome.unread, into: &delivery)
-            delivery.finish()
-        case .failed(let batch, let error):
-            for pending in batch { pending.completion(.failure(error)) }
-        case .cluster:
-            preconditionFailure("CommandWriter: a single node publishes no other node's commits")
-        }
-    }
-
-    /// Applies a batch in one transaction.
+    /// Applies a batch in one transaction: on the writer's thread, there and then (``Execution``).
     private func commit(_ batch: [Pending]) async -> Stored {
         let started = DispatchTime.now().uptimeNanoseconds
         do {
-            let outcome = try await store.apply(commands(of: batch)) { [publisher] in publisher.unreadDue($0) }
+            let outcome: BatchOutcome
+            switch execution {
+            case .ownThread(let store):
+                outcome = try store.applySynchronously(commands(of: batch)) { publisher.unreadDue($0) }
+            case .tasks:
+                outcome = try await store.apply(commands(of: batch)) { [publisher] in publisher.unreadDue($0) }
+            }
             return committed(batch, outcome, started: started)
         } catch {
             return failed(batch, error)

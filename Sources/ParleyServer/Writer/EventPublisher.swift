@@ -51,21 +51,14 @@ final class EventPublisher: Sendable {
     }
 
     /// Whether this node is the whole deployment: its own commits are all there is to publish, and
-    /// ``publishLocally(_:)`` publishes them without waiting for anything.
+    /// ``publish(_:into:)`` publishes them without waiting for anything.
     var isSingleNode: Bool { cluster == nil }
 
-    /// Publishes the events of a command this node applied, on a single node (``isSingleNode``), into the batch's
-    /// delivery.
-    func publishLocally(_ result: CommandResult, into delivery: inout BatchDelivery) {
-        precondition(cluster == nil, "EventPublisher.publishLocally: only a single node publishes on its own")
-        deliver(result.events.map { RoutedEvent(stored: $0, recipients: result.recipients) }, into: &delivery)
-    }
-
-    /// Publishes the events of a command this node applied into the batch's delivery, then sends them to the other
-    /// nodes.
+    /// Publishes the events of a command this node applied into the batch's delivery, then, with several nodes, sends
+    /// them to the other nodes. On a single node it never suspends.
     func publish(_ result: CommandResult, into delivery: inout BatchDelivery) async {
         guard let cluster else {
-            publishLocally(result, into: &delivery)
+            deliver(result.events.map { RoutedEvent(stored: $0, recipients: result.recipients) }, into: &delivery)
             return
         }
         // Events without a sequence number (receipts) are not in the tables: they travel as signals.
