@@ -20,10 +20,10 @@ import ServiceLifecycle
 /// batch ahead.
 ///
 /// Where the loops run is chosen once (``Execution``). On a single node whose store applies batches on the calling
-/// thread (SQLite, ``SynchronousBatches``), both run on a thread of the writer's own (``WriterThread``): a batch is
-/// stored, published and answered without crossing a thread, and the only wake-ups are the writer's (when a command
-/// arrives while it sleeps) and the event loops' of the recipients. Otherwise (PostgreSQL, several nodes) they are
-/// tasks of the cooperative pool, and storing overlaps publishing.
+/// thread (SQLite, ``SynchronousBatches``), both run on a thread of the writer's own (``WriterThread``), taking turns:
+/// a batch is stored, published and answered without crossing a thread, before the next is stored, and the only
+/// wake-ups are the writer's (when a command arrives while it sleeps) and the event loops' of the recipients.
+/// Otherwise (PostgreSQL, several nodes) they are tasks of the cooperative pool, and storing overlaps publishing.
 final class CommandWriter: Service {
     typealias Completion = @Sendable (Result<CommandResult, any Error>) -> Void
 
@@ -187,6 +187,10 @@ final class CommandWriter: Service {
                     await stored.put(await commit(batch))
                 case .cluster(let work): await stored.put(.cluster(work))
                 }
+                // The publishing loop has the batch but may not have run yet: `put` returns without suspending when
+                // it was waiting. Let it go first, so that on the writer's own thread (one job at a time, in order)
+                // a batch's callers are answered before the next batch is stored, not after.
+                await Task.yield()
             }
             // Everything queued is stored: the publishing loop ends once it has published it.
             stored.finish()

@@ -40,6 +40,11 @@ final class WriteEpoch: Sendable {
         counts.withLockedValue { $0.started == $0.finished ? Mark(started: $0.started) : nil }
     }
 
+    /// The batches started and finished so far.
+    var batches: (started: UInt64, finished: UInt64) {
+        counts.withLockedValue { ($0.started, $0.finished) }
+    }
+
     /// Whether no batch started since `mark` was taken.
     func unchanged(since mark: Mark) -> Bool {
         counts.withLockedValue { $0.started == mark.started }

@@ -50,17 +50,19 @@ import Testing
         var proxied = try #require(URLComponents(string: database.url))
         proxied.port = proxy.port
         let clock = ManualClock()
-        // Longer than any other timer of a fresh server, so the only sleeper at its deadline is the check's.
-        let timeout = Duration.seconds(1_000)
+        // Shorter than any other timer of the server: moving time past a check's deadline wakes nothing else (a
+        // thousand virtual seconds once woke every periodic task at once, whose queries held the database's pool).
+        let timeout = Duration.milliseconds(1)
         let server = try await TestServer.start(databaseURL: try #require(proxied.string), clock: clock) {
             $0.healthCheckTimeout = timeout
         }
         #expect(try await server.request("GET", "/health/ready").status == 200)
-        // That check's timer still sleeps until `timeout`; the stalled check's deadline is one second later.
-        clock.advance(by: .seconds(1))
+        // That check's timer sleeps until `timeout`: moved past, so the stalled check's deadline is its own.
+        await clock.sleeper(at: timeout)
+        clock.advance(by: timeout)
         proxy.stall(true)
         async let stalled = server.request("GET", "/health/ready")
-        await clock.sleeper(at: timeout + .seconds(1))
+        await clock.sleeper(at: timeout * 2)
         clock.advance(by: timeout)
         let refusal = try await stalled
         #expect(refusal.status == 503 && refusal.errorCode == .databaseUnavailable)

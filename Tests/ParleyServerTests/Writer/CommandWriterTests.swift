@@ -132,6 +132,33 @@ import Testing
         }
         try await store.close()
     }
+    /// On the writer's own thread a batch's callers are answered before the next batch is stored (the store and
+    /// publish loops take turns on one thread), so the writer is never between two batches' commits: each answer sees
+    /// only its own batch started.
+    @Test func onItsOwnThreadABatchIsAnsweredBeforeTheNextIsStored() async throws {
+        let directory = try TemporaryDirectory(prefix: "parley-writer-turns")
+        let store = try SQLiteStore(path: directory.path + "/parley.sqlite")
+        try await store.insertApp(AppRecord(id: "a", name: "a", authKeyHash: [1], restAPIKeyHash: [2], createdAt: 1))
+        try await store.insertUser(appId: "a", User(uid: "alice", name: "alice", createdAt: 1, updatedAt: 1))
+        let writer = Self.writer(store: store, maxBatch: 3, ownThread: true)
+        // Every command queued before the writer runs: it finds the next batch waiting after each commit.
+        let seen = NIOLockedValueBox([UInt64]())
+        for number in 0..<9 {
+            let create = Command.CreateConversation(
+                appId: "a", newId: "c_\(number)", type: .group, creator: "alice", participants: [], now: 1
+            )
+            writer.enqueue(.createConversation(create)) { result in
+                if case .failure(let error) = result { Issue.record("\(error)") }
+                seen.withLockedValue { $0.append(writer.epoch.batches.started) }
+            }
+        }
+        let running = Task { try await writer.run() }
+        writer.stop()
+        try await running.value
+        #expect(seen.withLockedValue { $0 } == [1, 1, 1, 2, 2, 2, 3, 3, 3])
+        try await store.close()
+    }
+
     /// Stopping: what was queued before is still stored and answered, what comes after is refused, and `run()`
     /// returns once the queue is empty.
     @Test(arguments: [true, false]) func commandsQueuedBeforeStopAreAppliedAndLaterOnesRefused(ownThread: Bool)
