@@ -89,8 +89,9 @@ public struct ParleyApplication: Service {
         closeTimeout + .seconds(31)
     }
 
-    /// The webhook requests this node made (at least the latest 10,000), once `condition` holds for them: for operators' tools
-    /// and tests, which wait for a retry instead of guessing when it happens.
+    /// The webhook requests this node made (at least the latest 10,000), once `condition` holds for them (or, when the
+    /// calling task is cancelled, at once): for operators' tools and tests, which wait for a retry instead of guessing
+    /// when it happens.
     public func webhookAttempts(until condition: @escaping @Sendable ([WebhookAttempt]) -> Bool = { _ in true })
         async -> [WebhookAttempt]
     {

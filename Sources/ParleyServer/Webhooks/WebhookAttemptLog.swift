@@ -21,9 +21,16 @@ public struct WebhookAttempt: Sendable, Hashable {
 final class WebhookAttemptLog: Sendable {
     static let capacity = 10_000
 
+    private struct Waiter {
+        var id: UInt64
+        var condition: @Sendable ([WebhookAttempt]) -> Bool
+        var continuation: CheckedContinuation<[WebhookAttempt], Never>
+    }
+
     private struct State {
         var attempts: [WebhookAttempt] = []
-        var waiters: [(@Sendable ([WebhookAttempt]) -> Bool, CheckedContinuation<[WebhookAttempt], Never>)] = []
+        var waiters: [Waiter] = []
+        var nextWaiter: UInt64 = 0
     }
 
     private let state = NIOLockedValueBox(State())
@@ -37,9 +44,9 @@ final class WebhookAttemptLog: Sendable {
             guard !state.waiters.isEmpty else { return [] }
             let attempts = state.attempts
             var wakeUps: [WakeUp] = []
-            state.waiters.removeAll { condition, continuation in
-                guard condition(attempts) else { return false }
-                wakeUps.append((continuation, attempts))
+            state.waiters.removeAll { waiter in
+                guard waiter.condition(attempts) else { return false }
+                wakeUps.append((waiter.continuation, attempts))
                 return true
             }
             return wakeUps
@@ -47,15 +54,29 @@ final class WebhookAttemptLog: Sendable {
         for (continuation, attempts) in wakeUps { continuation.resume(returning: attempts) }
     }
 
-    /// Returns once `condition` holds for the attempts so far.
+    /// Returns once `condition` holds for the attempts so far, or, when the waiting task is cancelled, at once with the
+    /// attempts so far (which the caller checks: a test's time limit ends its wait instead of leaving it hanging).
     func wait(until condition: @escaping @Sendable ([WebhookAttempt]) -> Bool) async -> [WebhookAttempt] {
-        await withCheckedContinuation { continuation in
-            let ready = state.withLockedValue { state -> [WebhookAttempt]? in
-                if condition(state.attempts) { return state.attempts }
-                state.waiters.append((condition, continuation))
-                return nil
+        let id = state.withLockedValue { state -> UInt64 in
+            defer { state.nextWaiter += 1 }
+            return state.nextWaiter
+        }
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                let ready = state.withLockedValue { state -> [WebhookAttempt]? in
+                    if condition(state.attempts) || Task.isCancelled { return state.attempts }
+                    state.waiters.append(Waiter(id: id, condition: condition, continuation: continuation))
+                    return nil
+                }
+                if let ready { continuation.resume(returning: ready) }
             }
-            if let ready { continuation.resume(returning: ready) }
+        } onCancel: {
+            let cancelled = state.withLockedValue {
+                state -> (CheckedContinuation<[WebhookAttempt], Never>, [WebhookAttempt])? in
+                guard let index = state.waiters.firstIndex(where: { $0.id == id }) else { return nil }
+                return (state.waiters.remove(at: index).continuation, state.attempts)
+            }
+            if let (continuation, attempts) = cancelled { continuation.resume(returning: attempts) }
         }
     }
 }
