@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The storage floor under one stored message: SQLite alone, no server (docs/BENCHMARKS.md, "The floor").
 
-Writes what a writer writes for a message to a group, in one of four layouts (`--layout`), with the store's settings
+Writes what a writer writes for a message to a group, in one of six layouts (`--layout`), with the store's settings
 (WAL, synchronous=NORMAL, 16,000-page checkpoints on the same connection, a 4 MiB page cache), on a database that
 already holds `--prefill` messages (1,000,000 by default: on a small database the hot leaves of every room fit the
 cache and any layout looks cheap). `--per-transaction` messages per transaction, each to a random one of
@@ -18,13 +18,16 @@ Layouts:
                   the text: (conversation, hash), a compact index; bookkeeping deferred.
   log-lean        the log with the (conversation, seq) index only; client message ids checked in memory over a window
                   of recent ones (older retries would be looked up in the log); bookkeeping deferred.
+  log-ordered     the log with the (conversation, seq) index, a message-id index and a client-message-id index led by
+                  the id, both ids time-ordered (the server's clock; the device's, off by up to 2 s): each index
+                  appends at its right edge as the log does; bookkeeping deferred.
 
 Prints the process's CPU per message, user and system; what Python's own calls cost (the same statements with the same
 parameters as `SELECT`s on an in-memory database), which the floor is without; and the bytes the process wrote per
 message (WAL frames and checkpoints, from /proc/self/io), in 4 KiB pages.
 
     python3 Benchmarks/sqlite-floor.py --layout today --per-transaction 1
-    for layout in today today-deferred log log-hashed log-lean; do
+    for layout in today today-deferred log log-hashed log-lean log-ordered; do
         for per in 1 10 100; do python3 Benchmarks/sqlite-floor.py --layout $layout --per-transaction $per; done
     done
 """
@@ -61,8 +64,8 @@ CREATE INDEX events_by_message ON events(conversation_pk, message_id) WHERE mess
 LOG = TODAY.split("CREATE TABLE events")[0] + """
 CREATE TABLE log (
     position INTEGER PRIMARY KEY, conversation_pk INTEGER NOT NULL, seq INTEGER NOT NULL, name TEXT NOT NULL,
-    actor TEXT, created_at INTEGER NOT NULL, client_message_id TEXT, client_hash INTEGER, thread_seq INTEGER,
-    body BLOB NOT NULL);
+    actor TEXT, created_at INTEGER NOT NULL, client_message_id TEXT, client_hash INTEGER, message_id TEXT,
+    thread_seq INTEGER, body BLOB NOT NULL);
 CREATE UNIQUE INDEX log_by_conversation ON log(conversation_pk, seq);
 """
 LOG_CLIENT_INDEX = """
@@ -74,7 +77,15 @@ LOG_CLIENT_HASH_INDEX = """
 CREATE UNIQUE INDEX log_by_client_hash ON log(conversation_pk, client_hash) WHERE client_hash IS NOT NULL;
 """
 
-LAYOUTS = ["today", "today-deferred", "log", "log-hashed", "log-lean"]
+# Time-ordered ids (a message id made by the server from its clock; a client message id made by the SDK from the
+# device's, UUIDv7-like): each index takes its new entries at its right edge, as the log does, whatever the room.
+LOG_ORDERED_INDEXES = """
+CREATE UNIQUE INDEX log_by_message ON log(message_id) WHERE message_id IS NOT NULL;
+CREATE UNIQUE INDEX log_by_client_message
+    ON log(client_message_id, conversation_pk, actor) WHERE client_message_id IS NOT NULL;
+"""
+
+LAYOUTS = ["today", "today-deferred", "log", "log-hashed", "log-lean", "log-ordered"]
 
 
 def client_hash(sender, client_id):
@@ -100,8 +111,11 @@ def written():
 class Messages:
     """Where the next message goes and what it says, the same sequence for the measured run and the calls' run."""
 
-    def __init__(self, conversations, body_bytes, seed):
+    def __init__(self, conversations, body_bytes, seed, ordered=False):
         self.random = random.Random(seed)
+        self.ordered = ordered
+        # Each device's clock is off by up to two seconds either way.
+        self.skews = {}
         self.conversations = conversations
         self.seqs = [0] * (conversations + 1)
         self.body = os.urandom(body_bytes)
@@ -112,9 +126,15 @@ class Messages:
         self.seqs[pk] += 1
         self.index += 1
         sender = f"u{pk}_{self.random.randint(0, 4)}"
-        client_id = f"cm_{self.random.getrandbits(64):016x}"
-        message_id = f"m_{self.random.getrandbits(64):020d}"
-        return pk, self.seqs[pk], sender, 1_700_000_000_000 + self.index, client_id, message_id
+        now = 1_700_000_000_000 + self.index
+        if self.ordered:
+            skew = self.skews.setdefault(sender, self.random.randint(-2000, 2000))
+            client_id = f"{now + skew:012x}-{self.random.getrandbits(64):016x}"
+            message_id = f"m_{now:012x}{self.random.getrandbits(40):010x}"
+        else:
+            client_id = f"cm_{self.random.getrandbits(64):016x}"
+            message_id = f"m_{self.random.getrandbits(64):020d}"
+        return pk, self.seqs[pk], sender, now, client_id, message_id
 
 
 class Writer:
@@ -159,10 +179,11 @@ class Writer:
                 if len(self.recent) > self.window:
                     self.recent.popitem(last=False)
             hashed = client_hash(sender, client_id) if self.layout == "log-hashed" else None
+            message = message_id if self.layout == "log-ordered" else None
             execute(
                 "INSERT INTO log (conversation_pk, seq, name, actor, created_at, client_message_id, client_hash, "
-                "thread_seq, body) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (pk, seq, "message.sent", sender, now, client_id, hashed, None, body),
+                "message_id, thread_seq, body) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (pk, seq, "message.sent", sender, now, client_id, hashed, message, None, body),
             )
         self.conversations[pk] = (seq, now)
         self.senders[(pk, sender)] = seq
@@ -189,7 +210,7 @@ class Writer:
 
 def prefill(db, layout, messages, count, body_bytes):
     """`messages` messages to random conversations, in large transactions, with the rows they leave behind."""
-    source = Messages(count, body_bytes, seed=1)
+    source = Messages(count, body_bytes, seed=1, ordered=layout == "log-ordered")
     chunk = 20_000
     for start in range(0, messages, chunk):
         rows = [source.next() for _ in range(min(chunk, messages - start))]
@@ -201,12 +222,16 @@ def prefill(db, layout, messages, count, body_bytes):
             )
         else:
             hashed = layout == "log-hashed"
+            ordered = layout == "log-ordered"
             db.executemany(
                 "INSERT INTO log (conversation_pk, seq, name, actor, created_at, client_message_id, client_hash, "
-                "thread_seq, body) VALUES (?, ?, 'message.sent', ?, ?, ?, ?, NULL, ?)",
+                "message_id, thread_seq, body) VALUES (?, ?, 'message.sent', ?, ?, ?, ?, ?, NULL, ?)",
                 (
-                    (pk, seq, sender, now, client, client_hash(sender, client) if hashed else None, source.body)
-                    for pk, seq, sender, now, client, _ in rows
+                    (
+                        pk, seq, sender, now, client, client_hash(sender, client) if hashed else None,
+                        message if ordered else None, source.body,
+                    )
+                    for pk, seq, sender, now, client, message in rows
                 ),
             )
         db.execute("COMMIT")
@@ -241,7 +266,9 @@ def main():
     db.execute("PRAGMA wal_autocheckpoint = 16000")
     db.execute(f"PRAGMA cache_size = -{options.cache_kib}")
     layout = options.layout
-    extra = {"log": LOG_CLIENT_INDEX, "log-hashed": LOG_CLIENT_HASH_INDEX}.get(layout, "")
+    extra = {"log": LOG_CLIENT_INDEX, "log-hashed": LOG_CLIENT_HASH_INDEX, "log-ordered": LOG_ORDERED_INDEXES}.get(
+        layout, ""
+    )
     db.executescript(TODAY if layout.startswith("today") else LOG + extra)
     count = options.conversations
     db.execute("BEGIN")
@@ -279,7 +306,8 @@ def main():
         memory.execute(selects[count], parameters)
 
     def messages_after_prefill(seed):
-        source = Messages(count, options.body_bytes, seed)
+        source = Messages(count, options.body_bytes, seed, ordered=layout == "log-ordered")
+        source.index = options.prefill
         source.seqs = list(seqs)
         return source
 

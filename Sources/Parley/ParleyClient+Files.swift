@@ -59,7 +59,7 @@ extension ParleyClient {
     public func sendFile(
         at fileURL: URL, to receiver: Receiver, name: String? = nil, contentType: String? = nil,
         caption: String? = nil, preview: String? = nil, replyTo: String? = nil, mentions: [String]? = nil,
-        clientMessageId: String = UUID().uuidString
+        clientMessageId: String = TimeOrderedUUID.make().uuidString
     ) async throws -> Message {
         let queued = try makeFileOutgoing(
             fileURL, to: receiver, name: name, contentType: contentType, caption: caption, preview: preview,
@@ -99,7 +99,7 @@ extension ParleyClient {
     public func queueFile(
         at fileURL: URL, to receiver: Receiver, name: String? = nil, contentType: String? = nil,
         caption: String? = nil, preview: String? = nil, replyTo: String? = nil, mentions: [String]? = nil,
-        clientMessageId: String = UUID().uuidString
+        clientMessageId: String = TimeOrderedUUID.make().uuidString
     ) throws -> OutgoingMessage {
         let queued = try makeFileOutgoing(
             fileURL, to: receiver, name: name, contentType: contentType, caption: caption, preview: preview,

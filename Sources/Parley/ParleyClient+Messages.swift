@@ -17,7 +17,7 @@ extension ParleyClient {
     @discardableResult
     public func sendTextMessage(
         _ text: String, to receiver: Receiver, metadata: JSONValue? = nil, replyTo: String? = nil,
-        mentions: [String]? = nil, clientMessageId: String = UUID().uuidString
+        mentions: [String]? = nil, clientMessageId: String = TimeOrderedUUID.make().uuidString
     ) async throws -> Message {
         try await sendMessage(
             parts: [.text(text)], to: receiver, metadata: metadata, replyTo: replyTo, mentions: mentions,
@@ -48,7 +48,7 @@ extension ParleyClient {
     @discardableResult
     public func sendMessage(
         parts: [MessagePart], to receiver: Receiver, metadata: JSONValue? = nil, alert: String? = nil,
-        replyTo: String? = nil, mentions: [String]? = nil, clientMessageId: String = UUID().uuidString
+        replyTo: String? = nil, mentions: [String]? = nil, clientMessageId: String = TimeOrderedUUID.make().uuidString
     ) async throws -> Message {
         let queued = try makeOutgoing(
             .send, parts: parts, to: receiver, metadata: metadata, alert: alert, replyTo: replyTo, mentions: mentions,
@@ -81,7 +81,7 @@ extension ParleyClient {
     @discardableResult
     public func queueMessage(
         parts: [MessagePart], to receiver: Receiver, metadata: JSONValue? = nil, alert: String? = nil,
-        replyTo: String? = nil, mentions: [String]? = nil, clientMessageId: String = UUID().uuidString
+        replyTo: String? = nil, mentions: [String]? = nil, clientMessageId: String = TimeOrderedUUID.make().uuidString
     ) throws -> OutgoingMessage {
         let queued = try makeOutgoing(
             .send, parts: parts, to: receiver, metadata: metadata, alert: alert, replyTo: replyTo, mentions: mentions,
@@ -258,7 +258,8 @@ extension ParleyClient {
 
     func makeOutgoing(
         _ action: OutgoingMessage.Action, parts: [MessagePart], to receiver: Receiver, metadata: JSONValue? = nil,
-        alert: String? = nil, replyTo: String? = nil, mentions: [String]? = nil, id: String = UUID().uuidString
+        alert: String? = nil, replyTo: String? = nil, mentions: [String]? = nil,
+        id: String = TimeOrderedUUID.make().uuidString
     ) throws -> OutgoingMessage {
         _ = try requireSession()
         switch action {

@@ -67,7 +67,7 @@ struct Chat: AsyncParsableCommand {
                 let text = line.trimmingCharacters(in: .whitespaces)
                 if text.isEmpty { continue }
                 if text.hasPrefix("/file ") {
-                    let clientMessageId = UUID().uuidString
+                    let clientMessageId = TimeOrderedUUID.make().uuidString
                     sentHere.withLockedValue { _ = $0.insert(clientMessageId) }
                     await sendFile(text, client: client, conversationId: conversationId, id: clientMessageId)
                     continue
@@ -76,7 +76,7 @@ struct Chat: AsyncParsableCommand {
                     if try await command(text, client: client, conversationId: conversationId) == .quit { break }
                     continue
                 }
-                let clientMessageId = UUID().uuidString
+                let clientMessageId = TimeOrderedUUID.make().uuidString
                 sentHere.withLockedValue { _ = $0.insert(clientMessageId) }
                 do {
                     let message = try await client.sendTextMessage(

@@ -524,6 +524,22 @@ extension PostgresStore {
                 """,
             ]
         ),
+        PostgresMigration(
+            version: 16, name: "id indexes led by the id",
+            statements: [
+                // The message-id and client-message-id indexes led by the id instead of the conversation: both ids
+                // are made from a clock (the server's; the SDK's UUIDv7), so a new entry lands at the end of its
+                // index, where the last ones did, instead of on a page of its own in the middle of the conversation's
+                // entries. `events` itself is a heap (a log) with its (conversation, seq) key.
+                "DROP INDEX events_by_client_message",
+                """
+                CREATE UNIQUE INDEX events_by_client_message
+                    ON events(client_message_id, conversation_pk, actor) WHERE client_message_id IS NOT NULL
+                """,
+                "DROP INDEX events_by_message",
+                "CREATE INDEX events_by_message ON events(message_id) WHERE message_id IS NOT NULL",
+            ]
+        ),
     ]
 
     /// The key of the advisory lock that serializes migrations of one database ("parley.schema").
@@ -535,9 +551,12 @@ extension PostgresStore {
     /// after the other: the second waits, then finds every step recorded in `schema_migrations` and does nothing.
     /// PostgreSQL's DDL is transactional: a step that fails leaves no trace.
     ///
+    /// - Parameter version: The last version to apply (a test builds an earlier release's schema with it).
     /// - Returns: The versions applied by this call (empty when the schema was current).
     @discardableResult
-    static func migrate(_ connection: PostgresConnection, logger: Logger) async throws -> [Int64] {
+    static func migrate(_ connection: PostgresConnection, logger: Logger, through version: Int64 = .max) async throws
+        -> [Int64]
+    {
         let session = PostgresSession(connection: connection, logger: logger)
         return try await session.transaction {
             // A node stuck while holding the lock must not stop the others forever.
@@ -560,7 +579,7 @@ extension PostgresStore {
                 )
             }
             var done: [Int64] = []
-            for migration in migrations where !applied.contains(migration.version) {
+            for migration in migrations where !applied.contains(migration.version) && migration.version <= version {
                 logger.info("Migrating the PostgreSQL schema to version \(migration.version) (\(migration.name))")
                 for statement in migration.statements {
                     try await session.execute(PostgresQuery(unsafeSQL: statement))

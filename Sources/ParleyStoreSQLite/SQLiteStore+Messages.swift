@@ -14,10 +14,10 @@ extension SQLiteStore {
                 db.cachedStatement(
                     sql: """
                         SELECT message_index, body FROM events
-                        WHERE conversation_pk = ? AND message_id = ? AND message_index IS NOT NULL
+                        WHERE message_id = ? AND conversation_pk = ? AND message_index IS NOT NULL
                         """
                 ),
-                arguments: [conversationPK, messageId]
+                arguments: [messageId, conversationPK]
             )
         else { return nil }
         let body: Data = row[1]
@@ -27,8 +27,8 @@ extension SQLiteStore {
     /// Rewrites the bodies of the message's `sent`, `update` and `delete` events to `message`.
     static func rewriteMessageEvents(_ db: Database, conversationPK: Int64, to message: Message) throws {
         let rows = try Row.fetchAll(
-            db, sql: "SELECT seq, body FROM events WHERE conversation_pk = ? AND message_id = ?",
-            arguments: [conversationPK, message.id]
+            db, sql: "SELECT seq, body FROM events WHERE message_id = ? AND conversation_pk = ?",
+            arguments: [message.id, conversationPK]
         )
         for row in rows {
             let body: Data = row[1]

@@ -376,6 +376,44 @@ extension SQLiteStore {
             // An app's own upload limit (nil: the server's).
             try db.execute(sql: "ALTER TABLE apps ADD COLUMN max_file_bytes INTEGER")
         }
+        migrator.registerMigration("v14: events as a log") { db in
+            // Events in the order they were stored (rowid), no longer clustered by conversation: a new event is
+            // written at the end of the table instead of in the middle of its conversation's pages, and the one
+            // (conversation, seq) index is what history and resume read. The message-id and client-message-id
+            // indexes are led by the id: both ids are made from a clock (the server's; the SDK's UUIDv7), so a new
+            // entry lands at the end of its index too (docs/BENCHMARKS.md, "The storage floor by layout"). Events
+            // are copied in the order they were stored; the webhook trigger goes with the old table and is made
+            // again when the store opens (`SQLiteStore.syncWebhookTrigger`).
+            try db.execute(
+                sql: """
+                    CREATE TABLE events_log (
+                        position INTEGER PRIMARY KEY,
+                        conversation_pk INTEGER NOT NULL REFERENCES conversations(pk),
+                        seq INTEGER NOT NULL,
+                        name TEXT NOT NULL,
+                        actor TEXT,
+                        created_at INTEGER NOT NULL,
+                        client_message_id TEXT,
+                        message_index INTEGER,
+                        message_id TEXT,
+                        thread_seq INTEGER,
+                        body BLOB NOT NULL
+                    );
+                    INSERT INTO events_log (conversation_pk, seq, name, actor, created_at, client_message_id,
+                        message_index, message_id, thread_seq, body)
+                        SELECT conversation_pk, seq, name, actor, created_at, client_message_id, message_index,
+                            message_id, thread_seq, body
+                        FROM events ORDER BY created_at, conversation_pk, seq;
+                    DROP TABLE events;
+                    ALTER TABLE events_log RENAME TO events;
+                    CREATE UNIQUE INDEX events_by_conversation ON events(conversation_pk, seq);
+                    CREATE UNIQUE INDEX events_by_client_message
+                        ON events(client_message_id, conversation_pk, actor) WHERE client_message_id IS NOT NULL;
+                    CREATE INDEX events_by_message ON events(message_id) WHERE message_id IS NOT NULL;
+                    CREATE INDEX events_by_thread ON events(conversation_pk, thread_seq, seq) WHERE thread_seq IS NOT NULL;
+                    """
+            )
+        }
         return migrator
     }
 }

@@ -61,8 +61,8 @@ public final class SQLiteStore: ParleyStore {
             // transactions but never corrupts the file.
             try db.execute(sql: "PRAGMA synchronous = NORMAL")
             guard !db.configuration.readonly else { return }
-            // The writer (one connection) touches the newest pages of every active conversation, and the
-            // client-message-id index at random places: a cache a little larger than SQLite's default 2 MB keeps a
+            // The writer (one connection) touches the end of every active conversation in the (conversation, seq)
+            // index, and the client-message-id index at random places when clients' ids are not time-ordered: a cache a little larger than SQLite's default 2 MB keeps a
             // large batch of sends from evicting pages it needs again and spilling dirty ones to the WAL before its
             // commit; a much larger one costs a walk through all of it after most commits (see `writerCacheKiB`).
             try db.execute(sql: "PRAGMA cache_size = -\(Self.writerCacheKiB)")
@@ -77,6 +77,9 @@ public final class SQLiteStore: ParleyStore {
         try pool.writeWithoutTransaction { db in
             try db.execute(sql: "PRAGMA application_id = \(DatabaseIdentity.applicationID)")
         }
+        // The webhook trigger exists exactly while an enabled endpoint does; a migration that rebuilt `events`
+        // dropped it with the old table.
+        try pool.write { db in try Self.syncWebhookTrigger(db) }
         checkpointer = try WALCheckpointer(
             path: path, threshold: checkpointThreshold, restartThreshold: restartThreshold
         )

@@ -193,7 +193,7 @@ struct SendBatch {
                     INSERT INTO events (conversation_pk, seq, name, actor, created_at, client_message_id, message_index,
                         message_id, thread_seq, body)
                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                    ON CONFLICT (conversation_pk, actor, client_message_id) WHERE client_message_id IS NOT NULL
+                    ON CONFLICT (client_message_id, conversation_pk, actor) WHERE client_message_id IS NOT NULL
                     DO NOTHING
                     """
             )
@@ -342,9 +342,9 @@ struct SendBatch {
         guard let clientMessageId,
             let body = try Data.fetchOne(
                 db.cachedStatement(
-                    sql: "SELECT body FROM events WHERE conversation_pk = ? AND actor = ? AND client_message_id = ?"
+                    sql: "SELECT body FROM events WHERE client_message_id = ? AND conversation_pk = ? AND actor = ?"
                 ),
-                arguments: [conversationPK, sender, clientMessageId]
+                arguments: [clientMessageId, conversationPK, sender]
             )
         else { throw DomainError(.internalError, "A message was neither stored nor found as a duplicate.") }
         return try MessageLifecycle.message(in: body)

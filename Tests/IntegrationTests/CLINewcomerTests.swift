@@ -109,7 +109,10 @@ struct CLINewcomerTests {
         let id = try #require(queued.errors.split(separator: " ").drop { $0 != "as" }.dropFirst().first)
             .trimmingCharacters(in: .punctuationCharacters)
 
-        let listed = try await Self.parley(["outbox", "--profile", "alice", "--wait", "2"], home: home)
+        // `outbox` stops waiting as soon as it finds the server unreachable (two more failed attempts); --wait only
+        // bounds a server that takes messages slowly. Two seconds were once not enough for two retries on a machine
+        // running the whole suite.
+        let listed = try await Self.parley(["outbox", "--profile", "alice", "--wait", "20"], home: home)
         #expect(listed.status == 0)
         #expect(
             listed.output.contains("\(id)  pending") && listed.output.contains("cannot be reached"), "\(listed.output)")

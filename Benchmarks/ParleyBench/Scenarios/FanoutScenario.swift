@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import NIOCore
+import ParleyProtocol
 
 /// `fanout`: M receivers in one group, one sender, K messages at rate R.
 struct FanoutScenario: AsyncParsableCommand {
@@ -95,13 +96,13 @@ struct FanoutScenario: AsyncParsableCommand {
             run.startMeasuring()
             let cpuBefore = run.server.cpuSeconds()
             let benchBefore = ProcFS.cpuSeconds(pid: getpid())
-            let (padding, runID) = (self.padding, run.runID)
+            let padding = self.padding
             let firstSend = await PacedSender.run(count: messages, interval: 1e9 / rate, sender: { _ in sender }) {
                 number, socket in
                 let text = marker.text(number: number, sentAt: Monotonic.nanoseconds(), padding: padding)
                 socket.send(
                     text:
-                        #"{"type":"send","ref":"\#(number)","conversationId":"\#(conversation)","clientMessageId":"m\#(runID)-\#(number)","parts":[{"type":"text","text":"\#(text)"}]}"#
+                        #"{"type":"send","ref":"\#(number)","conversationId":"\#(conversation)","clientMessageId":"\#(TimeOrderedUUID.make().uuidString)","parts":[{"type":"text","text":"\#(text)"}]}"#
                 )
             }
             let expected = receiving * messages

@@ -80,12 +80,11 @@ struct PersistScenario: AsyncParsableCommand {
             let state = NIOLockedValueBox(SendState())
             let total = messages
             let padding = self.padding
-            let runID = run.runID
 
             @Sendable func frame(_ number: Int, sender: Int) -> String {
                 let text = marker.text(number: number, sentAt: Monotonic.nanoseconds(), padding: padding)
                 return
-                    #"{"type":"send","ref":"\#(number)","conversationId":"\#(conversations[sender])","clientMessageId":"m\#(runID)-\#(number)","parts":[{"type":"text","text":"\#(text)"}]}"#
+                    #"{"type":"send","ref":"\#(number)","conversationId":"\#(conversations[sender])","clientMessageId":"\#(TimeOrderedUUID.make().uuidString)","parts":[{"type":"text","text":"\#(text)"}]}"#
             }
 
             run.startMeasuring()
@@ -147,7 +146,7 @@ struct PersistScenario: AsyncParsableCommand {
                             guard let number else { return 0 }
                             let begin = Monotonic.nanoseconds()
                             let body = SendMessageRequest(
-                                clientMessageId: "m\(runID)-\(number)",
+                                clientMessageId: TimeOrderedUUID.make().uuidString,
                                 parts: [.text(marker.text(number: number, sentAt: begin, padding: padding))]
                             )
                             let answer = try await connection.json(

@@ -231,7 +231,7 @@ struct RoomsScenario: AsyncParsableCommand {
                     expectedByPath[nodeOf(from) == nodeOf(member) ? 0 : 1] += 1
                 }
             }
-            let (padding, runID) = (self.padding, run.runID)
+            let padding = self.padding
             let start = await PacedSender.run(
                 count: count, offset: { offsets[$0] }, sender: { connected.sockets[Int(senders[$0])] }
             ) { number, socket in
@@ -239,7 +239,7 @@ struct RoomsScenario: AsyncParsableCommand {
                 let text = marker.text(number: number, sentAt: Monotonic.nanoseconds(), padding: padding)
                 socket.send(
                     text:
-                        #"{"type":"send","ref":"\#(number)","conversationId":"\#(conversation)","clientMessageId":"m\#(runID)-\#(number)","parts":[{"type":"text","text":"\#(text)"}]}"#
+                        #"{"type":"send","ref":"\#(number)","conversationId":"\#(conversation)","clientMessageId":"\#(TimeOrderedUUID.make().uuidString)","parts":[{"type":"text","text":"\#(text)"}]}"#
                 )
             }
             let sendSeconds = Monotonic.seconds(since: start)

@@ -33,6 +33,21 @@ enum Secrets {
         return prefix + String(decoding: characters, as: UTF8.self)
     }
 
+    /// A new message's id at `milliseconds` since 1970: `m_`, the time in 9 base-36 digits (until the year 5138), then
+    /// 11 random letters and digits (~57 bits). Ids made later sort after earlier ones (the time's digits are in ASCII
+    /// order), so the store's message-id index takes each new one at its end, not on a page of its own.
+    static func messageID(at milliseconds: Int64) -> String {
+        var time = UInt64(clamping: max(0, milliseconds))
+        var digits = [UInt8](repeating: orderedDigits[0], count: 9)
+        for index in digits.indices.reversed() {
+            digits[index] = orderedDigits[Int(time % 36)]
+            time /= 36
+        }
+        return "m_" + String(decoding: digits, as: UTF8.self) + randomID(prefix: "", length: 11)
+    }
+
+    private static let orderedDigits = Array("0123456789abcdefghijklmnopqrstuvwxyz".utf8)
+
     /// `prefix` followed by `byteCount` random bytes in hex.
     static func randomHex(prefix: String = "", byteCount: Int) -> String {
         prefix + hex(randomBytes(byteCount))

@@ -94,11 +94,12 @@ extension APIHandler {
             clientMessageId: request.clientMessageId, replyTo: request.replyTo, mentions: request.mentions,
             limits: configuration.messageLimits
         )
+        let now = time.epochMilliseconds()
         let command = Command.SendMessage(
             appId: principal.appId, conversationId: input.path.conversationId, sender: principal.uid,
-            messageId: Secrets.randomID(prefix: "m_"), clientMessageId: request.clientMessageId, parts: request.parts,
+            messageId: Secrets.messageID(at: now), clientMessageId: request.clientMessageId, parts: request.parts,
             metadata: request.metadata, alert: request.alert, replyTo: request.replyTo, mentions: request.mentions,
-            now: time.epochMilliseconds()
+            now: now
         )
         guard case .message(let message, let duplicate) = try await writer.submit(.sendMessage(command)).outcome else {
             throw DomainError(.internalError, "Unexpected outcome of sendMessage.")

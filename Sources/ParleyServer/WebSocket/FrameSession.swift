@@ -160,11 +160,12 @@ struct FrameSession {
                 })
         else { return }
         let principal = connection.principal
+        let now = time.epochMilliseconds()
         let command = Command.SendMessage(
             appId: principal.appId, conversationId: frame.conversationId, sender: principal.uid,
-            messageId: Secrets.randomID(prefix: "m_"), clientMessageId: frame.clientMessageId, parts: frame.parts,
+            messageId: Secrets.messageID(at: now), clientMessageId: frame.clientMessageId, parts: frame.parts,
             metadata: frame.metadata, alert: frame.alert, replyTo: frame.replyTo, mentions: frame.mentions,
-            now: time.epochMilliseconds()
+            now: now
         )
         submit(.sendMessage(command), ref: frame.ref)
     }

@@ -17,6 +17,26 @@ import Testing
         #expect(seen.count == 20_000)
     }
 
+    @Test func messageIdsSortByTheTimeTheyWereMadeAt() {
+        // Milliseconds from 1970 to past 2100, each id against one made a millisecond later and one made at the same
+        // millisecond.
+        let times: [Int64] = [
+            0, 1, 35, 36, 1_700_000_000_000, 1_700_000_000_001, 4_102_444_800_000, 99_999_999_999_999,
+        ]
+        for time in times {
+            let id = Secrets.messageID(at: time)
+            #expect(id.hasPrefix("m_") && id.count == 22)
+            #expect(id.dropFirst(2).allSatisfy { ("a"..."z").contains($0) || ("0"..."9").contains($0) })
+            #expect(id < Secrets.messageID(at: time + 1))
+            #expect(id.prefix(11) == Secrets.messageID(at: time).prefix(11))
+            #expect(id != Secrets.messageID(at: time))
+        }
+        // A time before 1970 (a clock set wrong) is made at 1970, not refused.
+        #expect(Secrets.messageID(at: -5).hasPrefix("m_000000000"))
+        let sorted = (0..<1_000).map { Secrets.messageID(at: 1_700_000_000_000 + Int64($0) * 997) }
+        #expect(sorted == sorted.sorted())
+    }
+
     @Test func everyCharacterOfTheAlphabetIsUsedEvenly() {
         var counts: [Character: Int] = [:]
         for _ in 0..<2_000 {
