@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The storage floor under one stored message: SQLite alone, no server (docs/BENCHMARKS.md, "The floor").
 
-Writes what a writer writes for a message to a group, in one of six layouts (`--layout`), with the store's settings
+Writes what a writer writes for a message to a group, in one of seven layouts (`--layout`), with the store's settings
 (WAL, synchronous=NORMAL, 16,000-page checkpoints on the same connection, a 4 MiB page cache), on a database that
 already holds `--prefill` messages (1,000,000 by default: on a small database the hot leaves of every room fit the
 cache and any layout looks cheap). `--per-transaction` messages per transaction, each to a random one of
@@ -21,13 +21,16 @@ Layouts:
   log-ordered     the log with the (conversation, seq) index, a message-id index and a client-message-id index led by
                   the id, both ids time-ordered (the server's clock; the device's, off by up to 2 s): each index
                   appends at its right edge as the log does; bookkeeping deferred.
+  log-filed       what SQLiteStore does: the log with the (conversation, seq) index; message ids and client message
+                  ids (time-ordered) in tables of their own, filed from the log every 256 messages; the tail's client
+                  ids checked in memory, the filed ones with a read of their table; bookkeeping deferred.
 
 Prints the process's CPU per message, user and system; what Python's own calls cost (the same statements with the same
 parameters as `SELECT`s on an in-memory database), which the floor is without; and the bytes the process wrote per
 message (WAL frames and checkpoints, from /proc/self/io), in 4 KiB pages.
 
     python3 Benchmarks/sqlite-floor.py --layout today --per-transaction 1
-    for layout in today today-deferred log log-hashed log-lean log-ordered; do
+    for layout in today today-deferred log log-hashed log-lean log-ordered log-filed; do
         for per in 1 10 100; do python3 Benchmarks/sqlite-floor.py --layout $layout --per-transaction $per; done
     done
 """
@@ -85,7 +88,28 @@ CREATE UNIQUE INDEX log_by_client_message
     ON log(client_message_id, conversation_pk, actor) WHERE client_message_id IS NOT NULL;
 """
 
-LAYOUTS = ["today", "today-deferred", "log", "log-hashed", "log-lean", "log-ordered"]
+# What SQLiteStore keeps (schema v14): the log with its (conversation, seq) index; message ids and client message ids in
+# tables of their own, filed from the log every `--file-every` messages (SQLiteStore.logIndexInterval).
+LOG_FILED_TABLES = """
+CREATE TABLE message_ids (
+    message_id TEXT NOT NULL, conversation_pk INTEGER NOT NULL, seq INTEGER NOT NULL,
+    PRIMARY KEY (message_id, conversation_pk, seq)) WITHOUT ROWID;
+CREATE TABLE client_message_ids (
+    client_message_id TEXT NOT NULL, conversation_pk INTEGER NOT NULL, actor TEXT NOT NULL, seq INTEGER NOT NULL,
+    PRIMARY KEY (client_message_id, conversation_pk, actor)) WITHOUT ROWID;
+CREATE TABLE log_state (id INTEGER PRIMARY KEY CHECK (id = 1), indexed_through INTEGER NOT NULL);
+INSERT INTO log_state VALUES (1, 0);
+"""
+
+FILE_TAIL = [
+    "INSERT OR IGNORE INTO message_ids SELECT message_id, conversation_pk, seq FROM log "
+    "WHERE position > (SELECT indexed_through FROM log_state) AND message_id IS NOT NULL ORDER BY message_id",
+    "INSERT OR IGNORE INTO client_message_ids SELECT client_message_id, conversation_pk, actor, seq FROM log "
+    "WHERE position > (SELECT indexed_through FROM log_state) AND client_message_id IS NOT NULL ORDER BY position",
+    "UPDATE log_state SET indexed_through = (SELECT max(position) FROM log)",
+]
+
+LAYOUTS = ["today", "today-deferred", "log", "log-hashed", "log-lean", "log-ordered", "log-filed"]
 
 
 def client_hash(sender, client_id):
@@ -140,8 +164,10 @@ class Messages:
 class Writer:
     """What the layout writes per message, through `execute` (the database's, or the calls' stand-in)."""
 
-    def __init__(self, layout, flush_every, window):
+    def __init__(self, layout, flush_every, window, file_every=256):
         self.layout = layout
+        self.file_every = file_every
+        self.since_filing = 0
         self.flush_every = flush_every
         self.conversations = {}
         self.senders = {}
@@ -171,6 +197,17 @@ class Writer:
                 (pk, seq, "message.sent", sender, now, client_id, seq, message_id, None, body),
             )
         else:
+            if self.layout == "log-filed":
+                # The tail's client ids in memory, the filed ones looked up in their table (a read, no write).
+                key = (pk, sender, client_id)
+                if key in self.recent:
+                    raise RuntimeError("a duplicate client message id")
+                execute(
+                    "SELECT seq FROM client_message_ids WHERE client_message_id = ? AND conversation_pk = ? "
+                    "AND actor = ?",
+                    (client_id, pk, sender),
+                )
+                self.recent[key] = seq
             if self.layout == "log-lean":
                 key = (pk, sender, client_id)
                 if key in self.recent:
@@ -179,12 +216,19 @@ class Writer:
                 if len(self.recent) > self.window:
                     self.recent.popitem(last=False)
             hashed = client_hash(sender, client_id) if self.layout == "log-hashed" else None
-            message = message_id if self.layout == "log-ordered" else None
+            message = message_id if self.layout in ("log-ordered", "log-filed") else None
             execute(
                 "INSERT INTO log (conversation_pk, seq, name, actor, created_at, client_message_id, client_hash, "
                 "message_id, thread_seq, body) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (pk, seq, "message.sent", sender, now, client_id, hashed, message, None, body),
             )
+        if self.layout == "log-filed":
+            self.since_filing += 1
+            if self.since_filing >= self.file_every:
+                for statement in FILE_TAIL:
+                    execute(statement, ())
+                self.recent.clear()
+                self.since_filing = 0
         self.conversations[pk] = (seq, now)
         self.senders[(pk, sender)] = seq
         self.since_flush += 1
@@ -210,7 +254,7 @@ class Writer:
 
 def prefill(db, layout, messages, count, body_bytes):
     """`messages` messages to random conversations, in large transactions, with the rows they leave behind."""
-    source = Messages(count, body_bytes, seed=1, ordered=layout == "log-ordered")
+    source = Messages(count, body_bytes, seed=1, ordered=layout in ("log-ordered", "log-filed"))
     chunk = 20_000
     for start in range(0, messages, chunk):
         rows = [source.next() for _ in range(min(chunk, messages - start))]
@@ -222,7 +266,7 @@ def prefill(db, layout, messages, count, body_bytes):
             )
         else:
             hashed = layout == "log-hashed"
-            ordered = layout == "log-ordered"
+            ordered = layout in ("log-ordered", "log-filed")
             db.executemany(
                 "INSERT INTO log (conversation_pk, seq, name, actor, created_at, client_message_id, client_hash, "
                 "message_id, thread_seq, body) VALUES (?, ?, 'message.sent', ?, ?, ?, ?, ?, NULL, ?)",
@@ -266,9 +310,12 @@ def main():
     db.execute("PRAGMA wal_autocheckpoint = 16000")
     db.execute(f"PRAGMA cache_size = -{options.cache_kib}")
     layout = options.layout
-    extra = {"log": LOG_CLIENT_INDEX, "log-hashed": LOG_CLIENT_HASH_INDEX, "log-ordered": LOG_ORDERED_INDEXES}.get(
-        layout, ""
-    )
+    extra = {
+        "log": LOG_CLIENT_INDEX,
+        "log-hashed": LOG_CLIENT_HASH_INDEX,
+        "log-ordered": LOG_ORDERED_INDEXES,
+        "log-filed": LOG_FILED_TABLES,
+    }.get(layout, "")
     db.executescript(TODAY if layout.startswith("today") else LOG + extra)
     count = options.conversations
     db.execute("BEGIN")
@@ -279,6 +326,11 @@ def main():
     db.execute("COMMIT")
     filled = time.perf_counter()
     seqs = prefill(db, layout, options.prefill, count, options.body_bytes)
+    if layout == "log-filed":
+        db.execute("BEGIN")
+        for statement in FILE_TAIL:
+            db.execute(statement)
+        db.execute("COMMIT")
     filled = time.perf_counter() - filled
     per = max(options.per_transaction, 1)
 
@@ -306,7 +358,7 @@ def main():
         memory.execute(selects[count], parameters)
 
     def messages_after_prefill(seed):
-        source = Messages(count, options.body_bytes, seed, ordered=layout == "log-ordered")
+        source = Messages(count, options.body_bytes, seed, ordered=layout in ("log-ordered", "log-filed"))
         source.index = options.prefill
         source.seqs = list(seqs)
         return source

@@ -9,32 +9,36 @@ extension SQLiteStore {
     // MARK: Rows
 
     static func fetchStoredMessage(_ db: Database, conversationPK: Int64, messageId: String) throws -> StoredMessage? {
-        guard
-            let row = try Row.fetchOne(
-                db.cachedStatement(
-                    sql: """
-                        SELECT message_index, body FROM events
-                        WHERE message_id = ? AND conversation_pk = ? AND message_index IS NOT NULL
-                        """
-                ),
-                arguments: [messageId, conversationPK]
-            )
-        else { return nil }
-        let body: Data = row[1]
-        return StoredMessage(messageIndex: row[0], message: try MessageLifecycle.message(in: body))
+        // Its `sent` event is the first that carries its id.
+        for seq in try messageEventSeqs(db, conversationPK: conversationPK, messageId: messageId) {
+            guard
+                let row = try Row.fetchOne(
+                    db.cachedStatement(
+                        sql: """
+                            SELECT message_index, body FROM events
+                            WHERE conversation_pk = ? AND seq = ? AND message_index IS NOT NULL
+                            """
+                    ),
+                    arguments: [conversationPK, seq]
+                )
+            else { continue }
+            let body: Data = row[1]
+            return StoredMessage(messageIndex: row[0], message: try MessageLifecycle.message(in: body))
+        }
+        return nil
     }
 
     /// Rewrites the bodies of the message's `sent`, `update` and `delete` events to `message`.
     static func rewriteMessageEvents(_ db: Database, conversationPK: Int64, to message: Message) throws {
-        let rows = try Row.fetchAll(
-            db, sql: "SELECT seq, body FROM events WHERE message_id = ? AND conversation_pk = ?",
-            arguments: [message.id, conversationPK]
-        )
-        for row in rows {
-            let body: Data = row[1]
-            try db.execute(
-                sql: "UPDATE events SET body = ? WHERE conversation_pk = ? AND seq = ?",
-                arguments: [Data(try MessageLifecycle.rewritten(body, to: message)), conversationPK, row[0] as Int64]
+        for seq in try messageEventSeqs(db, conversationPK: conversationPK, messageId: message.id) {
+            guard
+                let body = try Data.fetchOne(
+                    db.cachedStatement(sql: "SELECT body FROM events WHERE conversation_pk = ? AND seq = ?"),
+                    arguments: [conversationPK, seq]
+                )
+            else { continue }
+            try db.cachedStatement(sql: "UPDATE events SET body = ? WHERE conversation_pk = ? AND seq = ?").execute(
+                arguments: [Data(try MessageLifecycle.rewritten(body, to: message)), conversationPK, seq]
             )
         }
     }

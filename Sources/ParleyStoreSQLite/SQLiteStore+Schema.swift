@@ -379,11 +379,13 @@ extension SQLiteStore {
         migrator.registerMigration("v14: events as a log") { db in
             // Events in the order they were stored (rowid), no longer clustered by conversation: a new event is
             // written at the end of the table instead of in the middle of its conversation's pages, and the one
-            // (conversation, seq) index is what history and resume read. The message-id and client-message-id
-            // indexes are led by the id: both ids are made from a clock (the server's; the SDK's UUIDv7), so a new
-            // entry lands at the end of its index too (docs/BENCHMARKS.md, "The storage floor by layout"). Events
-            // are copied in the order they were stored; the webhook trigger goes with the old table and is made
-            // again when the store opens (`SQLiteStore.syncWebhookTrigger`).
+            // (conversation, seq) index is what history and resume read. Messages are found by id and by client
+            // message id through two tables filed in bulk from the log (`SQLiteStore.indexLogTail`), every
+            // `SQLiteStore.logIndexInterval` events, instead of two index entries per message: what is past
+            // `log_state.indexed_through` is read from the log itself. The store files the whole log when it opens
+            // after this migration, as it files the tail after a crash. Events are copied in the order they were
+            // stored; the webhook trigger goes with the old table and is made again when the store opens
+            // (`SQLiteStore.syncWebhookTrigger`).
             try db.execute(
                 sql: """
                     CREATE TABLE events_log (
@@ -407,10 +409,25 @@ extension SQLiteStore {
                     DROP TABLE events;
                     ALTER TABLE events_log RENAME TO events;
                     CREATE UNIQUE INDEX events_by_conversation ON events(conversation_pk, seq);
-                    CREATE UNIQUE INDEX events_by_client_message
-                        ON events(client_message_id, conversation_pk, actor) WHERE client_message_id IS NOT NULL;
-                    CREATE INDEX events_by_message ON events(message_id) WHERE message_id IS NOT NULL;
                     CREATE INDEX events_by_thread ON events(conversation_pk, thread_seq, seq) WHERE thread_seq IS NOT NULL;
+                    CREATE TABLE message_ids (
+                        message_id TEXT NOT NULL,
+                        conversation_pk INTEGER NOT NULL,
+                        seq INTEGER NOT NULL,
+                        PRIMARY KEY (message_id, conversation_pk, seq)
+                    ) WITHOUT ROWID;
+                    CREATE TABLE client_message_ids (
+                        client_message_id TEXT NOT NULL,
+                        conversation_pk INTEGER NOT NULL,
+                        actor TEXT NOT NULL,
+                        seq INTEGER NOT NULL,
+                        PRIMARY KEY (client_message_id, conversation_pk, actor)
+                    ) WITHOUT ROWID;
+                    CREATE TABLE log_state (
+                        id INTEGER PRIMARY KEY CHECK (id = 1),
+                        indexed_through INTEGER NOT NULL
+                    );
+                    INSERT INTO log_state (id, indexed_through) VALUES (1, 0);
                     """
             )
         }

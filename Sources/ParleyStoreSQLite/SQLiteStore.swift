@@ -77,9 +77,13 @@ public final class SQLiteStore: ParleyStore {
         try pool.writeWithoutTransaction { db in
             try db.execute(sql: "PRAGMA application_id = \(DatabaseIdentity.applicationID)")
         }
-        // The webhook trigger exists exactly while an enabled endpoint does; a migration that rebuilt `events`
-        // dropped it with the old table.
-        try pool.write { db in try Self.syncWebhookTrigger(db) }
+        try pool.write { db in
+            // The webhook trigger exists exactly while an enabled endpoint does; a migration that rebuilt `events`
+            // dropped it with the old table.
+            try Self.syncWebhookTrigger(db)
+            // The log's tail after a crash (or the whole log after the migration to it) is filed before any lookup.
+            try Self.indexLogTail(db)
+        }
         checkpointer = try WALCheckpointer(
             path: path, threshold: checkpointThreshold, restartThreshold: restartThreshold
         )

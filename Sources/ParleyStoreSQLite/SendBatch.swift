@@ -26,6 +26,18 @@ struct SendBatch {
     struct Known: Sendable {
         /// By conversation id; `.some(nil)` when there is no conversation with this id.
         fileprivate var conversations: [String: Conversation?] = [:]
+        /// The client message ids in the log's tail (nil: to be read from the log, see ``ClientIdTail``).
+        fileprivate var tail: ClientIdTail?
+    }
+
+    /// The client message ids of the log's tail, the messages past `log_state.indexed_through` (SQLiteStore+LogIndex):
+    /// with the filed ones in `client_message_ids`, every client message id stored. Read from the log by the first
+    /// send that needs it after the writer started or a batch failed, kept up to date by the sends, and emptied when a
+    /// batch files the tail (``flush(_:)``).
+    struct ClientIdTail: Sendable {
+        /// The last log position filed.
+        var through: Int64
+        var ids: [ClientMessageKey: Int64]
     }
 
     /// Conversations kept at most; past this many, what is known is dropped and read again as needed.
@@ -84,17 +96,19 @@ struct SendBatch {
     private var moved: [String] = []
     /// Senders' new read positions (sending reads the conversation up to the message).
     private var readers: [ReaderKey: ReadPosition] = [:]
+    private var tail: ClientIdTail?
     private var insertEvent: Statement?
 
     init(known: consuming Known = Known()) {
         conversations = known.conversations
+        tail = known.tail
     }
 
     /// What this batch's sends know, for the next batch once this one committed. ``flush(_:)`` must have written
     /// everything.
     var known: Known {
         precondition(moved.isEmpty && readers.isEmpty, "SendBatch: known before flush()")
-        return Known(conversations: conversations)
+        return Known(conversations: conversations, tail: tail)
     }
 
     /// Forgets what was read, after a command that may have changed it. ``flush(_:)`` must have written everything.
@@ -167,11 +181,8 @@ struct SendBatch {
             }
             message = try Decide.sentMessage(send, to: target, role: role, reads)
         } catch let refusal as DomainError {
-            if let clientMessageId = send.clientMessageId,
-                let original = try? Self.storedMessage(
-                    conversationPK: conversation.pk, sender: send.sender, clientMessageId: clientMessageId, in: db
-                )
-            {
+            // A refused repeat of a message stored before answers with that message.
+            if let original = try storedMessage(send, conversationPK: conversation.pk, in: db) {
                 return .success(
                     CommandResult(
                         outcome: .message(original, duplicate: true), events: [], recipients: conversation.participants
@@ -185,16 +196,20 @@ struct SendBatch {
         let files = Attachments.ids(in: message.parts)
         let stored = try Decide.sentEvent(message, appId: target.appId)
         let json = stored.json
-        // The insert is the client-message-id check too: the unique index lets a sender store one message per
-        // client message id, and a second one inserts nothing (the first one is then returned).
+        // A sender stores one message per client message id: a repeat is answered with the first one.
+        if let original = try storedMessage(send, conversationPK: conversation.pk, in: db) {
+            return .success(
+                CommandResult(
+                    outcome: .message(original, duplicate: true), events: [], recipients: conversation.participants
+                )
+            )
+        }
         if insertEvent == nil {
             insertEvent = try db.cachedStatement(
                 sql: """
                     INSERT INTO events (conversation_pk, seq, name, actor, created_at, client_message_id, message_index,
                         message_id, thread_seq, body)
                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                    ON CONFLICT (client_message_id, conversation_pk, actor) WHERE client_message_id IS NOT NULL
-                    DO NOTHING
                     """
             )
         }
@@ -204,20 +219,10 @@ struct SendBatch {
                 messageIndex, message.id, threadSeq, Data(json),
             ]
         )
-        guard db.changesCount == 1 else {
-            let original: Message
-            do {
-                original = try Self.storedMessage(
-                    conversationPK: conversation.pk, sender: send.sender, clientMessageId: send.clientMessageId, in: db
-                )
-            } catch let error as DomainError {
-                return .failure(error)
-            }
-            return .success(
-                CommandResult(
-                    outcome: .message(original, duplicate: true), events: [], recipients: conversation.participants
-                )
-            )
+        if let clientMessageId = send.clientMessageId {
+            let key = ClientMessageKey(
+                clientMessageId: clientMessageId, conversationPK: conversation.pk, sender: send.sender)
+            tail?.ids[key] = seq
         }
         if !files.isEmpty {
             try SQLiteStore.attachFiles(db, appId: conversation.appId, ids: files, messageId: message.id)
@@ -250,8 +255,14 @@ struct SendBatch {
         )
     }
 
-    /// Writes the moved conversations' positions and the senders' read positions.
+    /// Writes the moved conversations' positions and the senders' read positions, and files the log's tail once it is
+    /// ``SQLiteStore/logIndexInterval`` events long.
     mutating func flush(_ db: Database) throws {
+        if try SQLiteStore.lastLogPosition(db) - (tail?.through ?? SQLiteStore.indexedThrough(db))
+            >= SQLiteStore.logIndexInterval
+        {
+            tail = ClientIdTail(through: try SQLiteStore.indexLogTail(db), ids: [:])
+        }
         for id in moved {
             guard case var conversation?? = conversations[id] else { continue }
             try db.cachedStatement(
@@ -335,18 +346,29 @@ struct SendBatch {
         conversations[id] = conversation
     }
 
-    /// The message this sender stored first with this client message id.
-    private static func storedMessage(conversationPK: Int64, sender: String, clientMessageId: String?, in db: Database)
-        throws -> Message
+    /// The message this sender stored first with this send's client message id, if any: in the log's tail (known
+    /// here) or filed.
+    private mutating func storedMessage(_ send: Command.SendMessage, conversationPK: Int64, in db: Database) throws
+        -> Message?
     {
-        guard let clientMessageId,
+        guard let clientMessageId = send.clientMessageId else { return nil }
+        if tail == nil {
+            let (through, ids) = try SQLiteStore.clientIdsInTail(db)
+            tail = ClientIdTail(through: through, ids: ids)
+        }
+        let key = ClientMessageKey(
+            clientMessageId: clientMessageId, conversationPK: conversationPK, sender: send.sender)
+        guard
+            let seq = try tail?.ids[key]
+                ?? SQLiteStore.filedClientMessageSeq(
+                    db, conversationPK: conversationPK, sender: send.sender, clientMessageId: clientMessageId)
+        else { return nil }
+        guard
             let body = try Data.fetchOne(
-                db.cachedStatement(
-                    sql: "SELECT body FROM events WHERE client_message_id = ? AND conversation_pk = ? AND actor = ?"
-                ),
-                arguments: [clientMessageId, conversationPK, sender]
+                db.cachedStatement(sql: "SELECT body FROM events WHERE conversation_pk = ? AND seq = ?"),
+                arguments: [conversationPK, seq]
             )
-        else { throw DomainError(.internalError, "A message was neither stored nor found as a duplicate.") }
+        else { throw DomainError(.internalError, "A client message id names a message that is not in the log.") }
         return try MessageLifecycle.message(in: body)
     }
 }

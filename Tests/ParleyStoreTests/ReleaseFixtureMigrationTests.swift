@@ -29,10 +29,7 @@ import Testing
         let tables = try await store.pool.read { db in
             try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE tbl_name = 'events' ORDER BY name")
         }
-        #expect(
-            tables == [
-                "events", "events_by_client_message", "events_by_conversation", "events_by_message", "events_by_thread",
-            ])
+        #expect(tables == ["events", "events_by_conversation", "events_by_thread"])
         try await fixture.verify(store)
         try await fixture.goesOn(store)
     }
