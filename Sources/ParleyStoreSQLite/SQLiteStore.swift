@@ -81,7 +81,9 @@ public final class SQLiteStore: ParleyStore {
             // The webhook trigger exists exactly while an enabled endpoint does; a migration that rebuilt `events`
             // dropped it with the old table.
             try Self.syncWebhookTrigger(db)
-            // The log's tail after a crash (or the whole log after the migration to it) is filed before any lookup.
+            // After a crash, the positions the log's tail moved and the tail's ids (after the migration to the log,
+            // the whole log's ids) are written before anything reads them.
+            try Self.writePositionsFromTail(db)
             try Self.indexLogTail(db)
         }
         checkpointer = try WALCheckpointer(
@@ -367,7 +369,7 @@ public final class SQLiteStore: ParleyStore {
             return try Row.fetchAll(
                 db,
                 sql: """
-                    SELECT c.* FROM participants p JOIN conversations c ON c.pk = p.conversation_pk
+                    SELECT c.* FROM participants p JOIN conversations_now c ON c.pk = p.conversation_pk
                     WHERE p.uid = ? AND c.app_id = ? AND c.deleted_at IS NULL
                     AND (? IS NULL OR c.last_activity_at < ? OR (c.last_activity_at = ? AND c.pk < ?))
                     ORDER BY c.last_activity_at DESC, c.pk DESC LIMIT ?
@@ -432,7 +434,7 @@ public final class SQLiteStore: ParleyStore {
             let statement = try db.cachedStatement(
                 sql: columns + """
 
-                    FROM conversations c CROSS JOIN participants p ON p.conversation_pk = c.pk AND p.uid = ?
+                    FROM conversations_now c CROSS JOIN participants_now p ON p.conversation_pk = c.pk AND p.uid = ?
                     WHERE c.id = ? AND c.app_id = ? AND c.deleted_at IS NULL
                     """
             )
@@ -446,7 +448,7 @@ public final class SQLiteStore: ParleyStore {
             try db.cachedStatement(
                 sql: columns + """
 
-                    FROM participants p CROSS JOIN conversations c ON c.pk = p.conversation_pk
+                    FROM participants_now p CROSS JOIN conversations_now c ON c.pk = p.conversation_pk
                     WHERE p.uid = ? AND c.app_id = ? AND c.deleted_at IS NULL
                     """
             ).forEachRawRow([.text(uid), .text(appId)], add)
@@ -544,7 +546,7 @@ public final class SQLiteStore: ParleyStore {
         let rows = try Row.fetchCursor(
             db.cachedStatement(
                 sql: """
-                    SELECT c.id, c.last_seq FROM participants p CROSS JOIN conversations c
+                    SELECT c.id, c.last_seq FROM participants p CROSS JOIN conversations_now c
                     ON c.pk = p.conversation_pk WHERE p.uid = ? AND c.app_id = ?
                     """
             ),
@@ -557,7 +559,8 @@ public final class SQLiteStore: ParleyStore {
 
     static func fetchConversation(_ db: Database, appId: String, id: String) throws -> ConversationRow? {
         try Row.fetchOne(
-            db.cachedStatement(sql: "SELECT * FROM conversations WHERE id = ? AND app_id = ?"), arguments: [id, appId]
+            db.cachedStatement(sql: "SELECT * FROM conversations_now WHERE id = ? AND app_id = ?"),
+            arguments: [id, appId]
         ).map(conversationRow)
     }
 
@@ -574,7 +577,7 @@ public final class SQLiteStore: ParleyStore {
         let rows = try Row.fetchCursor(
             db.cachedStatement(
                 sql: """
-                    SELECT uid, role, joined_at, delivered_seq, read_seq, muted, muted_until FROM participants
+                    SELECT uid, role, joined_at, delivered_seq, read_seq, muted, muted_until FROM participants_now
                     WHERE conversation_pk = ? ORDER BY joined_at, uid
                     """
             ),
