@@ -46,7 +46,7 @@ extension SQLiteStore {
             try Row.fetchAll(
                 db,
                 sql: """
-                    SELECT * FROM conversations_now WHERE app_id = ? AND deleted_at IS NULL AND (? IS NULL OR pk < ?)
+                    SELECT * FROM conversations WHERE app_id = ? AND deleted_at IS NULL AND (? IS NULL OR pk < ?)
                     ORDER BY pk DESC LIMIT ?
                     """,
                 arguments: [appId, beforePK, beforePK, limit]

@@ -78,7 +78,7 @@ extension SQLiteStore: SynchronousBatches {
             // A receipt moves one participant's read position; anything else may have changed any conversation.
             if case .markReceipt(let mark) = command { sends.forget(mark.conversationId) } else { sends.forget() }
         }
-        try sends.endBatch(db)
+        try sends.flush(db)
         return results
     }
 

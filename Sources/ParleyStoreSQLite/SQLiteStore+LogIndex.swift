@@ -53,38 +53,6 @@ extension SQLiteStore {
         return last
     }
 
-    /// Writes the positions the log's tail moved and the tables do not hold yet: each conversation's `last_seq`,
-    /// `message_count` and `last_activity_at`, and each sender's read position, to their last message in the tail.
-    /// Every position only grows, so writing one again changes nothing: what a crash (or a failed batch) left in
-    /// memory only is written once, and nothing is counted twice. Senders first: they are the events past their
-    /// conversation's `last_seq` as written.
-    static func writePositionsFromTail(_ db: Database) throws {
-        let through = try indexedThrough(db)
-        try db.execute(
-            sql: """
-                UPDATE participants SET delivered_seq = max(delivered_seq, t.s), read_seq = max(read_seq, t.s),
-                    read_message_count = max(read_message_count, t.mi)
-                FROM (
-                    SELECT e.conversation_pk AS pk, e.actor AS uid, max(e.seq) AS s, max(e.message_index) AS mi
-                    FROM events e JOIN conversations c ON c.pk = e.conversation_pk
-                    WHERE e.position > ? AND e.seq > c.last_seq AND e.message_index IS NOT NULL
-                        AND e.actor IS NOT NULL
-                    GROUP BY e.conversation_pk, e.actor
-                ) AS t
-                WHERE participants.conversation_pk = t.pk AND participants.uid = t.uid;
-                UPDATE conversations SET last_seq = t.s, message_count = max(message_count, coalesce(t.mi, 0)),
-                    last_activity_at = max(last_activity_at, coalesce(t.at, 0))
-                FROM (
-                    SELECT conversation_pk AS pk, max(seq) AS s, max(message_index) AS mi,
-                        max(CASE WHEN message_index IS NOT NULL THEN created_at END) AS at
-                    FROM events WHERE position > ? GROUP BY conversation_pk
-                ) AS t
-                WHERE conversations.pk = t.pk AND t.s > conversations.last_seq;
-                """,
-            arguments: [through, through]
-        )
-    }
-
     /// The sequence numbers of the events that carry `messageId` in the conversation (its `sent` event, then its
     /// updates and deletion), in order: filed ones, then the tail's.
     static func messageEventSeqs(_ db: Database, conversationPK: Int64, messageId: String) throws -> [Int64] {

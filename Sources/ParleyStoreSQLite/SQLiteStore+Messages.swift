@@ -170,7 +170,7 @@ extension SQLiteStore {
                 db,
                 sql: """
                     SELECT m.sent_at, m.conversation_pk, m.seq, e.body FROM mentions m
-                    JOIN participants_now p ON p.conversation_pk = m.conversation_pk AND p.uid = m.uid
+                    JOIN participants p ON p.conversation_pk = m.conversation_pk AND p.uid = m.uid
                     JOIN conversations c ON c.pk = m.conversation_pk AND c.deleted_at IS NULL
                     JOIN events e ON e.conversation_pk = m.conversation_pk AND e.seq = m.seq
                     WHERE m.app_id = ? AND m.uid = ? AND m.seq > p.read_seq

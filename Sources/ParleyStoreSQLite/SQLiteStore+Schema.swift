@@ -430,54 +430,6 @@ extension SQLiteStore {
                     INSERT INTO log_state (id, indexed_through) VALUES (1, 0);
                     """
             )
-            // The positions a message moves (its conversation's `last_seq`, `message_count`, `last_activity_at`; its
-            // sender's `read_seq`, `delivered_seq`, `read_message_count`) are written with the filing, or before a
-            // command of another kind, not with every batch (`SendBatch`). Readers read them through these views:
-            // the row, moved by the conversation's events past the row's `last_seq` (those not written yet). A column
-            // added to `conversations` or `participants` must be added to its view.
-            try db.execute(
-                sql: """
-                    CREATE VIEW conversations_now AS
-                    SELECT c.pk, c.id, c.app_id, c.type, c.direct_key, c.name, c.description, c.is_public, c.metadata,
-                        c.created_by, c.created_at, c.updated_at,
-                        coalesce(
-                            (SELECT max(e.seq) FROM events e WHERE e.conversation_pk = c.pk AND e.seq > c.last_seq),
-                            c.last_seq) AS last_seq,
-                        max(c.last_activity_at, coalesce(
-                            (SELECT max(e.created_at) FROM events e
-                             WHERE e.conversation_pk = c.pk AND e.seq > c.last_seq AND e.message_index IS NOT NULL),
-                            0)) AS last_activity_at,
-                        c.participant_count, c.deleted_at,
-                        max(c.message_count, coalesce(
-                            (SELECT max(e.message_index) FROM events e
-                             WHERE e.conversation_pk = c.pk AND e.seq > c.last_seq),
-                            0)) AS message_count,
-                        c.roles, c.deleted_message_count
-                    FROM conversations c;
-                    CREATE VIEW participants_now AS
-                    SELECT p.conversation_pk, p.uid, p.role, p.joined_at,
-                        max(p.delivered_seq, coalesce(
-                            (SELECT max(e.seq) FROM events e
-                             WHERE e.conversation_pk = p.conversation_pk
-                             AND e.seq > (SELECT c.last_seq FROM conversations c WHERE c.pk = p.conversation_pk)
-                             AND e.actor = p.uid AND e.message_index IS NOT NULL),
-                            0)) AS delivered_seq,
-                        max(p.read_seq, coalesce(
-                            (SELECT max(e.seq) FROM events e
-                             WHERE e.conversation_pk = p.conversation_pk
-                             AND e.seq > (SELECT c.last_seq FROM conversations c WHERE c.pk = p.conversation_pk)
-                             AND e.actor = p.uid AND e.message_index IS NOT NULL),
-                            0)) AS read_seq,
-                        max(p.read_message_count, coalesce(
-                            (SELECT max(e.message_index) FROM events e
-                             WHERE e.conversation_pk = p.conversation_pk
-                             AND e.seq > (SELECT c.last_seq FROM conversations c WHERE c.pk = p.conversation_pk)
-                             AND e.actor = p.uid AND e.message_index IS NOT NULL),
-                            0)) AS read_message_count,
-                        p.muted, p.muted_until
-                    FROM participants p;
-                    """
-            )
         }
         return migrator
     }

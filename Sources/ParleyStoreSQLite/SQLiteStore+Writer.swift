@@ -42,11 +42,6 @@ extension SQLiteStore {
         do {
             let dataVersion = try Int64.fetchOne(db.cachedStatement(sql: "PRAGMA data_version")) ?? -1
             if dataVersion != rememberedVersion { known = SendBatch.Known() }
-            if !known.positionsWritten {
-                // What an earlier writer (a crash) or a failed batch kept in memory is in the log's tail.
-                try writePositionsFromTail(db)
-                known.positionsWritten = true
-            }
             // Moved, not shared: the first send that changes it would otherwise copy every conversation kept.
             var sends = SendBatch(known: consume known)
             let value = try body(&sends)

@@ -81,9 +81,7 @@ public final class SQLiteStore: ParleyStore {
             // The webhook trigger exists exactly while an enabled endpoint does; a migration that rebuilt `events`
             // dropped it with the old table.
             try Self.syncWebhookTrigger(db)
-            // After a crash, the positions the log's tail moved and the tail's ids (after the migration to the log,
-            // the whole log's ids) are written before anything reads them.
-            try Self.writePositionsFromTail(db)
+            // The log's tail after a crash (or the whole log after the migration to it) is filed before any lookup.
             try Self.indexLogTail(db)
         }
         checkpointer = try WALCheckpointer(
@@ -369,7 +367,7 @@ public final class SQLiteStore: ParleyStore {
             return try Row.fetchAll(
                 db,
                 sql: """
-                    SELECT c.* FROM participants p JOIN conversations_now c ON c.pk = p.conversation_pk
+                    SELECT c.* FROM participants p JOIN conversations c ON c.pk = p.conversation_pk
                     WHERE p.uid = ? AND c.app_id = ? AND c.deleted_at IS NULL
                     AND (? IS NULL OR c.last_activity_at < ? OR (c.last_activity_at = ? AND c.pk < ?))
                     ORDER BY c.last_activity_at DESC, c.pk DESC LIMIT ?
@@ -434,7 +432,7 @@ public final class SQLiteStore: ParleyStore {
             let statement = try db.cachedStatement(
                 sql: columns + """
 
-                    FROM conversations_now c CROSS JOIN participants_now p ON p.conversation_pk = c.pk AND p.uid = ?
+                    FROM conversations c CROSS JOIN participants p ON p.conversation_pk = c.pk AND p.uid = ?
                     WHERE c.id = ? AND c.app_id = ? AND c.deleted_at IS NULL
                     """
             )
@@ -448,7 +446,7 @@ public final class SQLiteStore: ParleyStore {
             try db.cachedStatement(
                 sql: columns + """
 
-                    FROM participants_now p CROSS JOIN conversations_now c ON c.pk = p.conversation_pk
+                    FROM participants p CROSS JOIN conversations c ON c.pk = p.conversation_pk
                     WHERE p.uid = ? AND c.app_id = ? AND c.deleted_at IS NULL
                     """
             ).forEachRawRow([.text(uid), .text(appId)], add)
@@ -546,7 +544,7 @@ public final class SQLiteStore: ParleyStore {
         let rows = try Row.fetchCursor(
             db.cachedStatement(
                 sql: """
-                    SELECT c.id, c.last_seq FROM participants p CROSS JOIN conversations_now c
+                    SELECT c.id, c.last_seq FROM participants p CROSS JOIN conversations c
                     ON c.pk = p.conversation_pk WHERE p.uid = ? AND c.app_id = ?
                     """
             ),
@@ -559,8 +557,7 @@ public final class SQLiteStore: ParleyStore {
 
     static func fetchConversation(_ db: Database, appId: String, id: String) throws -> ConversationRow? {
         try Row.fetchOne(
-            db.cachedStatement(sql: "SELECT * FROM conversations_now WHERE id = ? AND app_id = ?"),
-            arguments: [id, appId]
+            db.cachedStatement(sql: "SELECT * FROM conversations WHERE id = ? AND app_id = ?"), arguments: [id, appId]
         ).map(conversationRow)
     }
 
@@ -577,7 +574,7 @@ public final class SQLiteStore: ParleyStore {
         let rows = try Row.fetchCursor(
             db.cachedStatement(
                 sql: """
-                    SELECT uid, role, joined_at, delivered_seq, read_seq, muted, muted_until FROM participants_now
+                    SELECT uid, role, joined_at, delivered_seq, read_seq, muted, muted_until FROM participants
                     WHERE conversation_pk = ? ORDER BY joined_at, uid
                     """
             ),

@@ -7,13 +7,10 @@ import ParleyStore
 ///
 /// A send needs its conversation (position, deleted or not, public or not), whether the sender participates, and the
 /// participants (the event's recipients). The first send to a conversation in a transaction reads them; the next
-/// ones use what the earlier ones left: sequence numbers and message counts are carried forward in memory. The
-/// conversation's row and the senders' read positions are written by ``flush(_:)`` only before a command of another
-/// kind and when a batch files the log's tail (``endBatch(_:)``, every ``SQLiteStore/logIndexInterval`` events), not
-/// with every batch: until then readers read them from the log (the views `conversations_now` and
-/// `participants_now`), and a writer that starts (after a crash) or a batch that failed writes them from the log
-/// first (``SQLiteStore/writePositionsFromTail(_:)``). A send is decided before it writes anything (refusals
-/// included), so it needs no savepoint: it writes its event, and its push outbox row, or nothing.
+/// ones use what the earlier ones left: sequence numbers and message counts are carried forward in memory, and the
+/// conversation's row and the senders' read positions are written once per transaction by ``flush(_:)``, instead of
+/// once per message. A send is decided before it writes anything (refusals included), so it needs no savepoint: it
+/// writes its event, and its push outbox row, or nothing.
 ///
 /// Every other command reads and writes the tables itself: ``SQLiteStore/apply(_:)`` flushes before it, so that it
 /// reads the positions the sends reached, and calls ``forget()`` after it (unless it is a receipt, which changes
@@ -22,8 +19,8 @@ import ParleyStore
 ///
 /// What the sends read outlives the transaction (``known``): the store's writer hands it to the next batch once this
 /// one committed (``SQLiteStore/writeBatch(_:memory:_:)``), so that a conversation that receives a message every
-/// second is not read again for every one of them when batches hold a message or two; so do the positions not written
-/// yet. It is dropped when a batch fails, and when another connection changed the database in between.
+/// second is not read again for every one of them when batches hold a message or two. It is dropped when a batch
+/// fails, and when another connection changed the database in between.
 struct SendBatch {
     /// What sends know of conversations, from one transaction to the next.
     struct Known: Sendable {
@@ -31,14 +28,6 @@ struct SendBatch {
         fileprivate var conversations: [String: Conversation?] = [:]
         /// The client message ids in the log's tail (nil: to be read from the log, see ``ClientIdTail``).
         fileprivate var tail: ClientIdTail?
-        /// Conversations whose positions moved and are not written yet, in the order of their first send.
-        fileprivate var moved: [String] = []
-        /// Senders' read positions not written yet.
-        fileprivate var readers: [ReaderKey: ReadPosition] = [:]
-        /// Whether the tables hold every position but those in `moved` and `readers`: false in a new writer, and
-        /// after a batch failed (what it kept is dropped), until ``SQLiteStore/writePositionsFromTail(_:)`` wrote
-        /// them from the log.
-        var positionsWritten = false
     }
 
     /// The client message ids of the log's tail, the messages past `log_state.indexed_through` (SQLiteStore+LogIndex):
@@ -113,14 +102,13 @@ struct SendBatch {
     init(known: consuming Known = Known()) {
         conversations = known.conversations
         tail = known.tail
-        moved = known.moved
-        readers = known.readers
     }
 
-    /// What this batch's sends know, for the next batch once this one committed: the positions not written yet among
-    /// it (``endBatch(_:)``).
+    /// What this batch's sends know, for the next batch once this one committed. ``flush(_:)`` must have written
+    /// everything.
     var known: Known {
-        Known(conversations: conversations, tail: tail, moved: moved, readers: readers, positionsWritten: true)
+        precondition(moved.isEmpty && readers.isEmpty, "SendBatch: known before flush()")
+        return Known(conversations: conversations, tail: tail)
     }
 
     /// Forgets what was read, after a command that may have changed it. ``flush(_:)`` must have written everything.
@@ -267,22 +255,14 @@ struct SendBatch {
         )
     }
 
-    /// The end of a batch: once the log's tail is ``SQLiteStore/logIndexInterval`` events long, writes the positions
-    /// (``flush(_:)``) and files the tail. Otherwise the positions wait in memory (``known``): readers read them from
-    /// the log (`conversations_now`, `participants_now`), and a crash leaves them to be written from the log when the
-    /// store opens.
-    mutating func endBatch(_ db: Database) throws {
-        guard
-            try SQLiteStore.lastLogPosition(db) - (tail?.through ?? SQLiteStore.indexedThrough(db))
-                >= SQLiteStore.logIndexInterval
-        else { return }
-        try flush(db)
-        tail = ClientIdTail(through: try SQLiteStore.indexLogTail(db), ids: [:])
-    }
-
-    /// Writes the moved conversations' positions and the senders' read positions: before a command that reads or
-    /// writes the tables, and before the log's tail is filed.
+    /// Writes the moved conversations' positions and the senders' read positions, and files the log's tail once it is
+    /// ``SQLiteStore/logIndexInterval`` events long.
     mutating func flush(_ db: Database) throws {
+        if try SQLiteStore.lastLogPosition(db) - (tail?.through ?? SQLiteStore.indexedThrough(db))
+            >= SQLiteStore.logIndexInterval
+        {
+            tail = ClientIdTail(through: try SQLiteStore.indexLogTail(db), ids: [:])
+        }
         for id in moved {
             guard case var conversation?? = conversations[id] else { continue }
             try db.cachedStatement(

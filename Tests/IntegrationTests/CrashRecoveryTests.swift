@@ -4,10 +4,10 @@ import ParleyServer
 import ParleyTesting
 import Testing
 
-/// A server on SQLite killed with SIGKILL, its log's tail not filed yet (the message-id and client-message-id tables,
-/// and the positions messages move, are written every 256 events, SQLiteStore+LogIndex.swift), restarts on the same
-/// data directory with every message: found by id, in history, counted once in unread counts, and a repeat of any
-/// client message id is still the first message, never a second one.
+/// A server on SQLite killed with SIGKILL, its log's tail not filed yet (the message-id and client-message-id tables
+/// are filed every 256 events, SQLiteStore+LogIndex.swift), restarts on the same data directory with every message:
+/// found by id, in history, counted once in unread counts, and a repeat of any client message id is still the first
+/// message, never a second one.
 @Suite struct CrashRecoveryTests {
     @Test func aKilledServerRestartsWithEveryMessageAndEveryClientIdOnce() async throws {
         let directory = try TemporaryDirectory(prefix: "parley-crash")
@@ -62,7 +62,7 @@ import Testing
         } while cursor != nil && history.count <= count
         #expect(history.count == count)
         #expect(Set(history.map(\.id)) == Set(sent.values.map(\.id)))
-        // The positions the lost memory held are written from the log: bob has all 300 unread, alice none, once.
+        // Counted once: bob has all 300 unread, alice none, her read position at her last message.
         let bobsUnread: UnreadSummary = try await second.request(
             "GET", "/v1/me/unread", token: try await second.login("bob")
         ).decode()

@@ -77,24 +77,6 @@ import Testing
         }
     }
 
-    /// The conversation's positions and alice's, as the tables hold them and as readers read them.
-    private static func positions(_ store: SQLiteStore) async throws -> (written: [Int64], read: [Int64]) {
-        try await store.pool.read { db in
-            let sql = """
-                SELECT c.last_seq, c.message_count, c.last_activity_at, p.read_seq, p.delivered_seq, p.read_message_count
-                FROM %@ c JOIN %@ p ON p.conversation_pk = c.pk AND p.uid = 'alice' WHERE c.id = 'c_g'
-                """
-            func fetch(_ conversations: String, _ participants: String) throws -> [Int64] {
-                let row = try Row.fetchOne(
-                    db,
-                    sql: sql.replacingOccurrences(of: "FROM %@", with: "FROM \(conversations)")
-                        .replacingOccurrences(of: "JOIN %@", with: "JOIN \(participants)"))!
-                return (0..<6).map { row[$0] }
-            }
-            return (try fetch("conversations", "participants"), try fetch("conversations_now", "participants_now"))
-        }
-    }
-
     /// Every message by id (readers) and every client id repeated (the writer) finds the first message, filed or not.
     private static func expectFound(_ seqs: [Int: Int64], in store: SQLiteStore) async throws {
         for (number, seq) in seqs {
@@ -149,40 +131,6 @@ import Testing
         }
     }
 
-    @Test func positionsWaitForTheFilingAndReadersReadThemFromTheLog() async throws {
-        let directory = try TemporaryDirectory(prefix: "parley-log-positions")
-        let store = try await Self.open(directory.path + "/parley.sqlite")
-        try await Self.prepare(store)
-        let before = try await Self.positions(store)
-        let seqs = try await Self.sendAll(0..<5, perBatch: 2, to: store)
-        let last = seqs.values.max()!
-        let (written, read) = try await Self.positions(store)
-        // Nothing written since the conversation was made (a command of another kind writes them first)...
-        #expect(written == before.written)
-        // ...and read as they are: last_seq, 5 messages, the last one's time, alice read and delivered up to it.
-        #expect(read == [last, 5, 24, last, last, 5])
-        let unread = try await store.unread(appId: Self.appId, uid: "bob", conversationIds: nil)
-        #expect(unread.total == 5 && unread.conversations.first?.lastSeq == last)
-        #expect(try await store.unread(appId: Self.appId, uid: "alice", conversationIds: nil).total == 0)
-        let participants = try await store.participants(appId: Self.appId, conversationId: "c_g")
-        #expect(participants.first { $0.uid == "alice" }?.readSeq == last)
-        let history = try await store.messages(
-            appId: Self.appId, conversationId: "c_g", query: HistoryQuery(limit: 10))
-        #expect(history.lastSeq == last && history.messages.count == 5)
-        let (row, _) = try #require(try await store.conversation(appId: Self.appId, id: "c_g", viewer: "bob"))
-        #expect(row.conversation.lastSeq == last && row.lastActivityAt == 24)
-        // A receipt (a command of another kind) writes them first, and reads on from there.
-        _ = try await store.apply([
-            .markReceipt(
-                .init(
-                    appId: Self.appId, conversationId: "c_g", uid: "bob", deliveredSeq: last, readSeq: last - 2, now: 99
-                ))
-        ])[0].get()
-        let after = try await Self.positions(store)
-        #expect(after.written == after.read && after.read == read)
-        #expect(try await store.unread(appId: Self.appId, uid: "bob", conversationIds: nil).total == 2)
-    }
-
     @Test func aCrashBeforeTheTailIsFiledLosesNothingAndStoresNothingTwice() async throws {
         let directory = try TemporaryDirectory(prefix: "parley-log-index-crash")
         let path = directory.path + "/parley.sqlite"
@@ -196,11 +144,7 @@ import Testing
         for suffix in ["", "-wal"] {
             try FileManager.default.copyItem(atPath: path + suffix, toPath: image.path + "/parley.sqlite" + suffix)
         }
-        let stale = try await Self.positions(store)
-        #expect(stale.written != stale.read, "positions wait in memory when the copy is taken")
         let reopened = try await Self.open(image.path + "/parley.sqlite")
-        let repaired = try await Self.positions(reopened)
-        #expect(repaired.written == repaired.read && repaired.read == stale.read, "written from the log at open")
         let after = try await Self.state(reopened)
         #expect(after.last == before.last)
         #expect(after.indexedThrough == after.last, "the tail is filed at open")
