@@ -62,8 +62,8 @@ public final class SQLiteStore: ParleyStore {
             try db.execute(sql: "PRAGMA synchronous = NORMAL")
             guard !db.configuration.readonly else { return }
             // The writer (one connection) touches the end of every active conversation in the (conversation, seq)
-            // index, and the client-message-id index at random places when clients' ids are not time-ordered: a cache a little larger than SQLite's default 2 MB keeps a
-            // large batch of sends from evicting pages it needs again and spilling dirty ones to the WAL before its
+            // index, and the filed id tables at random places when clients' ids are not time-ordered: a cache a
+            // little larger than SQLite's default 2 MB keeps a large batch of sends from evicting pages it needs again and spilling dirty ones to the WAL before its
             // commit; a much larger one costs a walk through all of it after most commits (see `writerCacheKiB`).
             try db.execute(sql: "PRAGMA cache_size = -\(Self.writerCacheKiB)")
             // Until the checkpointer takes over (after the migrations), SQLite checkpoints on the writer's thread
