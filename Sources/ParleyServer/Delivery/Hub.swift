@@ -54,14 +54,22 @@ final class Hub: Sendable {
 
     /// The live connections of a user.
     func connections(appId: String, uid: String) -> [ServerConnection] {
-        let key = UserKey(appId: appId, uid: uid)
-        return shard(key).withLockedValue { $0[key] ?? [] }
+        connections(UserKey(appId: appId, uid: uid))
+    }
+
+    /// The live connections of a user (a key made once is hashed once, however often it is looked up).
+    func connections(_ key: UserKey) -> [ServerConnection] {
+        shard(key).withLockedValue { $0[key] ?? [] }
     }
 
     /// Whether a user has a live connection here.
     func hasConnections(appId: String, uid: String) -> Bool {
-        let key = UserKey(appId: appId, uid: uid)
-        return shard(key).withLockedValue { $0[key] != nil }
+        hasConnections(UserKey(appId: appId, uid: uid))
+    }
+
+    /// Whether a user has a live connection here.
+    func hasConnections(_ key: UserKey) -> Bool {
+        shard(key).withLockedValue { $0[key] != nil }
     }
 
     /// Queues `frame` on every connection of every user in `uids`.
@@ -89,6 +97,11 @@ final class Hub: Sendable {
         for frame in frames {
             for connection in targets { wakeUps.push(frame, on: connection) }
         }
+    }
+
+    /// Queues `frame` on every connection of the user `key`, leaving the writers to wake in `wakeUps`.
+    func deliver(_ frame: ByteBuffer, to key: UserKey, into wakeUps: inout WakeUps) {
+        for connection in connections(key) { wakeUps.push(frame, on: connection) }
     }
 
     /// Closes the connections of a user, or only those opened with one token.

@@ -115,102 +115,198 @@ final class UnreadNotifier: Service {
         var whole: Bool
     }
 
+    /// Everything the notifier keeps for one user, in one entry of one map: recording an event's change, spending a
+    /// push, asking for a read and applying it each look the user up once.
+    struct Entry {
+        /// Conversations whose counts changed and are to be read.
+        var dirty: Set<String>?
+        /// Conversations whose counts moved in the ledger and were not pushed yet (no read needed).
+        var moved: Set<String>?
+        /// Whether the budget is spent, until the interval ends.
+        var held = false
+        /// The budget, while not whole (nil: whole; dropped once whole, see ``State/sweep(now:interval:burst:)``).
+        var budget: PushBudget?
+        /// The total and counts pushed lately (dropped at a sweep once expired).
+        var ledger: UnreadLedger?
+        /// The last read asked for, and when (dropped once applied, or at a sweep 10 s later). While one is out, the
+        /// ledger is not moved by events: the read's snapshot may be older or newer than them, so the conversations
+        /// are read again after it. One of every conversation asked with a batch fails for a user in more than
+        /// ``UnreadNotifier/maxConversationsWithBatch`` conversations: the publication records their change, and the
+        /// notifier's task reads them whole in place of that push, whose budget the batch spent (``State/take(now:
+        /// interval:burst:)`` does not hold a user still ``readingWhole``).
+        var asked: AskedRead?
+
+        /// Whether the entry holds nothing (a sweep drops it).
+        var isEmpty: Bool { dirty == nil && moved == nil && !held && budget == nil && ledger == nil && asked == nil }
+
+        /// Whether a change waits to be pushed, or the user is held: a new change then joins what waits.
+        var waits: Bool { dirty != nil || moved != nil || held }
+
+        /// Whether a read was asked for and not applied (it may be running, or have failed).
+        var reading: Bool {
+            guard let asked else { return false }
+            return asked.ticket > ledger?.ticket ?? 0
+        }
+
+        /// Whether a read of every conversation was asked for and not applied (it may be running, or have failed: a
+        /// read with a batch past ``UnreadRequest/maxConversations``).
+        var readingWhole: Bool { reading && asked?.whole == true }
+
+        /// Whether the total can be moved by what changes (a ledger not expired).
+        func hasLedger(now: Duration) -> Bool {
+            ledger.map { now < $0.expiresAt } ?? false
+        }
+
+        /// Records changes to read and push; returns whether the user is ready now (nothing waited, not held).
+        mutating func record(_ conversationIds: some Sequence<String>) -> Bool {
+            let ready = !waits
+            if dirty == nil { dirty = Set(conversationIds) } else { dirty!.formUnion(conversationIds) }
+            return ready
+        }
+
+        /// Records that the ledger moved in `conversationId`, to push with no read; returns whether the user is ready
+        /// now (nothing waited, not held).
+        mutating func move(_ conversationId: String) -> Bool {
+            let ready = !waits
+            if moved == nil { moved = [conversationId] } else { moved!.insert(conversationId) }
+            return ready
+        }
+
+        /// A push at `now` (the user is not held): spends the budget, and holds the user when it is spent (the caller
+        /// then starts the interval). Returns whether the user is now held.
+        mutating func spend(now: Duration, interval: Duration, burst: Int) -> Bool {
+            var budget = self.budget ?? PushBudget(credit: interval * burst, last: now)
+            let spent = budget.spend(now: now, interval: interval, burst: burst)
+            self.budget = budget
+            if spent { held = true }
+            return spent
+        }
+
+        /// See ``State/observe(_:_:_:connected:now:)``: returns whether the user is to be pushed now.
+        mutating func observe(_ conversationId: String, _ change: Change, now: Duration) -> Bool {
+            let ownMessage: Bool
+            if case .sent = change { ownMessage = true } else { ownMessage = false }
+            guard hasLedger(now: now), !reading, dirty == nil, var position = ledger?.conversations[conversationId]
+            else {
+                // A message of the user's own is not pushed by itself: without a ledger there is no count to move.
+                if ownMessage && ledger == nil && !reading { return false }
+                return record(CollectionOfOne(conversationId))
+            }
+            let before = position.unread
+            switch change {
+            case .arrived(let seq):
+                if seq <= position.lastSeq { return false }
+                guard seq == position.lastSeq + 1 else { return record(CollectionOfOne(conversationId)) }
+                position.unread += 1
+                position.lastSeq = seq
+            case .sent(let seq), .read(let seq):
+                if case .read = change, seq <= position.readSeq { return false }
+                // Messages of others after it would stay unread: how many, only a read can tell.
+                guard seq >= position.lastSeq else { return record(CollectionOfOne(conversationId)) }
+                position = Position(unread: 0, readSeq: seq, lastSeq: seq)
+            case .passed, .changed:
+                return record(CollectionOfOne(conversationId))
+            }
+            ledger!.conversations[conversationId] = position
+            ledger!.total += position.unread - before
+            // The sender's count falling to 0 goes with their next push.
+            return ownMessage ? false : move(conversationId)
+        }
+    }
+
     struct State {
-        /// Conversations whose counts changed and are to be read, per user.
-        var dirty: [UserKey: Set<String>] = [:]
-        /// Conversations whose counts moved in the user's ledger and were not pushed yet (no read needed), per user.
-        var moved: [UserKey: Set<String>] = [:]
-        /// Users whose budget is spent, until their interval ends.
-        var held: Set<UserKey> = []
+        /// What is kept for each user (``Entry``): one entry per user, dropped at a sweep once it holds nothing.
+        var users: [UserKey: Entry] = [:]
         /// Users to push now.
         var ready: [UserKey] = []
-        /// Budgets not whole, by user (dropped once whole, see ``sweep(now:interval:burst:)``).
-        var budgets: [UserKey: PushBudget] = [:]
         var lastSweep: Duration = .zero
-        /// Totals of users pushed lately (dropped at a sweep once expired).
-        var ledgers: [UserKey: UnreadLedger] = [:]
         var ledgerLifetime: Duration
         /// The number of the last read asked for.
         var lastTicket: UInt64 = 0
-        /// The last read asked for each user, and when (dropped once applied, or at a sweep 10 s later). While one is
-        /// out, the user's ledger is not moved by events: the read's snapshot may be older or newer than them, so
-        /// their conversations are read again after it. One of every conversation asked with a batch fails for a
-        /// user in more than ``UnreadNotifier/maxConversationsWithBatch`` conversations: the publication records their
-        /// change, and the notifier's task reads them whole in place of that push, whose budget the batch spent
-        /// (``takeBatch()`` does not hold a user still ``readingWhole(_:)``).
-        var asked: [UserKey: AskedRead] = [:]
 
         init(ledgerLifetime: Duration = .seconds(60)) {
             self.ledgerLifetime = ledgerLifetime
+        }
+
+        /// `key`'s entry, changed in place (created empty when there is none): one lookup.
+        private mutating func withEntry<Result>(_ key: UserKey, _ body: (inout Entry) -> Result) -> Result {
+            body(&users[key, default: Entry()])
         }
 
         /// The read of `key`'s counts in `conversationIds`, numbered: only those conversations when the user's ledger
         /// can be moved by them, every conversation otherwise.
         mutating func request(_ key: UserKey, _ conversationIds: [String], now: Duration) -> UnreadRequest {
             lastTicket += 1
-            let whole = !hasLedger(key, now: now)
-            asked[key] = AskedRead(ticket: lastTicket, at: now, whole: whole)
+            let ticket = lastTicket
+            let whole = withEntry(key) { entry in
+                let whole = !entry.hasLedger(now: now)
+                entry.asked = AskedRead(ticket: ticket, at: now, whole: whole)
+                return whole
+            }
             return UnreadRequest(
                 appId: key.appId, uid: key.uid, conversationIds: conversationIds, everyConversation: whole,
-                ticket: lastTicket
+                ticket: ticket
             )
         }
 
         /// Whether a read was asked for `key` and not applied (it may be running, or have failed).
         func reading(_ key: UserKey) -> Bool {
-            guard let read = asked[key] else { return false }
-            return read.ticket > ledgers[key]?.ticket ?? 0
-        }
-
-        /// Whether a read of every conversation of `key` was asked for and not applied (it may be running, or have
-        /// failed: a read with a batch past ``UnreadRequest/maxConversations``).
-        func readingWhole(_ key: UserKey) -> Bool {
-            reading(key) && asked[key]?.whole == true
+            users[key]?.reading ?? false
         }
 
         /// Whether `key`'s total can be moved by what changes (they have a ledger not expired).
         func hasLedger(_ key: UserKey, now: Duration) -> Bool {
-            ledgers[key].map { now < $0.expiresAt } ?? false
+            users[key]?.hasLedger(now: now) ?? false
         }
 
         /// A read came back: what to push (the conversations that changed, the user's total), after moving the user's
         /// ledger. Nil when the total is not known (no ledger to move, or a later read applied already): the ledger is
         /// dropped and the user is to be read whole (``rereadWhole(_:)``).
         mutating func apply(_ request: UnreadRequest, _ read: UnreadSummary, now: Duration) -> UnreadSummary? {
-            let key = UserKey(appId: request.appId, uid: request.uid)
-            let changed = Set(request.conversationIds)
-            let listed = read.conversations.filter { changed.contains($0.conversationId) }
-            // Taken out of the map while it changes (its dictionary is not copied), put back once it has.
-            var ledger = ledgers.removeValue(forKey: key)
-            guard (ledger?.ticket ?? 0) < request.ticket, request.everyConversation || ledger != nil else {
-                return nil
-            }
-            if let asked = asked[key], asked.ticket <= request.ticket { self.asked[key] = nil }
-            if request.everyConversation {
-                var conversations: [String: Position] = [:]
-                conversations.reserveCapacity(read.conversations.count)
-                for conversation in read.conversations {
-                    conversations[conversation.conversationId] = Position(
-                        unread: conversation.unread, readSeq: conversation.readSeq, lastSeq: conversation.lastSeq)
+            apply(request, read, for: UserKey(appId: request.appId, uid: request.uid), now: now)
+        }
+
+        /// ``apply(_:_:now:)`` with the request's user made already.
+        mutating func apply(
+            _ request: UnreadRequest, _ read: UnreadSummary, for key: UserKey, now: Duration
+        ) -> UnreadSummary? {
+            // The conversations asked for are few: looked up in the array, a set only when there are many.
+            let changed = request.conversationIds
+            let changedSet = changed.count > 8 ? Set(changed) : nil
+            let isChanged = { (id: String) -> Bool in changedSet?.contains(id) ?? changed.contains(id) }
+            let listed = read.conversations.filter { isChanged($0.conversationId) }
+            let lifetime = ledgerLifetime
+            return withEntry(key) { entry -> UnreadSummary? in
+                guard (entry.ledger?.ticket ?? 0) < request.ticket, request.everyConversation || entry.ledger != nil
+                else {
+                    entry.ledger = nil
+                    return nil
                 }
-                let spread = ledgerLifetime * (Double(request.ticket % 64) / 64)
-                ledgers[key] = UnreadLedger(
-                    total: read.total, conversations: conversations, ticket: request.ticket,
-                    expiresAt: now + ledgerLifetime + spread)
-                return UnreadSummary(total: read.total, conversations: listed)
-            }
-            // A conversation asked for and not read has none: the user left it, or it is deleted.
-            let counts = Dictionary(listed.map { ($0.conversationId, $0) }, uniquingKeysWith: { $1 })
-            for id in changed {
-                let count = counts[id]
-                ledger!.total += (count?.unread ?? 0) - (ledger!.conversations[id]?.unread ?? 0)
-                ledger!.conversations[id] = count.map {
-                    Position(unread: $0.unread, readSeq: $0.readSeq, lastSeq: $0.lastSeq)
+                if let asked = entry.asked, asked.ticket <= request.ticket { entry.asked = nil }
+                if request.everyConversation {
+                    var conversations: [String: Position] = [:]
+                    conversations.reserveCapacity(read.conversations.count)
+                    for conversation in read.conversations {
+                        conversations[conversation.conversationId] = Position(
+                            unread: conversation.unread, readSeq: conversation.readSeq, lastSeq: conversation.lastSeq)
+                    }
+                    let spread = lifetime * (Double(request.ticket % 64) / 64)
+                    entry.ledger = UnreadLedger(
+                        total: read.total, conversations: conversations, ticket: request.ticket,
+                        expiresAt: now + lifetime + spread)
+                    return UnreadSummary(total: read.total, conversations: listed)
                 }
+                // A conversation asked for and not read has none: the user left it, or it is deleted.
+                for id in changed {
+                    let count = listed.first { $0.conversationId == id }
+                    entry.ledger!.total += (count?.unread ?? 0) - (entry.ledger!.conversations[id]?.unread ?? 0)
+                    entry.ledger!.conversations[id] = count.map {
+                        Position(unread: $0.unread, readSeq: $0.readSeq, lastSeq: $0.lastSeq)
+                    }
+                }
+                entry.ledger!.ticket = request.ticket
+                return UnreadSummary(total: entry.ledger!.total, conversations: listed)
             }
-            ledger!.ticket = request.ticket
-            ledgers[key] = ledger
-            return UnreadSummary(total: ledger!.total, conversations: listed)
         }
 
         /// An event published here changes `key`'s count in `conversationId` (events of a conversation are published
@@ -225,45 +321,23 @@ final class UnreadNotifier: Service {
         ) -> Bool {
             if case .passed(let seq) = change {
                 // A ledger counted up to just before it stays whole past it; nothing to push.
-                if let position = ledgers[key]?.conversations[conversationId], seq == position.lastSeq + 1 {
-                    ledgers[key]!.conversations[conversationId]!.lastSeq = seq
+                guard let index = users.index(forKey: key), users.values[index].ledger != nil else { return false }
+                if let position = users.values[index].ledger!.conversations[conversationId],
+                    seq == position.lastSeq + 1
+                {
+                    users.values[index].ledger!.conversations[conversationId]!.lastSeq = seq
                 }
                 return false
             }
             guard connected else {
                 // Users with no live connection here read their counts when they come back; their totals here are
                 // stale.
-                ledgers[key] = nil
+                if let index = users.index(forKey: key) { users.values[index].ledger = nil }
                 return false
             }
-            let ownMessage: Bool
-            if case .sent = change { ownMessage = true } else { ownMessage = false }
-            guard hasLedger(key, now: now), !reading(key), dirty[key] == nil,
-                var position = ledgers[key]?.conversations[conversationId]
-            else {
-                // A message of the user's own is not pushed by itself: without a ledger there is no count to move.
-                if ownMessage && ledgers[key] == nil && !reading(key) { return false }
-                return record(key, [conversationId])
-            }
-            let before = position.unread
-            switch change {
-            case .arrived(let seq):
-                if seq <= position.lastSeq { return false }
-                guard seq == position.lastSeq + 1 else { return record(key, [conversationId]) }
-                position.unread += 1
-                position.lastSeq = seq
-            case .sent(let seq), .read(let seq):
-                if case .read = change, seq <= position.readSeq { return false }
-                // Messages of others after it would stay unread: how many, only a read can tell.
-                guard seq >= position.lastSeq else { return record(key, [conversationId]) }
-                position = Position(unread: 0, readSeq: seq, lastSeq: seq)
-            case .passed, .changed:
-                return record(key, [conversationId])
-            }
-            ledgers[key]!.conversations[conversationId] = position
-            ledgers[key]!.total += position.unread - before
-            // The sender's count falling to 0 goes with their next push.
-            return ownMessage ? false : move(key, conversationId)
+            let ready = withEntry(key) { $0.observe(conversationId, change, now: now) }
+            if ready { self.ready.append(key) }
+            return ready
         }
 
         /// The users to push now, each once: a user whose ledger moved only is pushed from it, one with conversations
@@ -272,21 +346,37 @@ final class UnreadNotifier: Service {
         mutating func take(now: Duration, interval: Duration, burst: Int) -> (
             reads: [UnreadRequest], pushes: [(UserKey, UnreadSummary)], held: [UserKey]
         ) {
+            enum Next {
+                case nothing
+                case push(UnreadSummary)
+                case read([String])
+            }
+            sweep(now: now, interval: interval, burst: burst)
             var reads: [UnreadRequest] = []
             var pushes: [(UserKey, UnreadSummary)] = []
             var heldNow: [UserKey] = []
-            for key in ready where !held.contains(key) {
-                let toRead = dirty.removeValue(forKey: key)
-                let toPush = moved.removeValue(forKey: key)
-                guard toRead != nil || toPush != nil else { continue }
-                // In place of a push with a batch, which spent from the budget already (``asked``).
-                if !readingWhole(key), spend(key, now: now, interval: interval, burst: burst) { heldNow.append(key) }
-                if toRead == nil, let toPush, hasLedger(key, now: now), !reading(key), let ledger = ledgers[key] {
-                    pushes.append((key, UnreadSummary(total: ledger.total, conversations: ledger.listed(toPush))))
-                    continue
+            for key in ready {
+                let next = withEntry(key) { entry -> Next in
+                    guard !entry.held else { return .nothing }
+                    let toRead = entry.dirty
+                    let toPush = entry.moved
+                    entry.dirty = nil
+                    entry.moved = nil
+                    guard toRead != nil || toPush != nil else { return .nothing }
+                    // In place of a push with a batch, which spent from the budget already (``Entry/asked``).
+                    if !entry.readingWhole, entry.spend(now: now, interval: interval, burst: burst) {
+                        heldNow.append(key)
+                    }
+                    if toRead == nil, let toPush, entry.hasLedger(now: now), !entry.reading, let ledger = entry.ledger {
+                        return .push(UnreadSummary(total: ledger.total, conversations: ledger.listed(toPush)))
+                    }
+                    return .read((toRead ?? []).union(toPush ?? []).sorted())
                 }
-                let conversations = (toRead ?? []).union(toPush ?? [])
-                reads.append(request(key, conversations.sorted(), now: now))
+                switch next {
+                case .nothing: break
+                case .push(let summary): pushes.append((key, summary))
+                case .read(let conversations): reads.append(request(key, conversations, now: now))
+                }
             }
             ready.removeAll(keepingCapacity: true)
             return (reads, pushes, heldNow)
@@ -305,53 +395,53 @@ final class UnreadNotifier: Service {
         /// Records changes of `key`'s counts to read and push: a user with nothing waiting and not held is ready now
         /// (returns true).
         mutating func record(_ key: UserKey, _ conversationIds: some Sequence<String>) -> Bool {
-            let ready = readyIfNothingWaits(key)
-            dirty[key, default: []].formUnion(conversationIds)
+            let ready = withEntry(key) { $0.record(conversationIds) }
+            if ready { self.ready.append(key) }
             return ready
-        }
-
-        /// Records that `key`'s ledger moved in `conversationId`, to push with no read: a user with nothing waiting
-        /// and not held is ready now (returns true).
-        mutating func move(_ key: UserKey, _ conversationId: String) -> Bool {
-            let ready = readyIfNothingWaits(key)
-            moved[key, default: []].insert(conversationId)
-            return ready
-        }
-
-        /// Makes `key` ready unless a change of theirs already waits (they are ready or held then) or they are held.
-        private mutating func readyIfNothingWaits(_ key: UserKey) -> Bool {
-            guard dirty[key] == nil, moved[key] == nil, !held.contains(key) else { return false }
-            ready.append(key)
-            return true
         }
 
         /// A push to `key` (not held) at `now`: spends its budget, and holds the user when it is spent (the caller
         /// then starts the interval). Returns whether the user is now held.
         mutating func spend(_ key: UserKey, now: Duration, interval: Duration, burst: Int) -> Bool {
             sweep(now: now, interval: interval, burst: burst)
-            var budget = budgets[key] ?? PushBudget(credit: interval * burst, last: now)
-            let spent = budget.spend(now: now, interval: interval, burst: burst)
-            budgets[key] = budget
-            if spent { held.insert(key) }
-            return spent
+            return withEntry(key) { $0.spend(now: now, interval: interval, burst: burst) }
         }
 
         /// A push to `key` that empties its budget: the user is held (the caller starts the interval).
         mutating func hold(_ key: UserKey, now: Duration, interval: Duration, burst: Int) {
             sweep(now: now, interval: interval, burst: burst)
-            budgets[key] = PushBudget(credit: .zero, last: now)
-            held.insert(key)
+            withEntry(key) { entry in
+                entry.budget = PushBudget(credit: .zero, last: now)
+                entry.held = true
+            }
         }
 
-        /// Drops the budgets that are whole again (a missing budget is a whole one) and the ledgers past their lifetime,
-        /// at most once per 4 × `burst` intervals: the maps hold the users pushed lately, not every user ever pushed.
-        private mutating func sweep(now: Duration, interval: Duration, burst: Int) {
+        /// An interval ended: the user is no longer held; returns whether a change of theirs waits (to push now).
+        mutating func release(_ key: UserKey) -> Bool {
+            guard let index = users.index(forKey: key) else { return false }
+            users.values[index].held = false
+            return users.values[index].dirty != nil || users.values[index].moved != nil
+        }
+
+        /// Drops the budgets that are whole again (a missing budget is a whole one), the ledgers past their lifetime
+        /// and the reads long asked, then the entries left empty, at most once per 4 × `burst` intervals: the map
+        /// holds the users pushed lately, not every user ever pushed.
+        mutating func sweep(now: Duration, interval: Duration, burst: Int) {
             guard now - lastSweep >= interval * max(burst, 1) * 4 else { return }
             lastSweep = now
-            budgets = budgets.filter { !$0.value.isFull(now: now, interval: interval, burst: burst) }
-            if !ledgers.isEmpty { ledgers = ledgers.filter { now < $0.value.expiresAt } }
-            // A read takes milliseconds, not seconds.
-            if !asked.isEmpty { asked = asked.filter { now - $0.value.at < .seconds(10) } }
+            var emptied = false
+            for index in users.indices {
+                if let budget = users.values[index].budget, budget.isFull(now: now, interval: interval, burst: burst) {
+                    users.values[index].budget = nil
+                }
+                if let ledger = users.values[index].ledger, now >= ledger.expiresAt { users.values[index].ledger = nil }
+                // A read takes milliseconds, not seconds.
+                if let asked = users.values[index].asked, now - asked.at >= .seconds(10) {
+                    users.values[index].asked = nil
+                }
+                emptied = emptied || users.values[index].isEmpty
+            }
+            if emptied { users = users.filter { !$0.value.isEmpty } }
         }
     }
 
@@ -417,43 +507,45 @@ final class UnreadNotifier: Service {
         // Most users of a busy group are held: the hub is asked only about the others.
         let candidates = state.withLockedValue { state -> Set<UserKey> in
             var candidates = Set<UserKey>()
-            for (key, _) in affected
-            where !state.held.contains(key) && state.dirty[key] == nil && state.moved[key] == nil {
-                candidates.insert(key)
-            }
+            for (key, _) in affected where !(state.users[key]?.waits ?? false) { candidates.insert(key) }
             return candidates
         }
-        let connected = candidates.filter { hub.hasConnections(appId: $0.appId, uid: $0.uid) }
+        let connected = candidates.filter { hub.hasConnections($0) }
         guard !connected.isEmpty else { return [] }
+        // Each user once, with the conversations the batch changed for them, in the order first affected.
+        var users: [UserKey] = []
+        var conversations: [UserKey: [String]] = [:]
+        for (key, conversationId) in affected where connected.contains(key) {
+            if conversations[key]?.append(conversationId) == nil {
+                users.append(key)
+                conversations[key] = [conversationId]
+            }
+        }
         let now = time.timeline.now()
         let bursting = connected.count <= maxUsersForBurst
         let (requests, held) = state.withLockedValue { state -> ([UnreadRequest], [UserKey]) in
-            var taken: [UserKey: Set<String>] = [:]
+            var requests: [UnreadRequest] = []
             var held: [UserKey] = []
-            for (key, conversationId) in affected where connected.contains(key) {
-                if taken[key] == nil {
-                    guard !state.held.contains(key), state.dirty[key] == nil, state.moved[key] == nil else { continue }
-                    if bursting {
-                        if state.spend(key, now: now, interval: interval, burst: burst) { held.append(key) }
-                    } else {
-                        state.hold(key, now: now, interval: interval, burst: burst)
-                        held.append(key)
-                    }
+            for key in users {
+                // Checked again under this lock: a change may have come meanwhile.
+                guard !(state.users[key]?.waits ?? false) else { continue }
+                if bursting {
+                    if state.spend(key, now: now, interval: interval, burst: burst) { held.append(key) }
+                } else {
+                    state.hold(key, now: now, interval: interval, burst: burst)
+                    held.append(key)
                 }
-                taken[key, default: []].insert(conversationId)
+                let ids = conversations[key]!
+                var request = state.request(key, ids.count == 1 ? ids : Array(Set(ids)).sorted(), now: now)
+                if request.everyConversation {
+                    // A user with no total to move is read whole here only when in a few conversations: one in
+                    // many would hold up every message on the writer's thread. Their read fails, the publication
+                    // records the change, and the notifier's task reads them whole.
+                    request.maxConversations = Self.maxConversationsWithBatch
+                }
+                requests.append(request)
             }
-            return (
-                taken.map { key, conversations in
-                    var request = state.request(key, conversations.sorted(), now: now)
-                    if request.everyConversation {
-                        // A user with no total to move is read whole here only when in a few conversations: one in
-                        // many would hold up every message on the writer's thread. Their read fails, the publication
-                        // records the change, and the notifier's task reads them whole.
-                        request.maxConversations = Self.maxConversationsWithBatch
-                    }
-                    return request
-                }, held
-            )
+            return (requests, held)
         }
         for key in held { holds.schedule(key) }
         return requests
@@ -531,7 +623,7 @@ final class UnreadNotifier: Service {
             if case .passed = change {
                 observed.append((key, change, true))
             } else {
-                observed.append((key, change, hub.hasConnections(appId: event.appId, uid: uid)))
+                observed.append((key, change, hub.hasConnections(key)))
             }
         }
         guard !observed.isEmpty else { return }
@@ -539,7 +631,7 @@ final class UnreadNotifier: Service {
         let ready = state.withLockedValue { state -> Bool in
             var ready = false
             for (key, change, connected) in observed {
-                if case .passed = change, state.ledgers.isEmpty { continue }
+                if case .passed = change, state.users.isEmpty { continue }
                 ready = state.observe(key, conversationId, change, connected: connected, now: now) || ready
             }
             return ready
@@ -575,8 +667,7 @@ final class UnreadNotifier: Service {
     /// A user's interval ended: changes made meanwhile are pushed now.
     private func holdEnded(_ key: UserKey) {
         let wake = state.withLockedValue { state -> Bool in
-            state.held.remove(key)
-            guard state.dirty[key] != nil || state.moved[key] != nil else { return false }
+            guard state.release(key) else { return false }
             state.ready.append(key)
             return true
         }
@@ -608,7 +699,7 @@ final class UnreadNotifier: Service {
             // Their changes are not recorded again: the next change pushes the user, with every conversation read.
             logger.warning("Unread counts unavailable", metadata: ["error": "\(error)"])
             state.withLockedValue { state in
-                for request in batch { state.ledgers[UserKey(appId: request.appId, uid: request.uid)] = nil }
+                for request in batch { state.users[UserKey(appId: request.appId, uid: request.uid)]?.ledger = nil }
             }
         }
     }
@@ -617,12 +708,13 @@ final class UnreadNotifier: Service {
     /// not known is read whole again.
     private func deliver(_ reads: [(UnreadRequest, UnreadSummary)], into wakeUps: inout WakeUps) {
         let now = time.timeline.now()
-        let (pushes, wake) = state.withLockedValue { state -> ([(UnreadRequest, UnreadSummary)], Bool) in
-            var pushes: [(UnreadRequest, UnreadSummary)] = []
+        let (pushes, wake) = state.withLockedValue { state -> ([(UserKey, UnreadSummary)], Bool) in
+            var pushes: [(UserKey, UnreadSummary)] = []
             var unknown: [UnreadRequest] = []
             for (request, read) in reads {
-                if let summary = state.apply(request, read, now: now) {
-                    pushes.append((request, summary))
+                let key = UserKey(appId: request.appId, uid: request.uid)
+                if let summary = state.apply(request, read, for: key, now: now) {
+                    pushes.append((key, summary))
                 } else {
                     unknown.append(request)
                 }
@@ -630,7 +722,7 @@ final class UnreadNotifier: Service {
             return (pushes, !unknown.isEmpty && state.rereadWhole(unknown))
         }
         if wake { wakeUp.signal() }
-        send(pushes.map { (UserKey(appId: $0.0.appId, uid: $0.0.uid), $0.1) }, into: &wakeUps)
+        send(pushes, into: &wakeUps)
     }
 
     /// Pushes counts to the users' connections here.
@@ -643,8 +735,7 @@ final class UnreadNotifier: Service {
                     appId: key.appId, actor: nil, timestamp: timestamp, payload: .unreadUpdated(summary)
                 )
             else { continue }
-            hub.deliver(
-                CollectionOfOne(FrameEncoding.eventFrame(json: json)), appId: key.appId, to: [key.uid], into: &wakeUps)
+            hub.deliver(FrameEncoding.eventFrame(json: json), to: key, into: &wakeUps)
         }
     }
 }

@@ -14,7 +14,7 @@ import Testing
 
     /// The counts in the user's ledger that are not 0.
     func unread(_ state: UnreadNotifier.State, _ key: UnreadNotifier.UserKey) -> [String: Int] {
-        (state.ledgers[key]?.conversations ?? [:]).filter { $0.value.unread > 0 }.mapValues(\.unread)
+        (state.users[key]?.ledger?.conversations ?? [:]).filter { $0.value.unread > 0 }.mapValues(\.unread)
     }
 
     /// A read of every conversation (what the store answers for `request.reads == nil`).
@@ -30,7 +30,7 @@ import Testing
         // The push lists what changed, with the user's total over everything.
         #expect(pushed == UnreadSummary(total: 4, conversations: [count("c2", 1)]))
         #expect(unread(state, bob) == ["c1": 3, "c2": 1])
-        #expect(state.ledgers[bob]?.conversations.keys.sorted() == ["c1", "c2", "c3"])
+        #expect(state.users[bob]?.ledger?.conversations.keys.sorted() == ["c1", "c2", "c3"])
 
         let second = state.request(bob, ["c2", "c3"], now: .seconds(1))
         #expect(!second.everyConversation && second.reads == ["c2", "c3"] && second.ticket > first.ticket)
@@ -41,7 +41,7 @@ import Testing
         let third = state.request(bob, ["c1", "c3"], now: .seconds(2))
         let gone = state.apply(third, whole([count("c3", 0)]), now: .seconds(2))
         #expect(gone == UnreadSummary(total: 4, conversations: [count("c3", 0)]))
-        #expect(unread(state, bob) == ["c2": 4] && state.ledgers[bob]?.conversations["c1"] == nil)
+        #expect(unread(state, bob) == ["c2": 4] && state.users[bob]?.ledger?.conversations["c1"] == nil)
     }
 
     @Test func aReadOlderThanOneAppliedDropsTheLedgerAndIsReadWholeAgain() throws {
@@ -54,9 +54,9 @@ import Testing
         // The older read came back last: its count may be behind the one pushed, so nothing is pushed from it.
         let late = state.apply(older, whole([count("c1", 2)]), now: .zero)
         #expect(late == nil)
-        #expect(state.ledgers[bob] == nil)
+        #expect(state.users[bob]?.ledger == nil)
         let ready = state.rereadWhole([older])
-        #expect(ready && state.ready == [bob] && state.dirty[bob] == ["c1"])
+        #expect(ready && state.ready == [bob] && state.users[bob]?.dirty == ["c1"])
         let again = state.request(bob, ["c1"], now: .zero)
         #expect(again.everyConversation)
     }
@@ -67,13 +67,13 @@ import Testing
         let partial = state.request(bob, ["c1"], now: .zero)
         #expect(!partial.everyConversation)
         // Dropped meanwhile (the user was away when a count changed).
-        state.ledgers[bob] = nil
+        state.users[bob]?.ledger = nil
         let unknown = state.apply(partial, whole([count("c1", 2)]), now: .zero)
         #expect(unknown == nil)
         // A held user is recorded, not made ready: their interval's end pushes them.
-        state.held.insert(bob)
+        state.users[bob, default: UnreadNotifier.Entry()].held = true
         let ready = state.rereadWhole([partial])
-        #expect(!ready && state.ready.isEmpty && state.dirty[bob] == ["c1"])
+        #expect(!ready && state.ready.isEmpty && state.users[bob]?.dirty == ["c1"])
     }
 
     /// Bob's ledger read whole: c1 has 2 unread (read to 3, last 5), c2 none (read to 7, last 7).
@@ -95,13 +95,14 @@ import Testing
     @Test func aMessageOfSomeoneElseMovesTheLedgerAndIsPushedWithNoRead() throws {
         var state = ledgered()
         #expect(observe(&state, "c2", .arrived(seq: 8)))
-        #expect(state.ledgers[bob]?.total == 3 && state.moved[bob] == ["c2"] && state.dirty[bob] == nil)
+        #expect(
+            state.users[bob]?.ledger?.total == 3 && state.users[bob]?.moved == ["c2"] && state.users[bob]?.dirty == nil)
         #expect(state.ready == [bob])
         // Another one before the push: nothing more to wake.
         #expect(!observe(&state, "c1", .arrived(seq: 6)))
         // A push with no read spends from the budget (here of 1: the user is held).
         let taken = state.take(now: .seconds(1), interval: .seconds(1), burst: 1)
-        #expect(taken.reads.isEmpty && taken.held == [bob] && state.moved[bob] == nil)
+        #expect(taken.reads.isEmpty && taken.held == [bob] && state.users[bob]?.moved == nil)
         let pushed = try #require(taken.pushes.first)
         #expect(
             pushed.1
@@ -113,7 +114,7 @@ import Testing
                     ]))
         // Held: the ledger still moves; the push waits for the interval's end.
         #expect(!observe(&state, "c2", .arrived(seq: 9)))
-        #expect(state.ledgers[bob]?.total == 5 && state.moved[bob] == ["c2"] && state.ready.isEmpty)
+        #expect(state.users[bob]?.ledger?.total == 5 && state.users[bob]?.moved == ["c2"] && state.ready.isEmpty)
 
         // With a budget left, the next push goes at once and holds no one.
         var roomy = ledgered()
@@ -126,13 +127,14 @@ import Testing
         var state = ledgered()
         // A read's snapshot can be newer than what was published here: events up to its last seq are in it.
         #expect(!observe(&state, "c1", .arrived(seq: 5)))
-        #expect(state.ledgers[bob]?.total == 2 && state.moved[bob] == nil && state.dirty[bob] == nil)
+        #expect(
+            state.users[bob]?.ledger?.total == 2 && state.users[bob]?.moved == nil && state.users[bob]?.dirty == nil)
         // Events that move no count keep the ledger whole past them.
         #expect(!observe(&state, "c1", .passed(seq: 6)))
-        #expect(state.ledgers[bob]?.conversations["c1"]?.lastSeq == 6)
+        #expect(state.users[bob]?.ledger?.conversations["c1"]?.lastSeq == 6)
         // One after a gap (events not seen here): only a read can tell.
         #expect(observe(&state, "c1", .arrived(seq: 9)))
-        #expect(state.dirty[bob] == ["c1"] && state.ledgers[bob]?.total == 2)
+        #expect(state.users[bob]?.dirty == ["c1"] && state.users[bob]?.ledger?.total == 2)
         let taken = state.take(now: .seconds(1), interval: .seconds(1), burst: 1)
         #expect(taken.pushes.isEmpty && taken.reads.map(\.conversationIds) == [["c1"]])
         #expect(taken.reads.allSatisfy { !$0.everyConversation })
@@ -141,48 +143,48 @@ import Testing
     @Test func whileAReadIsOutEventsAreReadAgainAfterIt() throws {
         var state = ledgered()
         let out = state.request(bob, ["c2"], now: .seconds(1))
-        #expect(state.reading(bob) && !state.readingWhole(bob))
+        #expect(state.reading(bob) && !(state.users[bob]?.readingWhole ?? false))
         // Its snapshot may be older or newer than this message: the conversation is read again after it.
         #expect(observe(&state, "c1", .arrived(seq: 6)))
-        #expect(state.dirty[bob] == ["c1"] && state.ledgers[bob]?.total == 2)
+        #expect(state.users[bob]?.dirty == ["c1"] && state.users[bob]?.ledger?.total == 2)
         _ = state.apply(out, UnreadSummary(total: 0, conversations: [count("c2", 0)]), now: .seconds(1))
-        #expect(!state.reading(bob) && state.asked[bob] == nil)
+        #expect(!state.reading(bob) && state.users[bob]?.asked == nil)
         // A conversation the ledger does not have (a new one) is read too.
-        state.dirty[bob] = nil
+        state.users[bob]?.dirty = nil
         state.ready = []
-        #expect(observe(&state, "c9", .arrived(seq: 1)) && state.dirty[bob] == ["c9"])
+        #expect(observe(&state, "c9", .arrived(seq: 1)) && state.users[bob]?.dirty == ["c9"])
     }
 
     @Test func readingOrSendingPastEverythingCountedLeavesNone() throws {
         var state = ledgered()
         // A receipt behind the last message counted: how many stay unread, only a read can tell.
-        #expect(observe(&state, "c1", .read(seq: 4)) && state.dirty[bob] == ["c1"])
+        #expect(observe(&state, "c1", .read(seq: 4)) && state.users[bob]?.dirty == ["c1"])
         state = ledgered()
         // A receipt at or past it (another node's commit not brought here yet): none, and later events up to it are
         // counted already.
         #expect(observe(&state, "c1", .read(seq: 6)))
-        #expect(state.ledgers[bob]?.total == 0 && state.moved[bob] == ["c1"])
-        #expect(state.ledgers[bob]?.conversations["c1"] == .init(unread: 0, readSeq: 6, lastSeq: 6))
-        #expect(!observe(&state, "c1", .arrived(seq: 6)) && state.ledgers[bob]?.total == 0)
+        #expect(state.users[bob]?.ledger?.total == 0 && state.users[bob]?.moved == ["c1"])
+        #expect(state.users[bob]?.ledger?.conversations["c1"] == .init(unread: 0, readSeq: 6, lastSeq: 6))
+        #expect(!observe(&state, "c1", .arrived(seq: 6)) && state.users[bob]?.ledger?.total == 0)
         // A receipt that moves nothing (an older one).
-        #expect(!observe(&state, "c1", .read(seq: 5)) && state.dirty[bob] == nil)
+        #expect(!observe(&state, "c1", .read(seq: 5)) && state.users[bob]?.dirty == nil)
 
         // Bob's own message reads the conversation up to it: none there, not pushed by itself.
         state = ledgered()
         #expect(!observe(&state, "c1", .sent(seq: 6)))
-        #expect(state.ledgers[bob]?.total == 0 && state.moved[bob] == nil && state.ready.isEmpty)
+        #expect(state.users[bob]?.ledger?.total == 0 && state.users[bob]?.moved == nil && state.ready.isEmpty)
         // Behind what was counted: read.
         state = ledgered()
-        #expect(observe(&state, "c1", .sent(seq: 4)) && state.dirty[bob] == ["c1"])
+        #expect(observe(&state, "c1", .sent(seq: 4)) && state.users[bob]?.dirty == ["c1"])
         // With no ledger and no read out: nothing to move, nothing pushed.
         var empty = UnreadNotifier.State()
         let pushNothing = empty.observe(bob, "c1", .sent(seq: 6), connected: true, now: .zero)
-        #expect(!pushNothing && empty.dirty.isEmpty)
+        #expect(!pushNothing && empty.users.values.allSatisfy { $0.dirty == nil })
         // Away: the ledger goes.
         state = ledgered()
         let away = state.observe(bob, "c1", .arrived(seq: 6), connected: false, now: .seconds(1))
         #expect(!away)
-        #expect(state.ledgers[bob] == nil && state.dirty[bob] == nil)
+        #expect(state.users[bob]?.ledger == nil && state.users[bob]?.dirty == nil)
     }
 
     @Test func whatEachEventChanges() throws {
@@ -229,15 +231,15 @@ import Testing
         #expect(state.hasLedger(bob, now: .seconds(59)) && !state.hasLedger(bob, now: .seconds(120)))
         let expiries = (0..<64).map { _ in
             let key = UnreadNotifier.UserKey(appId: "a", uid: "u")
-            state.ledgers[key] = nil
+            state.users[key]?.ledger = nil
             _ = state.apply(state.request(key, [], now: .zero), whole([]), now: .zero)
-            return state.ledgers[key]!.expiresAt
+            return state.users[key]!.ledger!.expiresAt
         }
         #expect(Set(expiries).count == 64 && expiries.allSatisfy { $0 >= .seconds(60) && $0 < .seconds(120) })
         // The sweep that comes with pushes drops expired ledgers: the map holds users pushed lately.
         let other = UnreadNotifier.UserKey(appId: "a", uid: "carol")
         _ = state.apply(state.request(other, ["c9"], now: .seconds(100)), whole([count("c9", 1)]), now: .seconds(100))
         _ = state.spend(other, now: .seconds(125), interval: .seconds(1), burst: 5)
-        #expect(state.ledgers[bob] == nil && state.ledgers[other] != nil)
+        #expect(state.users[bob]?.ledger == nil && state.users[other]?.ledger != nil)
     }
 }
