@@ -132,8 +132,8 @@ final class UnreadNotifier: Service {
         /// ledger is not moved by events: the read's snapshot may be older or newer than them, so the conversations
         /// are read again after it. One of every conversation asked with a batch fails for a user in more than
         /// ``UnreadNotifier/maxConversationsWithBatch`` conversations: the publication records their change, and the
-        /// notifier's task reads them whole in place of that push, whose budget the batch spent (``State/take(now:
-        /// interval:burst:)`` does not hold a user still ``readingWhole``).
+        /// notifier's task reads them whole in place of that push, whose budget the batch spent (``State/take``
+        /// does not hold a user still ``readingWhole``).
         var asked: AskedRead?
 
         /// Whether the entry holds nothing (a sweep drops it).

@@ -22,13 +22,18 @@ final class WriterThread: TaskExecutor, @unchecked Sendable {
     /// after `body` returned, and the thread ends.
     static func run(named name: String, _ body: () async -> Void) async {
         let executor = WriterThread()
+        let started = DispatchSemaphore(value: 0)
         let thread = Thread {
             // Named from inside: on Linux a name given before `start()` does not reach the system's thread
-            // (profilers and `top -H` show it).
+            // (profilers and `top -H` show it). Nor does one given before `start()` has returned: Foundation's
+            // setter names the thread that `start()` records, and does nothing until it has (a thread that ran
+            // first kept its creator's name, one run in seven).
+            started.wait()
             Thread.current.name = name
             executor.runJobs()
         }
         thread.start()
+        started.signal()
         await withTaskExecutorPreference(executor) { await body() }
         executor.finish()
     }
