@@ -15,17 +15,21 @@ import ServiceLifecycle
 /// are gathered and pushed together when the interval ends. A busy group thus costs each member at most one push per
 /// interval, and a member of a quiet conversation gets each count just after the message that changed it.
 ///
-/// Pushes go out in batches, written with the hand-written encoder. On a store that reads unread counts with a batch of
-/// commands (SQLite, ``ParleyStore/apply(_:readingUnread:)``), the users a batch makes due are chosen in its transaction, their counts read
-/// there, and pushed with the batch's events (``dueWithBatch(_:)``, ``deliverWithBatch(_:into:)``). Every other push is
-/// made by one task (``run()``): the users due are read together (one read transaction on SQLite). The intervals are
+/// Pushes go out in batches, written with the hand-written encoder, in the flush of the batch that changed them when
+/// they can. A user whose ledger (below) a batch's messages move is pushed from it when the batch's publication ends
+/// (``published(_:recipients:countedWithBatch:)``, ``pushDue(into:)``), nothing read. On a store that reads unread
+/// counts with a batch of commands (SQLite, ``ParleyStore/apply(_:readingUnread:)``), the other users a batch makes due
+/// are chosen in its transaction, their counts read there, and pushed with the batch's events (``dueWithBatch(_:)``,
+/// ``deliverWithBatch(_:into:)``). Every other push is made by one task (``run()``): the users due are read together
+/// (one read transaction on SQLite). The intervals are
 /// ``FixedDelayTimers`` (one queue, one sleeping task, ends rounded to 10 ms); when one ends with changes waiting, the
 /// user is pushed again. Recording a change costs a lock, not a task or a timer per user.
 ///
 /// A push carries the user's total over all their conversations, and reading it costs a row per conversation the user
 /// is in. So the notifier keeps, for each user it pushes, the total and every conversation's count with the positions
 /// it was counted at (``UnreadLedger``), read whole once, and moves it by the events published here
-/// (``published(_:recipients:)``, ``State/observe(_:_:_:connected:now:)``): a conversation's events reach every node
+/// (``published(_:recipients:countedWithBatch:)``, ``State/observe(_:_:_:connected:now:)``): a conversation's events
+/// reach every node
 /// with a participant connected in order, each once, so a message of someone else's counted up to the event before it
 /// is one more, the user's own message or a receipt past everything counted leaves none, and an event already counted
 /// (a read's snapshot can be newer than what was published here) is nothing; such a push reads nothing. Anything else
@@ -382,6 +386,45 @@ final class UnreadNotifier: Service {
             return (reads, pushes, heldNow)
         }
 
+        /// The users ready now whose ledger moved and who need no read, pushed from it (``take(now:interval:burst:)``
+        /// for them alone); more than `maxUsersForBurst` of them are each held at once, as a burst of 1 would. The
+        /// users with conversations to read stay ready, for the notifier's task (`toRead`).
+        mutating func takeMoved(now: Duration, interval: Duration, burst: Int, maxUsersForBurst: Int) -> (
+            pushes: [(UserKey, UnreadSummary)], held: [UserKey], toRead: Bool
+        ) {
+            guard !ready.isEmpty else { return ([], [], false) }
+            sweep(now: now, interval: interval, burst: burst)
+            let bursting = ready.count <= maxUsersForBurst
+            var pushes: [(UserKey, UnreadSummary)] = []
+            var heldNow: [UserKey] = []
+            var left: [UserKey] = []
+            for key in ready {
+                let summary = withEntry(key) { entry -> UnreadSummary?? in
+                    // Held (their interval's end makes them ready again), or nothing waits any more.
+                    guard !entry.held, entry.dirty != nil || entry.moved != nil else { return .some(nil) }
+                    guard entry.dirty == nil, let moved = entry.moved, entry.hasLedger(now: now), !entry.reading,
+                        let ledger = entry.ledger
+                    else { return nil }
+                    entry.moved = nil
+                    if bursting {
+                        if entry.spend(now: now, interval: interval, burst: burst) { heldNow.append(key) }
+                    } else {
+                        entry.budget = PushBudget(credit: .zero, last: now)
+                        entry.held = true
+                        heldNow.append(key)
+                    }
+                    return UnreadSummary(total: ledger.total, conversations: ledger.listed(moved))
+                }
+                switch summary {
+                case .none: left.append(key)
+                case .some(.none): break
+                case .some(.some(let summary)): pushes.append((key, summary))
+                }
+            }
+            ready = left
+            return (pushes, heldNow, !left.isEmpty)
+        }
+
         /// `requests` came back without a total: their users' changes are recorded again, to be read whole. Returns
         /// whether one is ready now (not held).
         mutating func rereadWhole(_ requests: [UnreadRequest]) -> Bool {
@@ -493,21 +536,33 @@ final class UnreadNotifier: Service {
     /// Users who are held or pending are left to ``changed(appId:uids:conversationId:)`` when the batch is published,
     /// after its commit, as with any store.
     func dueWithBatch(_ results: [Result<CommandResult, DomainError>]) -> [UnreadRequest] {
-        var affected: [(UserKey, String)] = []
+        // A message moves the ledger of a user who has one (``published(_:recipients:countedWithBatch:)``, pushed at
+        // the batch's end): only the others are read with the batch, and every user for any other change.
+        var affected: [(key: UserKey, conversationId: String, movesLedger: Bool)] = []
         for case .success(let outcome) in results {
             for stored in outcome.events {
                 let event = stored.event
                 guard let (conversationId, uids) = Self.affected(by: event, recipients: outcome.recipients) else {
                     continue
                 }
-                affected += uids.map { (UserKey(appId: event.appId, uid: $0), conversationId) }
+                var movesLedger = false
+                if case .messageSent = event.payload { movesLedger = true }
+                affected += uids.map { (UserKey(appId: event.appId, uid: $0), conversationId, movesLedger) }
             }
         }
         guard !affected.isEmpty else { return [] }
+        let now = time.timeline.now()
         // Most users of a busy group are held: the hub is asked only about the others.
         let candidates = state.withLockedValue { state -> Set<UserKey> in
             var candidates = Set<UserKey>()
-            for (key, _) in affected where !(state.users[key]?.waits ?? false) { candidates.insert(key) }
+            for (key, _, movesLedger) in affected {
+                guard let entry = state.users[key] else {
+                    candidates.insert(key)
+                    continue
+                }
+                if entry.waits || (movesLedger && entry.hasLedger(now: now) && !entry.reading) { continue }
+                candidates.insert(key)
+            }
             return candidates
         }
         let connected = candidates.filter { hub.hasConnections($0) }
@@ -515,13 +570,12 @@ final class UnreadNotifier: Service {
         // Each user once, with the conversations the batch changed for them, in the order first affected.
         var users: [UserKey] = []
         var conversations: [UserKey: [String]] = [:]
-        for (key, conversationId) in affected where connected.contains(key) {
+        for (key, conversationId, _) in affected where connected.contains(key) {
             if conversations[key]?.append(conversationId) == nil {
                 users.append(key)
                 conversations[key] = [conversationId]
             }
         }
-        let now = time.timeline.now()
         let bursting = connected.count <= maxUsersForBurst
         let (requests, held) = state.withLockedValue { state -> ([UnreadRequest], [UserKey]) in
             var requests: [UnreadRequest] = []
@@ -609,11 +663,13 @@ final class UnreadNotifier: Service {
     }
 
     /// A published event: moves the ledgers of the users whose counts it changes, or records them to be read; but
-    /// for the users whose counts were read with its batch (`countedWithBatch`: that read counted it).
-    func published(_ event: EventFacts, recipients: [String], countedWithBatch pushed: Set<UserKey>) {
-        guard let conversationId = event.conversationId else { return }
+    /// for the users whose counts were read with its batch (`countedWithBatch`: that read counted it). Returns whether
+    /// a user is due now: the publisher then pushes at the batch's end (``pushDue(into:)``).
+    @discardableResult
+    func published(_ event: EventFacts, recipients: [String], countedWithBatch pushed: Set<UserKey>) -> Bool {
+        guard let conversationId = event.conversationId else { return false }
         let changes = Self.changes(event, recipients: recipients)
-        guard !changes.isEmpty else { return }
+        guard !changes.isEmpty else { return false }
         var observed: [(UserKey, Change, connected: Bool)] = []
         observed.reserveCapacity(changes.count)
         for (uid, change) in changes {
@@ -626,9 +682,9 @@ final class UnreadNotifier: Service {
                 observed.append((key, change, hub.hasConnections(key)))
             }
         }
-        guard !observed.isEmpty else { return }
+        guard !observed.isEmpty else { return false }
         let now = time.timeline.now()
-        let ready = state.withLockedValue { state -> Bool in
+        return state.withLockedValue { state -> Bool in
             var ready = false
             for (key, change, connected) in observed {
                 if case .passed = change, state.users.isEmpty { continue }
@@ -636,7 +692,19 @@ final class UnreadNotifier: Service {
             }
             return ready
         }
-        if ready { wakeUp.signal() }
+    }
+
+    /// At the end of a batch whose events made users due (``published(_:recipients:countedWithBatch:)``): pushes,
+    /// in the batch's flush, the users whose ledger moved and who need no read, from their budgets (held at once when
+    /// the batch made more than ``maxUsersForBurst`` of them due); the users to read are left to the notifier's task.
+    func pushDue(into wakeUps: inout WakeUps) {
+        let now = time.timeline.now()
+        let (pushes, held, toRead) = state.withLockedValue {
+            $0.takeMoved(now: now, interval: interval, burst: burst, maxUsersForBurst: maxUsersForBurst)
+        }
+        for key in held { holds.schedule(key) }
+        send(pushes, into: &wakeUps)
+        if toRead { wakeUp.signal() }
     }
 
     func run() async throws {

@@ -285,7 +285,7 @@ final class CommandWriter: Service {
                 var delivery = BatchDelivery(countedWithBatch: outcome.unread)
                 await publish(batch, outcome.results, into: &delivery)
                 publisher.deliverCounts(outcome.unread, into: &delivery)
-                delivery.finish()
+                publisher.finish(&delivery)
                 epoch.batchFinished()
             case .failed(let batch, let error):
                 // Answered in order with the batches around it, like the others.

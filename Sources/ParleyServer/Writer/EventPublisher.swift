@@ -65,7 +65,7 @@ final class EventPublisher: Sendable {
         for stored in result.events where stored.event.seq == nil {
             relay.deliver(
                 json: stored.json, appId: stored.event.appId, to: result.recipients, into: &delivery.wakeUps)
-            followUp(EventFacts(stored.event), recipients: result.recipients, counted: delivery.countedWithBatch)
+            followUp(EventFacts(stored.event), recipients: result.recipients, into: &delivery)
         }
         for (conversation, events) in Self.byConversation(result.events) {
             let routed = events.map { RoutedEvent(stored: $0, recipients: result.recipients) }
@@ -85,7 +85,7 @@ final class EventPublisher: Sendable {
     func publishRemote(_ conversation: ConversationRef, _ events: [RoutedEvent]) async {
         var delivery = BatchDelivery()
         await publishInOrder(conversation, events, into: &delivery)
-        delivery.finish()
+        finish(&delivery)
     }
 
     /// Reads the last sequence number of `conversations` (nil: every one followed) and publishes what this node has
@@ -103,7 +103,6 @@ final class EventPublisher: Sendable {
             return
         }
         var delivery = BatchDelivery()
-        defer { delivery.finish() }
         for conversation in followed {
             guard let through = last[conversation], let position = positions.position(conversation) else { continue }
             if through > position { await catchUp(conversation, after: position, through: through, into: &delivery) }
@@ -112,6 +111,7 @@ final class EventPublisher: Sendable {
                 await publishInOrder(conversation, [], into: &delivery)
             }
         }
+        finish(&delivery)
     }
 
     /// A gap of `conversation` waited for ``gapGrace`` (``gapTimers``): what is still missing is read from the
@@ -123,7 +123,14 @@ final class EventPublisher: Sendable {
         }
         var delivery = BatchDelivery()
         await publishInOrder(conversation, [], waiting: false, into: &delivery)
-        delivery.finish()
+        finish(&delivery)
+    }
+
+    /// Ends a batch's publication: the unread counts its events moved are pushed (those of users due now; the others
+    /// wait for their interval or a read), then every writer the batch reached is woken, once.
+    func finish(_ delivery: inout BatchDelivery) {
+        if delivery.unreadDue { unread.pushDue(into: &delivery.wakeUps) }
+        delivery.wakeUps.run()
     }
 
     /// The unread counts read with a batch (``UnreadNotifier/dueWithBatch(_:)``), after its events: they go out in
@@ -139,7 +146,9 @@ final class EventPublisher: Sendable {
 
     /// What follows on this node from an event another node delivered as a signal (a receipt).
     func followUpElsewhere(_ event: Event, recipients: [String]) {
-        followUp(EventFacts(event), recipients: recipients, counted: [])
+        var delivery = BatchDelivery()
+        followUp(EventFacts(event), recipients: recipients, into: &delivery)
+        finish(&delivery)
     }
 
     /// Publishes a conversation's events (ascending) after the last one published here: what this node published
@@ -230,7 +239,7 @@ final class EventPublisher: Sendable {
                 to: first.recipients, into: &delivery.wakeUps
             )
             for routed in run {
-                followUp(routed.facts, recipients: routed.recipients, counted: delivery.countedWithBatch)
+                followUp(routed.facts, recipients: routed.recipients, into: &delivery)
                 if let cluster { follow(routed, cluster) }
             }
             start = end
@@ -257,12 +266,15 @@ final class EventPublisher: Sendable {
     }
 
     /// What follows from an event on this node: a sender stops typing; unread counts change (pushed to the users
-    /// connected here; every node does this for its own users), but for the users `counted` with the batch.
-    private func followUp(_ facts: EventFacts, recipients: [String], counted: Set<UserKey>) {
+    /// connected here when the batch ends, ``finish(_:)``; every node does this for its own users), but for the users
+    /// counted with the batch.
+    private func followUp(_ facts: EventFacts, recipients: [String], into delivery: inout BatchDelivery) {
         if case .messageSent = facts.kind, let conversationId = facts.conversationId, let actor = facts.actor {
             typing.messageSent(appId: facts.appId, conversationId: conversationId, sender: actor)
         }
-        unread.published(facts, recipients: recipients, countedWithBatch: counted)
+        if unread.published(facts, recipients: recipients, countedWithBatch: delivery.countedWithBatch) {
+            delivery.unreadDue = true
+        }
     }
 
     /// The stored events (with a sequence number) of each conversation, in the order the conversations first appear.

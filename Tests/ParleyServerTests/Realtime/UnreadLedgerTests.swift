@@ -123,6 +123,36 @@ import Testing
         #expect(observe(&roomy, "c2", .arrived(seq: 9)) && roomy.ready == [bob])
     }
 
+    @Test func theBatchsEndPushesMovedLedgersAndLeavesReadsToTheTask() throws {
+        var state = ledgered()
+        #expect(observe(&state, "c2", .arrived(seq: 8)))
+        let moved = state.takeMoved(now: .seconds(1), interval: .seconds(1), burst: 5, maxUsersForBurst: 256)
+        #expect(moved.held.isEmpty && !moved.toRead && state.ready.isEmpty && state.users[bob]?.moved == nil)
+        #expect(
+            moved.pushes.map(\.1) == [
+                UnreadSummary(
+                    total: 3,
+                    conversations: [ConversationUnread(conversationId: "c2", unread: 1, readSeq: 7, lastSeq: 8)])
+            ])
+        // After a gap only a read can tell: the user stays ready, for the notifier's task.
+        #expect(observe(&state, "c1", .arrived(seq: 9)))
+        let gap = state.takeMoved(now: .seconds(1), interval: .seconds(1), burst: 5, maxUsersForBurst: 256)
+        #expect(gap.pushes.isEmpty && gap.toRead && state.ready == [bob] && state.users[bob]?.dirty == ["c1"])
+        let taken = state.take(now: .seconds(1), interval: .seconds(1), burst: 5)
+        #expect(taken.reads.map(\.conversationIds) == [["c1"]])
+
+        // More users due at once than the burst allows for: each is pushed once and held, as with a burst of 1.
+        var group = ledgered()
+        let carol = UnreadNotifier.UserKey(appId: "a", uid: "carol")
+        _ = group.apply(group.request(carol, [], now: .zero), whole([count("c2", 0)]), now: .zero)
+        #expect(observe(&group, "c2", .arrived(seq: 8)))
+        let carolDue = group.observe(carol, "c2", .arrived(seq: 1), connected: true, now: .seconds(1))
+        #expect(carolDue)
+        let many = group.takeMoved(now: .seconds(1), interval: .seconds(1), burst: 5, maxUsersForBurst: 1)
+        #expect(many.pushes.count == 2 && Set(many.held) == [bob, carol])
+        #expect(group.users[bob]?.held == true && group.users[carol]?.budget?.credit == .zero)
+    }
+
     @Test func anEventCountedAlreadyChangesNothingAndAGapIsRead() throws {
         var state = ledgered()
         // A read's snapshot can be newer than what was published here: events up to its last seq are in it.
