@@ -19,17 +19,11 @@ import Testing
         return store
     }
 
-    private static func prepare(_ store: SQLiteStore) async throws {
-        try await store.insertApp(AppRecord(id: appId, name: "a", authKeyHash: [1], restAPIKeyHash: [2], createdAt: 1))
-        for uid in ["alice", "bob"] {
-            try await store.insertUser(appId: appId, User(uid: uid, name: uid, createdAt: 1, updatedAt: 1))
-        }
-        _ = try await store.apply([
-            .createConversation(
-                .init(
-                    appId: appId, newId: "c_g", type: .group, creator: "alice", participants: ["bob"], name: "G",
-                    isPublic: false, now: 10))
-        ])[0].get()
+    /// A new store with alice's group `c_g` with bob.
+    private static func storeWithGroup(_ path: String) async throws -> SQLiteStore {
+        let store = try await WALCheckpointerTests.storeWithGroup(path: path)
+        await StoreCleanup.register(store)
+        return store
     }
 
     private static func send(_ number: Int, from sender: String = "alice", text: String? = nil) -> Command {
@@ -96,8 +90,7 @@ import Testing
 
     @Test func messagesAreFoundFiledAndInTheTailAndTheTailIsFiledInSteps() async throws {
         let directory = try TemporaryDirectory(prefix: "parley-log-index")
-        let store = try await Self.open(directory.path + "/parley.sqlite")
-        try await Self.prepare(store)
+        let store = try await Self.storeWithGroup(directory.path + "/parley.sqlite")
         let interval = Int(SQLiteStore.logIndexInterval)
         // Batches of 7: the tail is filed by the batch that takes it past the interval, not one message later.
         let seqs = try await Self.sendAll(0..<(interval * 2 + 40), perBatch: 7, to: store)
@@ -134,8 +127,7 @@ import Testing
     @Test func aCrashBeforeTheTailIsFiledLosesNothingAndStoresNothingTwice() async throws {
         let directory = try TemporaryDirectory(prefix: "parley-log-index-crash")
         let path = directory.path + "/parley.sqlite"
-        let store = try await Self.open(path)
-        try await Self.prepare(store)
+        let store = try await Self.storeWithGroup(path)
         let seqs = try await Self.sendAll(0..<(Int(SQLiteStore.logIndexInterval) + 100), perBatch: 3, to: store)
         let before = try await Self.state(store)
         #expect(before.last > before.indexedThrough)

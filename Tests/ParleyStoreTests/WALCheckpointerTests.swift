@@ -165,7 +165,9 @@ import Testing
 
     /// A store at `path` with an app, alice and bob, and their group `c_g`; its checkpoint rounds end with a RESTART
     /// from `restartThreshold` frames on (by default every round does, unless it copied everything).
-    static func storeWithGroup(path: String, checkpointThreshold: Int, restartThreshold: Int? = nil) async throws
+    static func storeWithGroup(
+        path: String, checkpointThreshold: Int = SQLiteStore.defaultCheckpointThreshold, restartThreshold: Int? = nil
+    ) async throws
         -> SQLiteStore
     {
         let store = try SQLiteStore(

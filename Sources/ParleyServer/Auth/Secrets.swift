@@ -37,13 +37,19 @@ enum Secrets {
     /// 11 random letters and digits (~57 bits). Ids made later sort after earlier ones (the time's digits are in ASCII
     /// order), so the store's message-id index takes each new one at its end, not on a page of its own.
     static func messageID(at milliseconds: Int64) -> String {
-        var time = UInt64(clamping: max(0, milliseconds))
-        var digits = [UInt8](repeating: orderedDigits[0], count: 9)
+        "m_" + orderedBase36(UInt64(clamping: max(0, milliseconds)), width: 9) + randomID(prefix: "", length: 11)
+    }
+
+    /// `value` in `width` base-36 digits (`0-9a-z`, most significant first, leading zeros kept; higher digits dropped):
+    /// strings of one width sort in ASCII order as their values do.
+    static func orderedBase36(_ value: UInt64, width: Int) -> String {
+        var value = value
+        var digits = [UInt8](repeating: orderedDigits[0], count: width)
         for index in digits.indices.reversed() {
-            digits[index] = orderedDigits[Int(time % 36)]
-            time /= 36
+            digits[index] = orderedDigits[Int(value % 36)]
+            value /= 36
         }
-        return "m_" + String(decoding: digits, as: UTF8.self) + randomID(prefix: "", length: 11)
+        return String(decoding: digits, as: UTF8.self)
     }
 
     private static let orderedDigits = Array("0123456789abcdefghijklmnopqrstuvwxyz".utf8)

@@ -63,11 +63,6 @@ final class Hub: Sendable {
     }
 
     /// Whether a user has a live connection here.
-    func hasConnections(appId: String, uid: String) -> Bool {
-        hasConnections(UserKey(appId: appId, uid: uid))
-    }
-
-    /// Whether a user has a live connection here.
     func hasConnections(_ key: UserKey) -> Bool {
         shard(key).withLockedValue { $0[key] != nil }
     }

@@ -21,19 +21,13 @@ enum EphemeralEvents {
     /// looked up by its id. A random id per event (20 characters from the random pool, under its lock) cost about as
     /// much as encoding the event.
     static func nextID() -> String {
-        var count = counter.withLockedValue { count in
+        let count = counter.withLockedValue { count in
             count &+= 1
             return count
         }
-        var digits = [UInt8](repeating: alphabet[0], count: 12)
-        for index in digits.indices.reversed() {
-            digits[index] = alphabet[Int(count % 36)]
-            count /= 36
-        }
-        return idPrefix + String(decoding: digits, as: UTF8.self)
+        return idPrefix + Secrets.orderedBase36(count, width: 12)
     }
 
     private static let idPrefix = Secrets.randomID(prefix: "e_", length: 8)
     private static let counter = NIOLockedValueBox<UInt64>(0)
-    private static let alphabet = Array("0123456789abcdefghijklmnopqrstuvwxyz".utf8)
 }

@@ -21,20 +21,19 @@ import ServiceLifecycle
 /// counts with a batch of commands (SQLite, ``ParleyStore/apply(_:readingUnread:)``), the other users a batch makes due
 /// are chosen in its transaction, their counts read there, and pushed with the batch's events (``dueWithBatch(_:)``,
 /// ``deliverWithBatch(_:into:)``). Every other push is made by one task (``run()``): the users due are read together
-/// (one read transaction on SQLite). The intervals are
-/// ``FixedDelayTimers`` (one queue, one sleeping task, ends rounded to 10 ms); when one ends with changes waiting, the
-/// user is pushed again. Recording a change costs a lock, not a task or a timer per user.
+/// (one read transaction on SQLite). The intervals are ``FixedDelayTimers`` (one queue, one sleeping task, ends
+/// rounded to 10 ms); when one ends with changes waiting, the user is pushed again. Recording a change costs a lock,
+/// not a task or a timer per user.
 ///
 /// A push carries the user's total over all their conversations, and reading it costs a row per conversation the user
 /// is in. So the notifier keeps, for each user it pushes, the total and every conversation's count with the positions
 /// it was counted at (``UnreadLedger``), read whole once, and moves it by the events published here
 /// (``published(_:recipients:countedWithBatch:)``, ``State/observe(_:_:_:connected:now:)``): a conversation's events
-/// reach every node
-/// with a participant connected in order, each once, so a message of someone else's counted up to the event before it
-/// is one more, the user's own message or a receipt past everything counted leaves none, and an event already counted
-/// (a read's snapshot can be newer than what was published here) is nothing; such a push reads nothing. Anything else
-/// (a deletion, a departure, a gap, a read still out) is read: only the conversations that changed, the total moved by
-/// their difference. A batch reads a user with no ledger whole only when they are in a few conversations; the
+/// reach every node with a participant connected in order, each once, so a message of someone else's counted up to
+/// the event before it is one more, the user's own message or a receipt past everything counted leaves none, and an
+/// event already counted (a read's snapshot can be newer than what was published here) is nothing; such a push reads
+/// nothing. Anything else (a deletion, a departure, a gap, a read still out) is read: only the conversations that
+/// changed, the total moved by their difference. A batch reads a user with no ledger whole only when they are in a few conversations; the
 /// notifier's task reads the others, off the command writer's thread. A change while the user is not connected here
 /// drops their ledger, and so does a read that comes back older than one already applied (reads are numbered when
 /// asked for), the user being read whole again. A ledger is read whole again after one to two lifetimes
@@ -176,14 +175,32 @@ final class UnreadNotifier: Service {
             return ready
         }
 
-        /// A push at `now` (the user is not held): spends the budget, and holds the user when it is spent (the caller
-        /// then starts the interval). Returns whether the user is now held.
-        mutating func spend(now: Duration, interval: Duration, burst: Int) -> Bool {
+        /// A push at `now` (the user is not held): spends the budget, and holds the user when it is spent; one of
+        /// many users made due at once (not `bursting`: more than ``UnreadNotifier/maxUsersForBurst``) empties it and
+        /// is held, as a burst of 1 would. Returns whether the user is now held (the caller starts the interval).
+        mutating func push(now: Duration, interval: Duration, burst: Int, bursting: Bool = true) -> Bool {
+            guard bursting else {
+                budget = PushBudget(credit: .zero, last: now)
+                held = true
+                return true
+            }
             var budget = self.budget ?? PushBudget(credit: interval * burst, last: now)
             let spent = budget.spend(now: now, interval: interval, burst: burst)
             self.budget = budget
             if spent { held = true }
             return spent
+        }
+
+        /// The push of what moved in the ledger, when that is all that waits and the ledger can tell it (nothing to
+        /// read, none being read): taken, and the push spent (``push(now:interval:burst:bursting:)``). Nil otherwise,
+        /// nothing taken.
+        mutating func pushMoved(
+            now: Duration, interval: Duration, burst: Int, bursting: Bool
+        ) -> (summary: UnreadSummary, held: Bool)? {
+            guard dirty == nil, let moved, hasLedger(now: now), !reading, let ledger else { return nil }
+            self.moved = nil
+            let held = push(now: now, interval: interval, burst: burst, bursting: bursting)
+            return (UnreadSummary(total: ledger.total, conversations: ledger.listed(moved)), held)
         }
 
         /// See ``State/observe(_:_:_:connected:now:)``: returns whether the user is to be pushed now.
@@ -251,16 +268,6 @@ final class UnreadNotifier: Service {
                 appId: key.appId, uid: key.uid, conversationIds: conversationIds, everyConversation: whole,
                 ticket: ticket
             )
-        }
-
-        /// Whether a read was asked for `key` and not applied (it may be running, or have failed).
-        func reading(_ key: UserKey) -> Bool {
-            users[key]?.reading ?? false
-        }
-
-        /// Whether `key`'s total can be moved by what changes (they have a ledger not expired).
-        func hasLedger(_ key: UserKey, now: Duration) -> Bool {
-            users[key]?.hasLedger(now: now) ?? false
         }
 
         /// A read came back: what to push (the conversations that changed, the user's total), after moving the user's
@@ -350,37 +357,30 @@ final class UnreadNotifier: Service {
         mutating func take(now: Duration, interval: Duration, burst: Int) -> (
             reads: [UnreadRequest], pushes: [(UserKey, UnreadSummary)], held: [UserKey]
         ) {
-            enum Next {
-                case nothing
-                case push(UnreadSummary)
-                case read([String])
-            }
             sweep(now: now, interval: interval, burst: burst)
             var reads: [UnreadRequest] = []
             var pushes: [(UserKey, UnreadSummary)] = []
             var heldNow: [UserKey] = []
             for key in ready {
-                let next = withEntry(key) { entry -> Next in
-                    guard !entry.held else { return .nothing }
-                    let toRead = entry.dirty
-                    let toPush = entry.moved
+                let toRead = withEntry(key) { entry -> [String]? in
+                    // Held (their interval's end makes them ready again), or nothing waits any more.
+                    guard !entry.held, entry.dirty != nil || entry.moved != nil else { return nil }
+                    if let (summary, held) = entry.pushMoved(now: now, interval: interval, burst: burst, bursting: true)
+                    {
+                        pushes.append((key, summary))
+                        if held { heldNow.append(key) }
+                        return nil
+                    }
+                    let conversations = (entry.dirty ?? []).union(entry.moved ?? []).sorted()
                     entry.dirty = nil
                     entry.moved = nil
-                    guard toRead != nil || toPush != nil else { return .nothing }
                     // In place of a push with a batch, which spent from the budget already (``Entry/asked``).
-                    if !entry.readingWhole, entry.spend(now: now, interval: interval, burst: burst) {
+                    if !entry.readingWhole, entry.push(now: now, interval: interval, burst: burst) {
                         heldNow.append(key)
                     }
-                    if toRead == nil, let toPush, entry.hasLedger(now: now), !entry.reading, let ledger = entry.ledger {
-                        return .push(UnreadSummary(total: ledger.total, conversations: ledger.listed(toPush)))
-                    }
-                    return .read((toRead ?? []).union(toPush ?? []).sorted())
+                    return conversations
                 }
-                switch next {
-                case .nothing: break
-                case .push(let summary): pushes.append((key, summary))
-                case .read(let conversations): reads.append(request(key, conversations, now: now))
-                }
+                if let toRead { reads.append(request(key, toRead, now: now)) }
             }
             ready.removeAll(keepingCapacity: true)
             return (reads, pushes, heldNow)
@@ -399,27 +399,17 @@ final class UnreadNotifier: Service {
             var heldNow: [UserKey] = []
             var left: [UserKey] = []
             for key in ready {
-                let summary = withEntry(key) { entry -> UnreadSummary?? in
-                    // Held (their interval's end makes them ready again), or nothing waits any more.
-                    guard !entry.held, entry.dirty != nil || entry.moved != nil else { return .some(nil) }
-                    guard entry.dirty == nil, let moved = entry.moved, entry.hasLedger(now: now), !entry.reading,
-                        let ledger = entry.ledger
-                    else { return nil }
-                    entry.moved = nil
-                    if bursting {
-                        if entry.spend(now: now, interval: interval, burst: burst) { heldNow.append(key) }
-                    } else {
-                        entry.budget = PushBudget(credit: .zero, last: now)
-                        entry.held = true
-                        heldNow.append(key)
-                    }
-                    return UnreadSummary(total: ledger.total, conversations: ledger.listed(moved))
+                let readWaits = withEntry(key) { entry -> Bool in
+                    guard !entry.held, entry.dirty != nil || entry.moved != nil else { return false }
+                    guard
+                        let (summary, held) = entry.pushMoved(
+                            now: now, interval: interval, burst: burst, bursting: bursting)
+                    else { return true }
+                    pushes.append((key, summary))
+                    if held { heldNow.append(key) }
+                    return false
                 }
-                switch summary {
-                case .none: left.append(key)
-                case .some(.none): break
-                case .some(.some(let summary)): pushes.append((key, summary))
-                }
+                if readWaits { left.append(key) }
             }
             ready = left
             return (pushes, heldNow, !left.isEmpty)
@@ -443,20 +433,12 @@ final class UnreadNotifier: Service {
             return ready
         }
 
-        /// A push to `key` (not held) at `now`: spends its budget, and holds the user when it is spent (the caller
-        /// then starts the interval). Returns whether the user is now held.
-        mutating func spend(_ key: UserKey, now: Duration, interval: Duration, burst: Int) -> Bool {
+        /// A push to `key` (not held) at `now` (``Entry/push(now:interval:burst:bursting:)``). Returns whether the user
+        /// is now held (the caller then starts the interval).
+        mutating func push(_ key: UserKey, now: Duration, interval: Duration, burst: Int, bursting: Bool = true) -> Bool
+        {
             sweep(now: now, interval: interval, burst: burst)
-            return withEntry(key) { $0.spend(now: now, interval: interval, burst: burst) }
-        }
-
-        /// A push to `key` that empties its budget: the user is held (the caller starts the interval).
-        mutating func hold(_ key: UserKey, now: Duration, interval: Duration, burst: Int) {
-            sweep(now: now, interval: interval, burst: burst)
-            withEntry(key) { entry in
-                entry.budget = PushBudget(credit: .zero, last: now)
-                entry.held = true
-            }
+            return withEntry(key) { $0.push(now: now, interval: interval, burst: burst, bursting: bursting) }
         }
 
         /// An interval ended: the user is no longer held; returns whether a change of theirs waits (to push now).
@@ -583,12 +565,7 @@ final class UnreadNotifier: Service {
             for key in users {
                 // Checked again under this lock: a change may have come meanwhile.
                 guard !(state.users[key]?.waits ?? false) else { continue }
-                if bursting {
-                    if state.spend(key, now: now, interval: interval, burst: burst) { held.append(key) }
-                } else {
-                    state.hold(key, now: now, interval: interval, burst: burst)
-                    held.append(key)
-                }
+                if state.push(key, now: now, interval: interval, burst: burst, bursting: bursting) { held.append(key) }
                 let ids = conversations[key]!
                 var request = state.request(key, ids.count == 1 ? ids : Array(Set(ids)).sorted(), now: now)
                 if request.everyConversation {
@@ -665,7 +642,6 @@ final class UnreadNotifier: Service {
     /// A published event: moves the ledgers of the users whose counts it changes, or records them to be read; but
     /// for the users whose counts were read with its batch (`countedWithBatch`: that read counted it). Returns whether
     /// a user is due now: the publisher then pushes at the batch's end (``pushDue(into:)``).
-    @discardableResult
     func published(_ event: EventFacts, recipients: [String], countedWithBatch pushed: Set<UserKey>) -> Bool {
         guard let conversationId = event.conversationId else { return false }
         let changes = Self.changes(event, recipients: recipients)

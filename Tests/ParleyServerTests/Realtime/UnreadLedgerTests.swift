@@ -173,12 +173,12 @@ import Testing
     @Test func whileAReadIsOutEventsAreReadAgainAfterIt() throws {
         var state = ledgered()
         let out = state.request(bob, ["c2"], now: .seconds(1))
-        #expect(state.reading(bob) && !(state.users[bob]?.readingWhole ?? false))
+        #expect(state.users[bob]?.reading == true && state.users[bob]?.readingWhole == false)
         // Its snapshot may be older or newer than this message: the conversation is read again after it.
         #expect(observe(&state, "c1", .arrived(seq: 6)))
         #expect(state.users[bob]?.dirty == ["c1"] && state.users[bob]?.ledger?.total == 2)
         _ = state.apply(out, UnreadSummary(total: 0, conversations: [count("c2", 0)]), now: .seconds(1))
-        #expect(!state.reading(bob) && state.users[bob]?.asked == nil)
+        #expect(state.users[bob]?.reading == false && state.users[bob]?.asked == nil)
         // A conversation the ledger does not have (a new one) is read too.
         state.users[bob]?.dirty = nil
         state.ready = []
@@ -258,7 +258,8 @@ import Testing
         let young = state.request(bob, ["c1"], now: .seconds(59))
         let old = state.request(bob, ["c1"], now: .seconds(120))
         #expect(!young.everyConversation && old.everyConversation)
-        #expect(state.hasLedger(bob, now: .seconds(59)) && !state.hasLedger(bob, now: .seconds(120)))
+        #expect(state.users[bob]?.hasLedger(now: .seconds(59)) == true)
+        #expect(state.users[bob]?.hasLedger(now: .seconds(120)) == false)
         let expiries = (0..<64).map { _ in
             let key = UnreadNotifier.UserKey(appId: "a", uid: "u")
             state.users[key]?.ledger = nil
@@ -269,7 +270,7 @@ import Testing
         // The sweep that comes with pushes drops expired ledgers: the map holds users pushed lately.
         let other = UnreadNotifier.UserKey(appId: "a", uid: "carol")
         _ = state.apply(state.request(other, ["c9"], now: .seconds(100)), whole([count("c9", 1)]), now: .seconds(100))
-        _ = state.spend(other, now: .seconds(125), interval: .seconds(1), burst: 5)
+        _ = state.push(other, now: .seconds(125), interval: .seconds(1), burst: 5)
         #expect(state.users[bob]?.ledger == nil && state.users[other]?.ledger != nil)
     }
 }

@@ -40,19 +40,22 @@ import Testing
         // Every push of a burst of 1 (PostgreSQL) holds its user: the budgets must not pile up, one per user ever pushed.
         var state = UnreadNotifier.State()
         for index in 0..<1000 {
-            state.hold(
-                UnreadNotifier.UserKey(appId: "a", uid: "u\(index)"), now: .seconds(1), interval: interval, burst: 1)
+            _ = state.push(
+                UnreadNotifier.UserKey(appId: "a", uid: "u\(index)"), now: .seconds(1), interval: interval, burst: 1,
+                bursting: false)
         }
         #expect(state.users.values.filter { $0.budget != nil }.count == 1000)
-        state.hold(UnreadNotifier.UserKey(appId: "a", uid: "later"), now: .seconds(60), interval: interval, burst: 1)
+        _ = state.push(
+            UnreadNotifier.UserKey(appId: "a", uid: "later"), now: .seconds(60), interval: interval, burst: 1,
+            bursting: false)
         #expect(state.users.values.filter { $0.budget != nil }.count == 1)
         // A sweep keeps a budget not whole yet: spent a second before it, it would earn back one push, not five.
         var busy = UnreadNotifier.State()
         let other = UnreadNotifier.UserKey(appId: "a", uid: "other")
         let user = UnreadNotifier.UserKey(appId: "a", uid: "busy")
-        _ = busy.spend(other, now: .seconds(100), interval: interval, burst: burst)
-        for _ in 1...burst { _ = busy.spend(user, now: .seconds(119), interval: interval, burst: burst) }
-        busy.hold(other, now: .seconds(120), interval: interval, burst: burst)
+        _ = busy.push(other, now: .seconds(100), interval: interval, burst: burst)
+        for _ in 1...burst { _ = busy.push(user, now: .seconds(119), interval: interval, burst: burst) }
+        _ = busy.push(other, now: .seconds(120), interval: interval, burst: burst, bursting: false)
         #expect(busy.users.values.filter { $0.budget != nil }.count == 2)
         #expect(busy.users[user]?.budget?.credit == .zero)
     }
