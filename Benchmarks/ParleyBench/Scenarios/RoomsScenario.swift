@@ -69,6 +69,14 @@ struct RoomsScenario: AsyncParsableCommand {
     )
     var idleNodes: Int = 0
 
+    @Option(
+        help: """
+            Writes every measured delivery to this file as CSV (sent at, on the monotonic clock, and latency in \
+            microseconds; message; receiving socket): to see when slow deliveries come, and line them up with a profile.
+            """
+    )
+    var latencyLog: String?
+
     @OptionGroup var server: ServerOptions
     @OptionGroup var client: ClientOptions
 
@@ -165,7 +173,8 @@ struct RoomsScenario: AsyncParsableCommand {
             let groupSize = size
             let nodeOf: @Sendable (Int) -> Int = { socket in socket % groupSize % nodeCount }
             // Path 0: sender and receiver on one node; path 1: on two.
-            let ledger = DeliveryLedger(sockets: people, paths: nodeCount > 1 ? 2 : 1)
+            let ledger = DeliveryLedger(
+                sockets: people, paths: nodeCount > 1 ? 2 : 1, keepsDeliveries: latencyLog != nil)
             let acks = Counter()
             let callbacks = SocketCallbacks(text: { socket, frame, receivedAt in
                 guard FrameKind.isEvent(frame) else {
@@ -265,6 +274,7 @@ struct RoomsScenario: AsyncParsableCommand {
             }
             let span = Double(ledger.lastDelivery &- start) / 1e9
             let latency = ledger.latency
+            if let latencyLog { try ledger.writeDeliveries(to: latencyLog) }
             let several = nodeCount > 1
             let paths = (several ? 0..<2 : 0..<0).map { path in
                 PathFigures(

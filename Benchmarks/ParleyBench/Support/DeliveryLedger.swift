@@ -1,3 +1,4 @@
+import Foundation
 import Histogram
 import NIOConcurrencyHelpers
 
@@ -17,17 +18,31 @@ final class DeliveryLedger: Sendable {
         var lastDelivery: UInt64 = 0
         /// Every text frame, bench message or not (to see when the server has gone quiet).
         var frames = 0
+        /// Each measured delivery, when asked for (``writeDeliveries(to:)``).
+        var deliveries: [Delivery]?
+    }
+
+    /// One measured delivery.
+    struct Delivery {
+        var sentAt: UInt64
+        var receivedAt: UInt64
+        var message: Int32
+        var socket: Int32
     }
 
     private let state: NIOLockedValueBox<State>
 
-    /// - Parameter paths: how many paths deliveries are told apart by (``delivered(socket:message:sentAt:receivedAt:measure:path:)``).
-    init(sockets: Int, paths: Int = 1) {
+    /// - Parameters:
+    ///   - paths: how many paths deliveries are told apart by
+    ///     (``delivered(socket:message:sentAt:receivedAt:measure:path:)``).
+    ///   - keepsDeliveries: keep every measured delivery for ``writeDeliveries(to:)``.
+    init(sockets: Int, paths: Int = 1, keepsDeliveries: Bool = false) {
         state = NIOLockedValueBox(
             State(
                 seen: Array(repeating: [], count: sockets),
                 paths: paths > 1 ? Array(repeating: LatencyRecorder.empty(), count: paths) : [],
-                uniqueByPath: Array(repeating: 0, count: max(1, paths))
+                uniqueByPath: Array(repeating: 0, count: max(1, paths)),
+                deliveries: keepsDeliveries ? [] : nil
             )
         )
     }
@@ -47,6 +62,9 @@ final class DeliveryLedger: Sendable {
                     let micros = min(receivedAt > sentAt ? (receivedAt - sentAt) / 1000 : 0, 600_000_000)
                     _ = state.histogram.record(micros)
                     if !state.paths.isEmpty { _ = state.paths[path].record(micros) }
+                    state.deliveries?.append(
+                        Delivery(
+                            sentAt: sentAt, receivedAt: receivedAt, message: Int32(message), socket: Int32(socket)))
                 }
                 state.firstDelivery = min(state.firstDelivery, receivedAt)
                 state.lastDelivery = max(state.lastDelivery, receivedAt)
@@ -73,7 +91,20 @@ final class DeliveryLedger: Sendable {
         state.withLockedValue { state in
             state.histogram.reset()
             for index in state.paths.indices { state.paths[index].reset() }
+            if state.deliveries != nil { state.deliveries = [] }
         }
+    }
+
+    /// Writes the measured deliveries as CSV, in the order they were sent: `sent_us,latency_us,message,socket`, the
+    /// send time on `CLOCK_MONOTONIC` (as `perf record -k CLOCK_MONOTONIC` stamps samples, to line them up).
+    func writeDeliveries(to path: String) throws {
+        let deliveries = state.withLockedValue { $0.deliveries ?? [] }.sorted { $0.sentAt < $1.sentAt }
+        var text = "sent_us,latency_us,message,socket\n"
+        for delivery in deliveries {
+            let latency = delivery.receivedAt > delivery.sentAt ? (delivery.receivedAt - delivery.sentAt) / 1000 : 0
+            text += "\(delivery.sentAt / 1000),\(latency),\(delivery.message),\(delivery.socket)\n"
+        }
+        try text.write(toFile: path, atomically: true, encoding: .utf8)
     }
 }
 
