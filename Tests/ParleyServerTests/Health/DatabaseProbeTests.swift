@@ -31,15 +31,26 @@ import Testing
     struct Unreachable: Error {}
 
     let timeout = Duration.seconds(2)
+    let clock: ManualClock
+    let timeline: Timeline
+    let probe = DatabaseProbe()
+    let questions = Questions()
+
+    init() {
+        let clock = ManualClock()
+        self.clock = clock
+        timeline = Timeline(clock)
+    }
+
+    /// One readiness check.
+    func check() async -> String? {
+        await probe.check(timeline: timeline, timeout: timeout, ask: questions.ask)
+    }
 
     /// Callers that come while a question is out share it: one question, every caller answered by it.
     @Test func callersWhileAQuestionIsOutShareItsAnswer() async throws {
-        let clock = ManualClock()
-        let probe = DatabaseProbe()
-        let questions = Questions()
-        let timeline = Timeline(clock)
-        async let first = probe.check(timeline: timeline, timeout: timeout, ask: questions.ask)
-        async let second = probe.check(timeline: timeline, timeout: timeout, ask: questions.ask)
+        async let first = check()
+        async let second = check()
         // Both callers wait before the question is answered.
         while probe.waitingCallers < 2 || questions.count < 1 { await Task.yield() }
         questions.answer(0)
@@ -52,17 +63,13 @@ import Testing
     /// A question that never gets its answer (a query stuck on a half-open connection) is not joined once it is
     /// older than the timeout: the next caller asks again and is answered, though the first question is still out.
     @Test func aQuestionOlderThanTheTimeoutIsAskedAgain() async throws {
-        let clock = ManualClock()
-        let probe = DatabaseProbe()
-        let questions = Questions()
-        let timeline = Timeline(clock)
-        async let stuck = probe.check(timeline: timeline, timeout: timeout, ask: questions.ask)
+        async let stuck = check()
         await clock.sleeper(at: timeout)
         clock.advance(by: timeout)
         #expect(await stuck == "no answer within \(timeout)")
         #expect(probe.questionsInFlight == 1)
 
-        async let again = probe.check(timeline: timeline, timeout: timeout, ask: questions.ask)
+        async let again = check()
         while probe.waitingCallers < 1 { await Task.yield() }
         let askedAgain = probe.questionsInFlight == 2
         #expect(askedAgain, "the caller joined the question that never ends")
@@ -84,12 +91,8 @@ import Testing
     /// While the database hangs, at most ``DatabaseProbe/maximumQuestions`` questions are out: later callers join the
     /// newest, and are answered by its deadline.
     @Test func aHangingDatabaseHoldsABoundedNumberOfQuestions() async throws {
-        let clock = ManualClock()
-        let probe = DatabaseProbe()
-        let questions = Questions()
-        let timeline = Timeline(clock)
         for round in 1...(DatabaseProbe.maximumQuestions + 3) {
-            async let answer = probe.check(timeline: timeline, timeout: timeout, ask: questions.ask)
+            async let answer = check()
             await clock.sleeper(at: timeout * round)
             clock.advance(by: timeout)
             #expect(await answer == "no answer within \(timeout)")
