@@ -36,6 +36,8 @@ public struct ParleyApplication: Service {
     let claimKeeper: DeploymentClaimKeeper?
     let push: OutboxWorker<PushQueue>?
     let webhooks: OutboxWorker<WebhookQueue>
+    /// Files stored messages in the search index.
+    let search: SearchIndexer
     /// Removes uploads no message took.
     let uploadSweeper: UploadSweeper
     /// The metrics listener, when `/metrics` has a port of its own.
@@ -51,7 +53,7 @@ public struct ParleyApplication: Service {
         services.append(writer)
         if let push { services.append(push) }
         services.append(webhooks)
-        services += [typing, presence, unread, uploadSweeper]
+        services += [typing, presence, unread, search, uploadSweeper]
         if let metricsListener { services.append(metricsListener) }
         services += [
             http,
@@ -101,6 +103,13 @@ public struct ParleyApplication: Service {
     /// Whether this node's webhook service found no enabled endpoint at its last look: the message path then wakes it
     /// no more (docs/BENCHMARKS.md, appendix "Design notes", "Webhooks"). For operators' tools and tests.
     public var webhooksIdle: Bool { webhooks.isIdle }
+
+    /// Files every stored message the search index does not hold yet, now rather than at the indexer's next look;
+    /// false when the store failed. For operators' tools and tests, which then search without waiting for the lag.
+    @discardableResult
+    public func fileSearchIndex() async -> Bool {
+        await search.fileWaiting()
+    }
 
     /// Runs until SIGINT or SIGTERM, then shuts down gracefully.
     public func runService() async throws {
@@ -199,9 +208,14 @@ public func buildApplication(
         pollInterval: configuration.webhooks.pollInterval, concurrency: configuration.webhooks.maxConcurrentRequests,
         requestTimeout: configuration.webhooks.requestTimeout, time: time, logger: logger
     )
+    let search = SearchIndexer(
+        store: store, interval: configuration.searchIndexInterval, time: time, logger: logger
+    )
     let writer = CommandWriter(
         store: store, publisher: publisher, maxBatch: configuration.maxCommandBatch, pushQueued: push.map { $0.wake },
-        eventsStored: webhooks.wake, metrics: metrics, logger: logger
+        eventsStored: webhooks.wake,
+        messagesStored: store.capabilities.searchFiledAfterCommit ? search.messagesStored : nil, metrics: metrics,
+        logger: logger
     )
     let readiness = Readiness(waitsForCluster: natsCluster != nil)
     let authenticator = Authenticator(store: store, time: time)
@@ -285,7 +299,7 @@ public func buildApplication(
                 presence: presence, hub: hub, readiness: readiness, logger: logger)
         },
         claimKeeper: claimKeeper,
-        push: push, webhooks: webhooks,
+        push: push, webhooks: webhooks, search: search,
         uploadSweeper: UploadSweeper(
             store: store, blobs: blobs, retention: configuration.files.unusedUploadRetention,
             interval: configuration.files.sweepInterval, time: time, logger: logger

@@ -39,6 +39,9 @@ public struct ServerConfiguration: Sendable {
     /// How long a user who got ``unreadPushBurst`` pushes in a row waits for the next one (changes meanwhile are
     /// pushed together when it ends); a push is earned back per interval.
     public var unreadPushInterval: Duration = .seconds(1)
+    /// How long the search indexer waits after filing before it looks for new messages again (SQLite): a message is
+    /// found by a search at most this long (and the filing of what came before it) after it is stored.
+    public var searchIndexInterval: Duration = .milliseconds(250)
     /// Limits on message size.
     public var messageLimits: MessageLimits = .default
     /// Pending TCP connections the kernel queues before the server accepts them.

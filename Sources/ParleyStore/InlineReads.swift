@@ -102,14 +102,19 @@ public struct StoreCapabilities: Sendable {
     /// Whether one server at a time uses the database (SQLite's file): what an earlier run left leased in the push and
     /// webhook queues is its own, released when it starts.
     public var oneServerAtATime: Bool
+    /// Whether new messages reach the search index only when ``ParleyStore/fileSearchIndex(limit:)`` files them after
+    /// their commit (SQLite); false: with their transaction, so the call only files what was stored before the
+    /// search existed (PostgreSQL).
+    public var searchFiledAfterCommit: Bool
 
     public init(
         inlineReads: (any InlineReads)? = nil, synchronousBatches: (any SynchronousBatches)? = nil,
-        oneServerAtATime: Bool = false
+        oneServerAtATime: Bool = false, searchFiledAfterCommit: Bool = false
     ) {
         self.inlineReads = inlineReads
         self.synchronousBatches = synchronousBatches
         self.oneServerAtATime = oneServerAtATime
+        self.searchFiledAfterCommit = searchFiledAfterCommit
     }
 }
 

@@ -95,6 +95,14 @@ public protocol ParleyStore: Sendable {
     func nextPushJobDue() async throws -> Int64?
     func pushQueueDepth() async throws -> PushQueueDepth
 
+    // MARK: Search
+    /// The messages `request` finds (``MessageSearch``), in its order, at most `request.limit`. Throws
+    /// `ERR_BAD_REQUEST` for a cursor that is not one of this order's.
+    func searchMessages(_ request: MessageSearchRequest) async throws -> MessageSearchPage
+    /// Files up to `limit` stored messages that the search index does not hold yet; returns how many it filed (fewer
+    /// than `limit`: none is left). See ``StoreCapabilities/searchFiledAfterCommit``.
+    func fileSearchIndex(limit: Int) async throws -> Int
+
     // MARK: Conversations
     /// Applies commands in one transaction, in order. A command refused by a rule gets its ``DomainError`` and
     /// does not affect the others.

@@ -529,7 +529,8 @@ struct BatchTransaction {
             inserts.append(
                 conversationPK: row.pk, seq: message.seq, name: .messageSent, actor: send.sender, createdAt: send.now,
                 clientMessageId: send.clientMessageId, messageIndex: position.messageCount, messageId: message.id,
-                threadSeq: parent?.seq, body: json
+                threadSeq: parent?.seq, body: json, search: MessageSearch.words(of: message),
+                searchHasFile: MessageSearch.hasFile(message)
             )
             for uid in message.mentions ?? [] {
                 mentions.append((row.appId, uid, row.pk, message.seq, message.sentAt))
@@ -613,15 +614,15 @@ struct BatchTransaction {
             ), new_positions AS (
                 UPDATE conversations c SET last_seq = u.last_seq, message_count = u.message_count,
                     last_activity_at = u.last_activity_at
-                FROM unnest($12::bigint[], $13::bigint[], $14::bigint[], $15::bigint[])
+                FROM unnest($14::bigint[], $15::bigint[], $16::bigint[], $17::bigint[])
                     AS u(pk, last_seq, message_count, last_activity_at)
                 -- ANY lets the rows be found by key, not by a scan of the table hashed against the list.
-                WHERE c.pk = u.pk AND c.pk = ANY($12::bigint[])
+                WHERE c.pk = u.pk AND c.pk = ANY($14::bigint[])
                 RETURNING 1
             ), readers AS (
                 UPDATE participants p SET delivered_seq = u.seq, read_seq = u.seq, read_message_count = u.message_index
-                FROM unnest($16::text[], $17::bigint[], $18::bigint[], $19::bigint[]) AS u(uid, pk, seq, message_index)
-                WHERE p.conversation_pk = u.pk AND p.uid = u.uid AND p.conversation_pk = ANY($17::bigint[])
+                FROM unnest($18::text[], $19::bigint[], $20::bigint[], $21::bigint[]) AS u(uid, pk, seq, message_index)
+                WHERE p.conversation_pk = u.pk AND p.uid = u.uid AND p.conversation_pk = ANY($19::bigint[])
                 RETURNING 1
             )
             SELECT (SELECT count(*) FROM new_events), (SELECT count(*) FROM new_positions), (SELECT count(*) FROM readers)
@@ -662,13 +663,19 @@ struct EventColumns {
     /// 0 for events that are not replies (stored as NULL).
     var threadSeqs: [Int64] = []
     var bodies: [ByteBuffer] = []
+    /// A message's search words (``MessageSearch/words(of:)``; "" for other events, whose `search` is NULL).
+    var searchWords: [String] = []
+    var searchHasFiles: [Bool] = []
 
     var isEmpty: Bool { seqs.isEmpty }
 
     mutating func append(
         conversationPK: Int64, seq: Int64, name: EventName, actor: String, createdAt: Int64, clientMessageId: String?,
-        messageIndex: Int64?, messageId: String?, threadSeq: Int64?, body: [UInt8]
+        messageIndex: Int64?, messageId: String?, threadSeq: Int64?, body: [UInt8], search: String = "",
+        searchHasFile: Bool = false
     ) {
+        searchWords.append(search)
+        searchHasFiles.append(searchHasFile)
         messageIds.append(messageId ?? "")
         threadSeqs.append(threadSeq ?? 0)
         conversationPKs.append(conversationPK)
@@ -695,23 +702,27 @@ struct EventColumns {
         binds.append(messageIds)
         binds.append(threadSeqs)
         binds.append(bodies)
+        binds.append(searchWords)
+        binds.append(searchHasFiles)
     }
 
-    /// The parameter numbers of the eleven arrays, from `first` on.
-    static func binds(from first: Int) -> [Int] { Array(first..<first + 11) }
+    /// The parameter numbers of the thirteen arrays, from `first` on.
+    static func binds(from first: Int) -> [Int] { Array(first..<first + 13) }
 
-    /// The INSERT, reading its eleven arrays from the given parameter numbers.
+    /// The INSERT, reading its thirteen arrays from the given parameter numbers. A message (its `sent` event) gets its
+    /// search document (``PostgresStore/searchDocumentSQL(words:hasFile:)``), other events none.
     static func insertSQL(binds p: [Int]) -> String {
         """
         INSERT INTO events (conversation_pk, seq, name, actor, created_at, client_message_id, message_index, message_id,
-            thread_seq, body)
+            thread_seq, body, search)
         SELECT pk, seq, name, NULLIF(actor, ''), created_at, CASE WHEN has_client_message_id THEN client_message_id END,
-            NULLIF(message_index, 0), NULLIF(message_id, ''), NULLIF(thread_seq, 0), body
+            NULLIF(message_index, 0), NULLIF(message_id, ''), NULLIF(thread_seq, 0), body,
+            CASE WHEN message_index <> 0 THEN \(PostgresStore.searchDocumentSQL(words: "words", hasFile: "has_file")) END
         FROM unnest($\(p[0])::bigint[], $\(p[1])::bigint[], $\(p[2])::text[], $\(p[3])::text[], $\(p[4])::bigint[],
             $\(p[5])::boolean[], $\(p[6])::text[], $\(p[7])::bigint[], $\(p[8])::text[], $\(p[9])::bigint[],
-            $\(p[10])::bytea[])
+            $\(p[10])::bytea[], $\(p[11])::text[], $\(p[12])::boolean[])
             AS e(pk, seq, name, actor, created_at, has_client_message_id, client_message_id, message_index, message_id,
-                thread_seq, body)
+                thread_seq, body, words, has_file)
         """
     }
 }

@@ -28,7 +28,7 @@ extension BatchTransaction {
         return try MessageLifecycle.message(in: body.readableBytesView)
     }
 
-    /// Rewrites the bodies of the message's `sent`, `update` and `delete` events to `message`.
+    /// Rewrites the bodies of the message's `sent`, `update` and `delete` events to `message`, and its search document.
     func rewriteMessageEvents(_ conversationPK: Int64, to message: Message) async throws {
         var seqs: [Int64] = []
         var bodies: [ByteBuffer] = []
@@ -42,7 +42,11 @@ extension BatchTransaction {
         guard !seqs.isEmpty else { return }
         try await execute(
             """
-            UPDATE events e SET body = u.body FROM unnest(\(seqs), \(bodies)) AS u(seq, body)
+            UPDATE events e SET body = u.body, search = CASE WHEN e.message_index IS NOT NULL
+                THEN \(unescaped: PostgresStore.searchDocumentSQL(words: "m.words", hasFile: "m.has_file")) END
+            FROM unnest(\(seqs), \(bodies)) AS u(seq, body),
+                (SELECT \(MessageSearch.words(of: message))::text AS words,
+                    \(MessageSearch.hasFile(message))::boolean AS has_file) AS m
             WHERE e.conversation_pk = \(conversationPK) AND e.seq = u.seq
             """
         )

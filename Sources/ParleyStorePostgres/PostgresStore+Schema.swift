@@ -540,6 +540,19 @@ extension PostgresStore {
                 "CREATE INDEX events_by_message ON events(message_id) WHERE message_id IS NOT NULL",
             ]
         ),
+        PostgresMigration(
+            version: 17, name: "message search",
+            statements: [
+                // Each message's search document (PostgresStore+Search.swift), written with it; the messages stored
+                // before are NULL until the server files them, found by the partial index (empty once they are).
+                "ALTER TABLE events ADD COLUMN search tsvector",
+                "CREATE INDEX events_search ON events USING gin (search) WHERE search IS NOT NULL",
+                """
+                CREATE INDEX events_unsearched ON events (conversation_pk, seq)
+                    WHERE search IS NULL AND message_index IS NOT NULL
+                """,
+            ]
+        ),
     ]
 
     /// The key of the advisory lock that serializes migrations of one database ("parley.schema").

@@ -431,6 +431,19 @@ extension SQLiteStore {
                     """
             )
         }
+        migrator.registerMigration("v15: message search") { db in
+            // Message search (`SQLiteStore+Search.swift`): a contentless FTS5 index of each message's words and facets,
+            // filed from the log after the commit; `searched_through` is the last log position filed. The server files
+            // the messages stored before this migration when it starts.
+            try db.execute(
+                sql: """
+                    CREATE VIRTUAL TABLE message_search USING fts5(
+                        words, facets, content = '', tokenize = 'unicode61 remove_diacritics 2'
+                    );
+                    ALTER TABLE log_state ADD COLUMN searched_through INTEGER NOT NULL DEFAULT 0;
+                    """
+            )
+        }
         return migrator
     }
 }

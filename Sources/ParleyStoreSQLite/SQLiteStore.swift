@@ -97,7 +97,9 @@ public final class SQLiteStore: ParleyStore {
 
     /// Reads and batches on the caller's thread; one server at a time on the file.
     public var capabilities: StoreCapabilities {
-        StoreCapabilities(inlineReads: self, synchronousBatches: self, oneServerAtATime: true)
+        StoreCapabilities(
+            inlineReads: self, synchronousBatches: self, oneServerAtATime: true, searchFiledAfterCommit: true
+        )
     }
 
     public func checkHealth() async throws {

@@ -174,6 +174,23 @@ struct ReleaseFixture: Decodable {
             let rows = try await store.unreadMentions(appId: appId, uid: uid, after: nil, limit: 50)
             #expect(Set(rows.map(\.message.id)) == Set(expected), "unread mentions of \(uid)")
         }
+        // The messages stored before the search existed are found once filed (the server's indexer does it at start).
+        while try await store.fileSearchIndex(limit: 100) == 100 {}
+        var searched = 0
+        for conversation in conversations {
+            for expected in conversation.messages where !expected.deleted {
+                guard let word = MessageSearch.tokens(expected.text ?? "").first else { continue }
+                let page = try await store.searchMessages(
+                    MessageSearchRequest(
+                        appId: appId, viewer: nil, query: SearchQuery(terms: [.word(word, prefix: false)]),
+                        conversationId: conversation.id, limit: 200
+                    )
+                )
+                #expect(page.messages.contains { $0.id == expected.id }, "\(expected.id) found by \(word)")
+                searched += 1
+            }
+        }
+        #expect(searched > 20)
         #expect(!attachments.isEmpty)
         for file in attachments {
             let record = try await store.attachment(appId: appId, id: file.id)

@@ -84,6 +84,8 @@ final class CommandWriter: Service {
     private let pushQueued: (@Sendable () -> Void)?
     /// Called after a batch that stored events (the webhook outbox may have rows for them).
     private let eventsStored: (@Sendable () -> Void)?
+    /// Called after a batch that stored new messages (the search indexer files them).
+    private let messagesStored: (@Sendable () -> Void)?
     private let execution: Execution
     private let metrics: ServerMetrics
     /// The batches started and finished, for readers that must know whether anything was written meanwhile.
@@ -93,7 +95,8 @@ final class CommandWriter: Service {
     ///   batches on the calling thread (see the type's discussion); false runs them as tasks there too.
     init(
         store: any ParleyStore, publisher: EventPublisher, maxBatch: Int, pushQueued: (@Sendable () -> Void)? = nil,
-        eventsStored: (@Sendable () -> Void)? = nil, ownThread: Bool = true, metrics: ServerMetrics = .discarding,
+        eventsStored: (@Sendable () -> Void)? = nil, messagesStored: (@Sendable () -> Void)? = nil,
+        ownThread: Bool = true, metrics: ServerMetrics = .discarding,
         logger: Logger
     ) {
         self.metrics = metrics
@@ -102,6 +105,7 @@ final class CommandWriter: Service {
         self.maxBatch = maxBatch
         self.pushQueued = pushQueued
         self.eventsStored = eventsStored
+        self.messagesStored = messagesStored
         if ownThread, let store = store.capabilities.synchronousBatches, publisher.isSingleNode {
             self.execution = .ownThread(store)
         } else {
@@ -264,6 +268,7 @@ final class CommandWriter: Service {
         let newMessages = results.reduce(0) { $0 + (Self.storedNewMessage($1) ? 1 : 0) }
         if newMessages > 0 { metrics.messagesStored.increment(by: newMessages) }
         if let pushQueued, newMessages > 0 { pushQueued() }
+        if let messagesStored, newMessages > 0 { messagesStored() }
         if let eventsStored, results.contains(where: { (try? $0.get())?.events.isEmpty == false }) { eventsStored() }
         return .committed(batch, outcome)
     }

@@ -166,6 +166,29 @@ import Yams
                 "MessagePage", MessagePage(messages: [message], nextCursor: "4", lastSeq: 9, parent: message),
                 MessagePage(messages: [])
             ),
+            ("TextRange", TextRange(start: 4, length: 9), TextRange(start: 0, length: 0)),
+            (
+                "SearchSnippet", SearchSnippet(text: "…the report", matches: [TextRange(start: 5, length: 6)]),
+                SearchSnippet(text: "hi", matches: [])
+            ),
+            (
+                "MessageSearchResult",
+                MessageSearchResult(message: message, snippet: SearchSnippet(text: "t", matches: [])),
+                MessageSearchResult(message: bareMessage, snippet: nil)
+            ),
+            (
+                "MessageSearchResults",
+                MessageSearchResults(
+                    results: [
+                        MessageSearchResult(
+                            message: message,
+                            snippet: SearchSnippet(text: "t", matches: [TextRange(start: 0, length: 1)])
+                        )
+                    ],
+                    nextCursor: "p12"
+                ),
+                MessageSearchResults(results: [])
+            ),
             ("ReactionSummary", reaction, ReactionSummary(key: "+1", count: 1, reacted: false)),
             (
                 "ReactionList", ReactionList(messageId: "m_1", reactions: [reaction]),
@@ -366,7 +389,7 @@ import Yams
                 checked += 1
             }
         }
-        #expect(checked == 68)
+        #expect(checked == 69)
         try await server.stop()
     }
 

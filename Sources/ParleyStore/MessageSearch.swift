@@ -1,0 +1,300 @@
+import Foundation
+import ParleyProtocol
+
+/// Message search: what a message is found by, how a query is read, and the snippet shown with a result. Pure: both
+/// stores give the words this computes to their engine's own index (SQLite FTS5, PostgreSQL's text search) and ask it
+/// with the query this writes, so the two find the same messages.
+///
+/// A message's **words** are the letters and digits of its text parts and of its files' names, lowercased, with
+/// diacritics removed (`é` finds `e` and `e` finds `é`), split wherever something else stands between them
+/// (``words(of:)``). A script written without spaces (Chinese, Japanese, Thai) is one word per run of characters.
+/// A deleted message has no words.
+public enum MessageSearch {
+    /// Most characters in a query.
+    public static let maxQueryCharacters = 256
+    /// Most words (or quoted phrases) in a query.
+    public static let maxTerms = 16
+    /// The shortest last word read as a prefix (`mee` finds `meeting`); a shorter one must match whole.
+    public static let minPrefixCharacters = 2
+    /// Longest word kept, in characters; a longer run of letters is cut (and found by its beginning).
+    public static let maxWordCharacters = 64
+    /// Most results a relevance-ordered search pages through.
+    public static let maxRelevanceResults = 1_000
+
+    // MARK: Words
+
+    /// The words a message is found by, joined by spaces; empty when it has none (deleted, or only data parts).
+    public static func words(of message: Message) -> String {
+        guard !message.isDeleted else { return "" }
+        var text: [String] = []
+        for part in message.parts {
+            if let value = part.text { text.append(value) }
+            if let name = part.file?.name { text.append(name) }
+        }
+        return tokens(text.joined(separator: "\n")).joined(separator: " ")
+    }
+
+    /// Whether a message has a file part (the `hasFile` filter).
+    public static func hasFile(_ message: Message) -> Bool {
+        !message.isDeleted && message.parts.contains { $0.file != nil }
+    }
+
+    /// `text` folded and split into words (see ``MessageSearch``).
+    public static func tokens(_ text: String) -> [String] {
+        wordRanges(in: text).map { fold(text[$0]) }
+    }
+
+    /// `text` lowercased, without diacritics (combining marks after canonical decomposition).
+    public static func fold(_ text: Substring) -> String {
+        var folded = String.UnicodeScalarView()
+        for scalar in String(text).decomposedStringWithCanonicalMapping.unicodeScalars
+        where scalar.properties.generalCategory != .nonspacingMark {
+            folded.append(scalar)
+        }
+        return String(String(folded).lowercased().prefix(maxWordCharacters))
+    }
+
+    /// The ranges of `text`'s words: runs of letters, digits and the marks that belong to them.
+    static func wordRanges(in text: String) -> [Range<String.Index>] {
+        var ranges: [Range<String.Index>] = []
+        var start: String.Index?
+        var index = text.startIndex
+        while index < text.endIndex {
+            let next = text.index(after: index)
+            if isWordCharacter(text[index]) {
+                if start == nil { start = index }
+            } else if let begun = start {
+                ranges.append(begun..<index)
+                start = nil
+            }
+            index = next
+        }
+        if let begun = start { ranges.append(begun..<text.endIndex) }
+        return ranges
+    }
+
+    private static func isWordCharacter(_ character: Character) -> Bool {
+        guard let first = character.unicodeScalars.first else { return false }
+        return first.properties.isAlphabetic || first.properties.numericType != nil
+    }
+
+    // MARK: Snippets
+
+    /// Characters of text a snippet shows at most.
+    public static let snippetCharacters = 160
+    /// Characters shown before the first match, when the text is longer than a snippet.
+    public static let snippetLead = 40
+
+    /// The part of `message`'s text that shows why it was found: up to ``snippetCharacters`` around the first word
+    /// that matches, with every matching word marked (UTF-16 offsets into the snippet's text). A message whose text
+    /// has no matching word (it was found by a file's name) shows the beginning of its text; nil when it has no text.
+    public static func snippet(of message: Message, for query: SearchQuery) -> SearchSnippet? {
+        let text = message.parts.compactMap(\.text).joined(separator: "\n")
+        guard !text.isEmpty else { return nil }
+        let words = wordRanges(in: text)
+        let matching = words.filter { query.matches(word: fold(text[$0])) }
+        var lower = text.startIndex
+        if let first = matching.first {
+            lower = text.index(first.lowerBound, offsetBy: -snippetLead, limitedBy: text.startIndex) ?? text.startIndex
+            // Start at a word's beginning.
+            if lower > text.startIndex, let word = words.first(where: { $0.upperBound > lower }) {
+                lower = min(word.lowerBound, first.lowerBound)
+            }
+        }
+        let upper = text.index(lower, offsetBy: snippetCharacters, limitedBy: text.endIndex) ?? text.endIndex
+        let prefix = lower > text.startIndex ? "…" : ""
+        let suffix = upper < text.endIndex ? "…" : ""
+        let shown = prefix + text[lower..<upper] + suffix
+        let base = text.utf16.distance(from: text.startIndex, to: lower) - prefix.utf16.count
+        let marks = matching.filter { $0.lowerBound >= lower && $0.upperBound <= upper }.map { range in
+            TextRange(
+                start: text.utf16.distance(from: text.startIndex, to: range.lowerBound) - base,
+                length: text.utf16.distance(from: range.lowerBound, to: range.upperBound)
+            )
+        }
+        return SearchSnippet(text: shown, matches: marks)
+    }
+}
+
+/// A search query as read from what a user typed: words that must all be found, quoted phrases whose words must be
+/// found in that order, and a last word found by its beginning (search as you type). Operators of the engines (`OR`,
+/// `NOT`, `*`, `:`, `-`, parentheses) are not operators here: they are words, or what separates words.
+public struct SearchQuery: Sendable, Hashable {
+    /// One thing the query asks for.
+    public enum Term: Sendable, Hashable {
+        /// A word; `prefix`: found by its beginning.
+        case word(String, prefix: Bool)
+        /// Words found one after another.
+        case phrase([String])
+    }
+
+    public var terms: [Term]
+
+    public init(terms: [Term]) { self.terms = terms }
+
+    /// Reads `text`; throws `ERR_FIELD_TOO_LARGE` over ``MessageSearch/maxQueryCharacters`` or
+    /// ``MessageSearch/maxTerms``. A query without words reads as no terms.
+    public static func parse(_ text: String) throws -> SearchQuery {
+        guard text.count <= MessageSearch.maxQueryCharacters else {
+            throw DomainError(
+                .fieldTooLarge, "A search is at most \(MessageSearch.maxQueryCharacters) characters."
+            )
+        }
+        var terms: [Term] = []
+        var quoted = false
+        for (index, piece) in text.split(separator: "\"", omittingEmptySubsequences: false).enumerated() {
+            quoted = index % 2 == 1
+            let words = MessageSearch.tokens(String(piece))
+            if quoted {
+                if words.count == 1 {
+                    terms.append(.word(words[0], prefix: false))
+                } else if !words.isEmpty {
+                    terms.append(.phrase(words))
+                }
+            } else {
+                terms += words.map { .word($0, prefix: false) }
+            }
+        }
+        // The last word typed, not closed by a space or a quote, is read as a prefix.
+        if !quoted, let last = terms.last, case .word(let word, _) = last,
+            word.count >= MessageSearch.minPrefixCharacters, let end = text.unicodeScalars.last,
+            !end.properties.isWhitespace, end != "\""
+        {
+            terms[terms.count - 1] = .word(word, prefix: true)
+        }
+        guard terms.count <= MessageSearch.maxTerms else {
+            throw DomainError(.fieldTooLarge, "A search has at most \(MessageSearch.maxTerms) words.")
+        }
+        return SearchQuery(terms: terms)
+    }
+
+    /// Whether a folded word of a message is one the query looks for.
+    public func matches(word: String) -> Bool {
+        terms.contains { term in
+            switch term {
+            case .word(let wanted, let prefix): return prefix ? word.hasPrefix(wanted) : word == wanted
+            case .phrase(let words): return words.contains(word)
+            }
+        }
+    }
+
+    /// The query as an SQLite FTS5 expression over the column `words`: every term quoted (so nothing in it is an
+    /// operator), all of them required.
+    public var fts5Expression: String {
+        terms.map { term in
+            switch term {
+            case .word(let word, let prefix): return Self.fts5String(word) + (prefix ? "*" : "")
+            case .phrase(let words): return Self.fts5String(words.joined(separator: " "))
+            }
+        }.joined(separator: " AND ")
+    }
+
+    /// The query as PostgreSQL `tsquery` text, for `to_tsquery('simple', ...)`: quoted lexemes joined by `&`, phrases
+    /// by `<->`, the prefix as `:*`.
+    public var tsqueryText: String {
+        terms.map { term in
+            switch term {
+            case .word(let word, let prefix): return Self.tsLexeme(word) + (prefix ? ":*" : "")
+            case .phrase(let words): return "(" + words.map(Self.tsLexeme).joined(separator: " <-> ") + ")"
+            }
+        }.joined(separator: " & ")
+    }
+
+    private static func fts5String(_ text: String) -> String {
+        "\"" + text.replacingOccurrences(of: "\"", with: "\"\"") + "\""
+    }
+
+    private static func tsLexeme(_ word: String) -> String {
+        "'" + word.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "'", with: "''") + "'"
+    }
+}
+
+/// How search results are ordered.
+public enum SearchOrder: String, Sendable, Hashable {
+    /// Newest first (the default).
+    case newest
+    /// Best match first (the engine's ranking: BM25 on SQLite, `ts_rank` on PostgreSQL), newest first among equals.
+    case relevance
+}
+
+/// A search over messages, as a store runs it.
+public struct MessageSearchRequest: Sendable, Hashable {
+    public var appId: String
+    /// Whose messages: those of the conversations `viewer` participates in, without the messages of users they block.
+    /// Nil: the whole app (its server).
+    public var viewer: String?
+    public var query: SearchQuery
+    public var conversationId: String?
+    public var sender: String?
+    /// Only messages with a file part.
+    public var hasFile: Bool
+    /// Only messages sent before (exclusive) / at or after this time (epoch ms).
+    public var sentBefore: Int64?
+    public var sentAfter: Int64?
+    public var order: SearchOrder
+    /// Where the previous page ended (``MessageSearchPage/nextCursor``), nil for the first page.
+    public var cursor: String?
+    public var limit: Int
+
+    public init(
+        appId: String, viewer: String?, query: SearchQuery, conversationId: String? = nil, sender: String? = nil,
+        hasFile: Bool = false, sentBefore: Int64? = nil, sentAfter: Int64? = nil, order: SearchOrder = .newest,
+        cursor: String? = nil, limit: Int
+    ) {
+        self.appId = appId
+        self.viewer = viewer
+        self.query = query
+        self.conversationId = conversationId
+        self.sender = sender
+        self.hasFile = hasFile
+        self.sentBefore = sentBefore
+        self.sentAfter = sentAfter
+        self.order = order
+        self.cursor = cursor
+        self.limit = limit
+    }
+}
+
+/// A page of messages found, and the cursor of the next page (nil on the last).
+public struct MessageSearchPage: Sendable, Hashable {
+    public var messages: [Message]
+    public var nextCursor: String?
+
+    public init(messages: [Message], nextCursor: String?) {
+        self.messages = messages
+        self.nextCursor = nextCursor
+    }
+}
+
+/// Where a page of search results ended: the store's own position (newest first) or how many results were shown
+/// (relevance). Written into an opaque cursor string; a cursor of the other order, or not one of ours, is refused.
+public enum SearchCursor: Sendable, Hashable {
+    /// After the result at this position (SQLite: the log position; PostgreSQL: sent time, conversation, seq).
+    case position([Int64])
+    /// After this many results.
+    case offset(Int)
+
+    public var string: String {
+        switch self {
+        case .position(let values): return "p" + values.map(String.init).joined(separator: ".")
+        case .offset(let count): return "r\(count)"
+        }
+    }
+
+    /// Reads a cursor for `order`, with `fields` numbers in a position; throws `ERR_BAD_REQUEST` otherwise.
+    public static func parse(_ text: String, order: SearchOrder, fields: Int) throws -> SearchCursor {
+        let invalid = DomainError(.badRequest, "Invalid cursor.")
+        switch (order, text.first) {
+        case (.newest, "p"):
+            let values = text.dropFirst().split(separator: ".", omittingEmptySubsequences: false).map { Int64($0) }
+            guard values.count == fields, values.allSatisfy({ $0 != nil }) else { throw invalid }
+            return .position(values.map { $0! })
+        case (.relevance, "r"):
+            guard let count = Int(text.dropFirst()), count > 0, count < MessageSearch.maxRelevanceResults else {
+                throw invalid
+            }
+            return .offset(count)
+        default: throw invalid
+        }
+    }
+}

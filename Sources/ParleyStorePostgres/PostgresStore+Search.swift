@@ -1,0 +1,113 @@
+import Foundation
+import NIOCore
+import ParleyProtocol
+import ParleyStore
+import PostgresNIO
+
+// Message search on PostgreSQL: a `tsvector` per message in `events.search`, with a GIN index.
+//
+// The document is written with the message, in its transaction (the INSERT of `EventColumns`), and rewritten with its
+// bodies by an edit or a deletion: on PostgreSQL, GIN's pending list (`fastupdate`) already defers the index's work
+// to a bulk merge. The words are ``MessageSearch/words(of:)`` (folded by Parley, so no extension such as `unaccent` is
+// needed), read with the `simple` configuration; a message with a file also has the lexeme `#file`, which no word can
+// be. Messages stored before the search existed have no document (NULL) until ``fileSearchIndex(limit:)`` writes it.
+
+extension PostgresStore {
+    /// The SQL of a message's search document, from the SQL expressions of its words and of whether it has a file.
+    static func searchDocumentSQL(words: String, hasFile: String) -> String {
+        "to_tsvector('simple', \(words)) || CASE WHEN \(hasFile) THEN '''#file'''::tsvector ELSE ''::tsvector END"
+    }
+
+    public func fileSearchIndex(limit: Int) async throws -> Int {
+        try await withSession { session in
+            try await session.transaction {
+                let rows = try await session.rows(
+                    """
+                    SELECT conversation_pk, seq, body FROM events
+                    WHERE search IS NULL AND message_index IS NOT NULL
+                    ORDER BY conversation_pk, seq LIMIT \(limit) FOR UPDATE SKIP LOCKED
+                    """
+                )
+                guard !rows.isEmpty else { return 0 }
+                var pks: [Int64] = []
+                var seqs: [Int64] = []
+                var words: [String] = []
+                var files: [Bool] = []
+                let decoder = JSONDecoder()
+                for row in rows {
+                    let (pk, seq, body) = try row.decode((Int64, Int64, ByteBuffer).self)
+                    let message = try MessageLifecycle.message(in: body.readableBytesView, decoder: decoder)
+                    pks.append(pk)
+                    seqs.append(seq)
+                    words.append(MessageSearch.words(of: message))
+                    files.append(MessageSearch.hasFile(message))
+                }
+                try await session.execute(
+                    """
+                    UPDATE events e SET search = \(unescaped: Self.searchDocumentSQL(words: "u.words", hasFile: "u.has_file"))
+                    FROM unnest(\(pks), \(seqs), \(words), \(files)) AS u(pk, seq, words, has_file)
+                    WHERE e.conversation_pk = u.pk AND e.seq = u.seq
+                    """
+                )
+                return rows.count
+            }
+        }
+    }
+
+    public func searchMessages(_ request: MessageSearchRequest) async throws -> MessageSearchPage {
+        let cursor = try request.cursor.map { try SearchCursor.parse($0, order: request.order, fields: 3) }
+        let terms = request.query.terms.isEmpty ? nil : request.query.tsqueryText
+        guard terms != nil || request.hasFile else { return MessageSearchPage(messages: [], nextCursor: nil) }
+        let (position, offset): ([Int64]?, Int)
+        switch cursor {
+        case .position(let values): (position, offset) = (values, 0)
+        case .offset(let count): (position, offset) = (nil, count)
+        case nil: (position, offset) = (nil, 0)
+        }
+        let relevance = request.order == .relevance
+        let limit = relevance ? min(request.limit, MessageSearch.maxRelevanceResults - offset) : request.limit
+        let query: PostgresQuery = """
+            SELECT e.created_at, e.conversation_pk, e.seq, e.body FROM events e
+            JOIN conversations c ON c.pk = e.conversation_pk
+            WHERE (\(terms)::text IS NULL OR e.search @@ to_tsquery('simple', \(terms)))
+            AND (NOT \(request.hasFile) OR e.search @@ '''#file'''::tsquery)
+            AND c.app_id = \(request.appId) AND c.deleted_at IS NULL
+            AND (\(request.conversationId)::text IS NULL OR c.id = \(request.conversationId))
+            AND (\(request.viewer)::text IS NULL OR (
+                EXISTS (SELECT 1 FROM participants p WHERE p.conversation_pk = e.conversation_pk
+                    AND p.uid = \(request.viewer))
+                AND NOT EXISTS (SELECT 1 FROM blocks b WHERE b.app_id = \(request.appId)
+                    AND b.blocker = \(request.viewer) AND b.blocked = e.actor)))
+            AND (\(request.sender)::text IS NULL OR e.actor = \(request.sender))
+            AND (\(request.sentBefore)::bigint IS NULL OR e.created_at < \(request.sentBefore))
+            AND (\(request.sentAfter)::bigint IS NULL OR e.created_at >= \(request.sentAfter))
+            AND (\(position == nil) OR (e.created_at, e.conversation_pk, e.seq)
+                < (\(position?[0] ?? 0), \(position?[1] ?? 0), \(position?[2] ?? 0)))
+            ORDER BY
+                CASE WHEN \(relevance) THEN ts_rank(e.search, to_tsquery('simple', coalesce(\(terms), ''))) END DESC,
+                e.created_at DESC, e.conversation_pk DESC, e.seq DESC
+            LIMIT \(limit) OFFSET \(offset)
+            """
+        return try await withSession { session in
+            let rows = try await session.rows(query)
+            let decoder = JSONDecoder()
+            var messages: [Message] = []
+            var last: [Int64] = []
+            for row in rows {
+                let (sentAt, pk, seq, body) = try row.decode((Int64, Int64, Int64, ByteBuffer).self)
+                messages.append(try MessageLifecycle.message(in: body.readableBytesView, decoder: decoder))
+                last = [sentAt, pk, seq]
+            }
+            var next: SearchCursor?
+            if rows.count == request.limit {
+                if relevance {
+                    let shown = offset + rows.count
+                    next = shown < MessageSearch.maxRelevanceResults ? .offset(shown) : nil
+                } else {
+                    next = .position(last)
+                }
+            }
+            return MessageSearchPage(messages: messages, nextCursor: next?.string)
+        }
+    }
+}
