@@ -1,3 +1,12 @@
+/// How search results are ordered (`order` of `GET /v1/search/messages`).
+public enum MessageSearchOrder: String, Codable, Sendable, Hashable {
+    /// Newest first (the default).
+    case newest
+    /// Best match first (the engine's ranking: BM25 on SQLite, `ts_rank` on PostgreSQL), newest first among equals; at
+    /// most 1,000 results deep.
+    case relevance
+}
+
 /// A range of a text, in UTF-16 code units (what JavaScript strings and `NSRange` count).
 public struct TextRange: Codable, Sendable, Hashable {
     /// Where the range begins.

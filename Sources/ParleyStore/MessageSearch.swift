@@ -209,14 +209,6 @@ public struct SearchQuery: Sendable, Hashable {
     }
 }
 
-/// How search results are ordered.
-public enum SearchOrder: String, Sendable, Hashable {
-    /// Newest first (the default).
-    case newest
-    /// Best match first (the engine's ranking: BM25 on SQLite, `ts_rank` on PostgreSQL), newest first among equals.
-    case relevance
-}
-
 /// A search over messages, as a store runs it.
 public struct MessageSearchRequest: Sendable, Hashable {
     public var appId: String
@@ -231,14 +223,14 @@ public struct MessageSearchRequest: Sendable, Hashable {
     /// Only messages sent before (exclusive) / at or after this time (epoch ms).
     public var sentBefore: Int64?
     public var sentAfter: Int64?
-    public var order: SearchOrder
+    public var order: MessageSearchOrder
     /// Where the previous page ended (``MessageSearchPage/nextCursor``), nil for the first page.
     public var cursor: String?
     public var limit: Int
 
     public init(
         appId: String, viewer: String?, query: SearchQuery, conversationId: String? = nil, sender: String? = nil,
-        hasFile: Bool = false, sentBefore: Int64? = nil, sentAfter: Int64? = nil, order: SearchOrder = .newest,
+        hasFile: Bool = false, sentBefore: Int64? = nil, sentAfter: Int64? = nil, order: MessageSearchOrder = .newest,
         cursor: String? = nil, limit: Int
     ) {
         self.appId = appId
@@ -282,7 +274,7 @@ public enum SearchCursor: Sendable, Hashable {
     }
 
     /// Reads a cursor for `order`, with `fields` numbers in a position; throws `ERR_BAD_REQUEST` otherwise.
-    public static func parse(_ text: String, order: SearchOrder, fields: Int) throws -> SearchCursor {
+    public static func parse(_ text: String, order: MessageSearchOrder, fields: Int) throws -> SearchCursor {
         let invalid = DomainError(.badRequest, "Invalid cursor.")
         switch (order, text.first) {
         case (.newest, "p"):

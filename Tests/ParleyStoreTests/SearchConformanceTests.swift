@@ -10,7 +10,7 @@ extension StoreConformanceTests {
     func found(
         _ store: any ParleyStore, _ text: String, viewer: String? = "alice", conversationId: String? = nil,
         sender: String? = nil, hasFile: Bool = false, sentBefore: Int64? = nil, sentAfter: Int64? = nil,
-        order: SearchOrder = .newest, limit: Int = 50, appId: String = appId
+        order: MessageSearchOrder = .newest, limit: Int = 50, appId: String = appId
     ) async throws -> [String] {
         try await fileEverything(store)
         let page = try await store.searchMessages(
@@ -152,7 +152,7 @@ extension StoreConformanceTests {
             _ = try await say(store, "\(words) \(index)", from: "bob", at: Int64(100 + index))
         }
         try await fileEverything(store)
-        for order in [SearchOrder.newest, .relevance] {
+        for order in [MessageSearchOrder.newest, .relevance] {
             var seen: [String] = []
             var cursor: String?
             repeat {
@@ -171,8 +171,9 @@ extension StoreConformanceTests {
             if order == .relevance { #expect(seen.first == "kiwi kiwi kiwi kiwi 4") }
         }
         // A cursor of the other order, or not one of ours, is refused.
-        for (cursor, order) in [("r3", SearchOrder.newest), ("p1", .relevance), ("x", .newest), ("r99999", .relevance)]
-        {
+        for (cursor, order) in [
+            ("r3", MessageSearchOrder.newest), ("p1", .relevance), ("x", .newest), ("r99999", .relevance),
+        ] {
             await #expect(throws: DomainError.self) {
                 _ = try await store.searchMessages(
                     MessageSearchRequest(

@@ -1,0 +1,69 @@
+import Foundation
+import Parley
+import ParleyServer
+import ParleyTesting
+import Testing
+
+/// Message search through the SDK, `ParleyAdmin` and the `parley` CLI (docs/PROTOCOL.md, "Search"; docs/SDK.md).
+@Suite(.timeLimit(.minutes(2))) struct SearchTests {
+    @Test func theSDKFindsAUsersMessagesAndTheAdminTheApps() async throws {
+        let party = try await EventCatalogTests().party()
+        let group = try await party["alice"].createGroup(name: "Team", participants: ["bob"])
+        let mine = try await party["bob"].sendTextMessage("The quarterly Café review", to: .conversation(group.id))
+        let theirs = try await party["carol"].sendTextMessage("Quarterly numbers", to: .user("dave"))
+        #expect(await party.server.application.fileSearchIndex())
+
+        let found = try await party["alice"].searchMessages("quarterly cafe")
+        #expect(found.results.map(\.message.id) == [mine.id] && found.nextCursor == nil)
+        #expect(
+            found.results.first?.snippet
+                == SearchSnippet(
+                    text: "The quarterly Café review",
+                    matches: [TextRange(start: 4, length: 9), TextRange(start: 14, length: 4)]
+                )
+        )
+        let filtered = try await party["alice"].searchMessages(
+            "quart", filter: MessageSearchFilter(conversationId: group.id, sender: "bob"), order: .relevance
+        )
+        #expect(filtered.results.map(\.message.id) == [mine.id])
+        #expect(try await party["dave"].searchMessages("quarterly").results.map(\.message.id) == [theirs.id])
+
+        let admin = ParleyAdmin(serverURL: party.server.baseURL, restAPIKey: party.server.app.restAPIKey)
+        #expect(try await admin.searchMessages("quarterly").results.map(\.message.id) == [theirs.id, mine.id])
+
+        // Refusals arrive as ParleyError with the documented code.
+        await #expect(throws: ParleyError.self) { _ = try await party["alice"].searchMessages("") }
+        do {
+            _ = try await party["alice"].searchMessages(String(repeating: "w ", count: 20))
+        } catch let error as ParleyError {
+            #expect(error.code == .fieldTooLarge)
+        }
+        try await party.stop()
+    }
+
+    @Test(.enabled(if: CLIBinary.isAvailable, "needs the parley binary")) func theCLIShowsWhatItFoundMarked()
+        async throws
+    {
+        let server = try await TestServer.start()
+        let home = try TemporaryDirectory(prefix: "parley-cli-search")
+        for uid in ["alice", "bob"] {
+            let login = try await CLIFileTests.parley(["login", uid, "--profile", uid], server: server, home: home)
+            #expect(login.status == 0, "\(login.errors)")
+        }
+        let sent = try await CLIFileTests.parley(
+            ["send", "bob", "the Quarterly report is in", "--profile", "alice"], server: server, home: home
+        )
+        #expect(sent.status == 0, "\(sent.errors)")
+        #expect(await server.application.fileSearchIndex())
+        let search = try await CLIFileTests.parley(
+            ["search", "quarterly", "rep", "--profile", "bob"], server: server, home: home)
+        #expect(search.status == 0, "\(search.errors)")
+        #expect(search.output.contains(" alice: the *Quarterly* *report* is in"), "\(search.output)")
+        let nothing = try await CLIFileTests.parley(
+            ["search", "annual", "--profile", "bob"], server: server, home: home)
+        #expect(nothing.output.contains("Nothing found."))
+        let refused = try await CLIFileTests.parley(["search", "--profile", "bob"], server: server, home: home)
+        #expect(refused.status != 0 && refused.errors.contains("ERR_BAD_REQUEST"), "\(refused.errors)")
+        try await server.stop()
+    }
+}
