@@ -209,8 +209,8 @@ let package = Package(
             name: "ParleyBench",
             dependencies: [
                 "ParleyProtocol",
-                // The offline store's scenario (offline-store) opens the SDK's store directly.
-                "Parley",
+                // The offline store's scenario (offline-store) opens the SDK's store directly; `search` the server's.
+                "Parley", "ParleyStore", "ParleyStoreSQLite", "ParleyStorePostgres",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Histogram", package: "hdrhistogram-swift"),

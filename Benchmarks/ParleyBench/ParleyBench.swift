@@ -14,7 +14,7 @@ struct ParleyBench: AsyncParsableCommand {
             """,
         subcommands: [
             ConnectScenario.self, FanoutScenario.self, RoomsScenario.self, PersistScenario.self, StormScenario.self,
-            FilesScenario.self, OfflineStoreScenario.self, MembersScenario.self,
+            FilesScenario.self, OfflineStoreScenario.self, MembersScenario.self, SearchScenario.self,
             ConnectWorker.self,
         ]
     )

@@ -41,11 +41,30 @@ public enum MessageSearch {
 
     /// `text` folded and split into words (see ``MessageSearch``).
     public static func tokens(_ text: String) -> [String] {
-        wordRanges(in: text).map { fold(text[$0]) }
+        guard text.utf8.allSatisfy({ $0 < 0x80 }) else { return wordRanges(in: text).map { fold(text[$0]) } }
+        // ASCII (most messages): runs of letters and digits, lowercased, from the bytes.
+        var words: [String] = []
+        var word: [UInt8] = []
+        for byte in text.utf8 {
+            switch byte {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"):
+                if word.count < maxWordCharacters { word.append(byte) }
+            case UInt8(ascii: "A")...UInt8(ascii: "Z"):
+                if word.count < maxWordCharacters { word.append(byte + 32) }
+            default:
+                if !word.isEmpty {
+                    words.append(String(decoding: word, as: UTF8.self))
+                    word.removeAll(keepingCapacity: true)
+                }
+            }
+        }
+        if !word.isEmpty { words.append(String(decoding: word, as: UTF8.self)) }
+        return words
     }
 
     /// `text` lowercased, without diacritics (combining marks after canonical decomposition).
     public static func fold(_ text: Substring) -> String {
+        if text.utf8.allSatisfy({ $0 < 0x80 }) { return String(text.lowercased().prefix(maxWordCharacters)) }
         var folded = String.UnicodeScalarView()
         for scalar in String(text).decomposedStringWithCanonicalMapping.unicodeScalars
         where scalar.properties.generalCategory != .nonspacingMark {
@@ -118,7 +137,9 @@ public enum MessageSearch {
 
 /// A search query as read from what a user typed: words that must all be found, quoted phrases whose words must be
 /// found in that order, and a last word found by its beginning (search as you type). Operators of the engines (`OR`,
-/// `NOT`, `*`, `:`, `-`, parentheses) are not operators here: they are words, or what separates words.
+/// `NOT`, `*`, `:`, `-`, parentheses) are not operators here: they are words, or what separates words. Words are kept
+/// as typed: each engine folds them as it folds the messages it indexed (SQLite's FTS5 tokenizer; ``MessageSearch/fold(_:)``
+/// for PostgreSQL).
 public struct SearchQuery: Sendable, Hashable {
     /// One thing the query asks for.
     public enum Term: Sendable, Hashable {
@@ -144,7 +165,10 @@ public struct SearchQuery: Sendable, Hashable {
         var quoted = false
         for (index, piece) in text.split(separator: "\"", omittingEmptySubsequences: false).enumerated() {
             quoted = index % 2 == 1
-            let words = MessageSearch.tokens(String(piece))
+            let piece = String(piece)
+            let words = MessageSearch.wordRanges(in: piece).map { String(piece[$0]) }.filter {
+                !MessageSearch.fold($0[...]).isEmpty
+            }
             if quoted {
                 if words.count == 1 {
                     terms.append(.word(words[0], prefix: false))
@@ -168,18 +192,20 @@ public struct SearchQuery: Sendable, Hashable {
         return SearchQuery(terms: terms)
     }
 
-    /// Whether a folded word of a message is one the query looks for.
+    /// Whether a folded word of a message (``MessageSearch/fold(_:)``) is one the query looks for.
     public func matches(word: String) -> Bool {
         terms.contains { term in
             switch term {
-            case .word(let wanted, let prefix): return prefix ? word.hasPrefix(wanted) : word == wanted
-            case .phrase(let words): return words.contains(word)
+            case .word(let wanted, let prefix):
+                let folded = MessageSearch.fold(wanted[...])
+                return prefix ? word.hasPrefix(folded) : word == folded
+            case .phrase(let words): return words.contains { MessageSearch.fold($0[...]) == word }
             }
         }
     }
 
     /// The query as an SQLite FTS5 expression over the column `words`: every term quoted (so nothing in it is an
-    /// operator), all of them required.
+    /// operator; FTS5's tokenizer folds it), all of them required.
     public var fts5Expression: String {
         terms.map { term in
             switch term {
@@ -189,8 +215,8 @@ public struct SearchQuery: Sendable, Hashable {
         }.joined(separator: " AND ")
     }
 
-    /// The query as PostgreSQL `tsquery` text, for `to_tsquery('simple', ...)`: quoted lexemes joined by `&`, phrases
-    /// by `<->`, the prefix as `:*`.
+    /// The query as PostgreSQL `tsquery` text, for `to_tsquery('simple', ...)`: folded words as quoted lexemes joined
+    /// by `&`, phrases by `<->`, the prefix as `:*`.
     public var tsqueryText: String {
         terms.map { term in
             switch term {
@@ -205,7 +231,9 @@ public struct SearchQuery: Sendable, Hashable {
     }
 
     private static func tsLexeme(_ word: String) -> String {
-        "'" + word.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "'", with: "''") + "'"
+        let folded = MessageSearch.fold(word[...])
+        return "'" + folded.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "'", with: "''")
+            + "'"
     }
 }
 

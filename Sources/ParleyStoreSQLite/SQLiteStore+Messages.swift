@@ -28,26 +28,15 @@ extension SQLiteStore {
         return nil
     }
 
-    /// Rewrites the bodies of the message's `sent`, `update` and `delete` events to `message`, and refiles it in the
-    /// search index.
+    /// Rewrites the bodies of the message's `sent`, `update` and `delete` events to `message`.
     static func rewriteMessageEvents(_ db: Database, conversationPK: Int64, to message: Message) throws {
         for seq in try messageEventSeqs(db, conversationPK: conversationPK, messageId: message.id) {
             guard
-                let row = try Row.fetchOne(
-                    db.cachedStatement(
-                        sql: "SELECT body, position, message_index FROM events WHERE conversation_pk = ? AND seq = ?"
-                    ),
+                let body = try Data.fetchOne(
+                    db.cachedStatement(sql: "SELECT body FROM events WHERE conversation_pk = ? AND seq = ?"),
                     arguments: [conversationPK, seq]
                 )
             else { continue }
-            let body: Data = row[0]
-            if row[2] as Int64? != nil {
-                // The `sent` event: what the search index holds of the message changes with it.
-                try refileSearchRow(
-                    db, position: row[1], conversationPK: conversationPK, old: try MessageLifecycle.message(in: body),
-                    new: message
-                )
-            }
             try db.cachedStatement(sql: "UPDATE events SET body = ? WHERE conversation_pk = ? AND seq = ?").execute(
                 arguments: [Data(try MessageLifecycle.rewritten(body, to: message)), conversationPK, seq]
             )

@@ -432,15 +432,24 @@ extension SQLiteStore {
             )
         }
         migrator.registerMigration("v15: message search") { db in
-            // Message search (`SQLiteStore+Search.swift`): a contentless FTS5 index of each message's words and facets,
-            // filed from the log after the commit; `searched_through` is the last log position filed. The server files
-            // the messages stored before this migration when it starts.
+            // Message search (`SQLiteStore+Search.swift`): `message_text` is what a message is found by, its text parts
+            // and files' names (read from the `sent` event's body by SQLite's JSON functions) and its facets; the
+            // index itself is a file of its own, filed from the log after the commit. `search_key` names this database
+            // to that file: an index made for another database (or a copy of this one) is made again.
             try db.execute(
                 sql: """
-                    CREATE VIRTUAL TABLE message_search USING fts5(
-                        words, facets, content = '', tokenize = 'unicode61 remove_diacritics 2'
-                    );
-                    ALTER TABLE log_state ADD COLUMN searched_through INTEGER NOT NULL DEFAULT 0;
+                    CREATE VIEW message_text (position, words, facets) AS
+                        SELECT e.position,
+                            group_concat(coalesce(p.value ->> '$.text', p.value ->> '$.file.name'), char(10)),
+                            'c' || e.conversation_pk
+                                || CASE WHEN max(p.value ->> '$.type' = 'file') THEN ' file' ELSE '' END
+                        FROM events e JOIN json_each(CAST(e.body AS TEXT), '$.payload.parts') p
+                        WHERE e.message_index IS NOT NULL
+                        GROUP BY e.position
+                        HAVING group_concat(coalesce(p.value ->> '$.text', p.value ->> '$.file.name')) IS NOT NULL
+                            OR max(p.value ->> '$.type' = 'file');
+                    ALTER TABLE log_state ADD COLUMN search_key TEXT;
+                    UPDATE log_state SET search_key = lower(hex(randomblob(16)));
                     """
             )
         }

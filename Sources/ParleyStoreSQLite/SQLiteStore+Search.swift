@@ -3,82 +3,141 @@ import GRDB
 import ParleyProtocol
 import ParleyStore
 
-// Message search on SQLite: an FTS5 index filed from the log after the commit.
+// Message search on SQLite: an FTS5 index in a file of its own, filed from the log after the commit.
 //
-// `message_search` is a contentless FTS5 table (it keeps the index, not a copy of the text): a message's row has the
-// rowid of its `sent` event in the log, its words (``MessageSearch/words(of:)``) and its facets (`c<conversation pk>`,
-// and `file` when it carries one), which make the conversation and has-a-file filters part of the index's own search.
-// New messages are filed in bulk after their commit (``fileSearchIndex(limit:)``, called by the server's
-// `SearchIndexer`): filed with every message, each commit would write an FTS segment of its own, several pages a
-// message on the send path. `log_state.searched_through` is the last log position filed. An edit or a deletion of a
-// message already filed takes its old words out of the index in its own transaction (a contentless table is told the
-// exact words to remove, and only the writer knows them before the rewrite) and files the new ones, so the index never
-// finds a message by words it no longer has.
+// `message_search` (in `<database>-search.sqlite`, attached to the store's readers as `search`) has one row per message:
+// the rowid of its `sent` event in the log, its text parts and files' names as the view `message_text` reads them
+// from the event's body (FTS5's `unicode61` tokenizer splits, lowercases and removes diacritics), and its facets
+// (`c<conversation pk>`, and `file` when it carries one), which make the conversation and has-a-file filters part of
+// the index's own search. `search_state.searched_through` is the last log position filed.
+//
+// The index is its own database so that filing it never holds the messages' writer: one SQLite file has one writer,
+// and filing (FTS5's tokenizing, its segments and their merges) in the messages' file doubled p99 in `parley-bench
+// rooms` (docs/BENCHMARKS.md, "Search"). It is filed in bulk after the commit (``fileSearchIndex(limit:)``, called by
+// the server's `SearchIndexer`): a `sent` event files its message as its body is then; an `update` or `delete` event
+// files its message again (its row is replaced, or removed once deleted). Edits and deletions reach the index with
+// the same lag as new messages; a deleted message is never answered meanwhile (its tombstone is left out). The index
+// is derived: made again from the log when it is missing, or made for another database (`log_state.search_key`).
 
 extension SQLiteStore {
-    /// The words and facets of a message's row in `message_search`; nil when it has none (a deleted message, or one
-    /// with neither words nor a file).
-    static func searchRow(of message: Message, conversationPK: Int64) -> (words: String, facets: String)? {
-        let words = MessageSearch.words(of: message)
-        let hasFile = MessageSearch.hasFile(message)
-        guard !words.isEmpty || hasFile else { return nil }
-        return (words, "c\(conversationPK)" + (hasFile ? " file" : ""))
+    /// The search index's file beside the database at `path` (`parley.sqlite` → `parley-search.sqlite`).
+    static func searchIndexPath(for path: String) -> String {
+        let url = URL(fileURLWithPath: path)
+        let name = url.deletingPathExtension().lastPathComponent + "-search.sqlite"
+        return url.deletingLastPathComponent().appendingPathComponent(name).path
     }
 
-    /// The last log position filed in `message_search`.
-    static func searchedThrough(_ db: Database) throws -> Int64 {
-        try Int64.fetchOne(db.cachedStatement(sql: "SELECT searched_through FROM log_state WHERE id = 1")) ?? 0
-    }
-
-    static func insertSearchRow(_ db: Database, position: Int64, message: Message, conversationPK: Int64) throws {
-        guard let row = searchRow(of: message, conversationPK: conversationPK) else { return }
-        try db.cachedStatement(sql: "INSERT INTO message_search (rowid, words, facets) VALUES (?, ?, ?)")
-            .execute(arguments: [position, row.words, row.facets])
-    }
-
-    /// A message at `position` changes from `old` to `new` (an edit or a deletion, in the writer's transaction): when
-    /// it is filed already, its old row leaves the index and its new one (if any) is filed.
-    static func refileSearchRow(
-        _ db: Database, position: Int64, conversationPK: Int64, old: Message, new: Message
-    ) throws {
-        guard position <= (try searchedThrough(db)) else { return }  // filed later, as it is then
-        if let row = searchRow(of: old, conversationPK: conversationPK) {
-            try db.cachedStatement(
-                sql: "INSERT INTO message_search (message_search, rowid, words, facets) VALUES ('delete', ?, ?, ?)"
-            ).execute(arguments: [position, row.words, row.facets])
+    /// Opens (or makes) the search index's file, in WAL mode so the store's readers search while it is filed.
+    static func openSearchIndex(path: String) throws -> DatabaseQueue {
+        var configuration = Configuration()
+        configuration.busyMode = .polling(seconds: 10)
+        configuration.prepareDatabase { db in
+            try db.execute(sql: "PRAGMA journal_mode = WAL")
+            try db.execute(sql: "PRAGMA synchronous = NORMAL")
         }
-        try insertSearchRow(db, position: position, message: new, conversationPK: conversationPK)
+        let queue = try DatabaseQueue(path: path, configuration: configuration)
+        try queue.write { db in
+            try db.execute(
+                sql: """
+                    CREATE VIRTUAL TABLE IF NOT EXISTS message_search USING fts5(
+                        words, facets, tokenize = 'unicode61 remove_diacritics 2'
+                    );
+                    CREATE TABLE IF NOT EXISTS search_state (
+                        id INTEGER PRIMARY KEY CHECK (id = 1),
+                        searched_through INTEGER NOT NULL,
+                        search_key TEXT
+                    );
+                    INSERT OR IGNORE INTO search_state (id, searched_through, search_key) VALUES (1, 0, NULL);
+                    """
+            )
+        }
+        return queue
     }
 
+    /// Empties the search index when it was made for another database, or for a later state of this one (a backup
+    /// restored beside it): positions it holds may name other messages here.
+    static func matchSearchIndex(_ index: DatabaseQueue, to pool: DatabasePool) throws {
+        let (key, last) = try pool.read { db in
+            (
+                try String.fetchOne(db, sql: "SELECT search_key FROM log_state WHERE id = 1"),
+                try lastLogPosition(db)
+            )
+        }
+        try index.write { db in
+            let row = try Row.fetchOne(db, sql: "SELECT searched_through, search_key FROM search_state WHERE id = 1")
+            let through: Int64 = row?[0] ?? 0
+            let filedFor: String? = row?[1]
+            guard filedFor != key || through > last else { return }
+            try db.execute(sql: "DELETE FROM message_search")
+            try db.execute(
+                sql: "UPDATE search_state SET searched_through = 0, search_key = ? WHERE id = 1", arguments: [key]
+            )
+        }
+    }
+
+    /// Files the log's next `limit` events past `searched_through` in the index; returns how many events it looked at
+    /// (fewer than `limit`: it reached the log's end). Reads the log on a reader and writes the index's own file: the
+    /// messages' writer never waits for it.
     public func fileSearchIndex(limit: Int) async throws -> Int {
-        try await pool.write { db in
-            let through = try Self.searchedThrough(db)
-            let rows = try Row.fetchAll(
+        let through = try await searchIndex.read { db in
+            try Int64.fetchOne(db, sql: "SELECT searched_through FROM search_state WHERE id = 1") ?? 0
+        }
+        let (count, end, rows, refiled) = try await pool.read { db in
+            let events = try Row.fetchAll(
                 db.cachedStatement(
                     sql: """
-                        SELECT position, conversation_pk, body FROM events
-                        WHERE position > ? AND message_index IS NOT NULL ORDER BY position LIMIT ?
+                        SELECT position, conversation_pk, message_index, message_id FROM events WHERE position > ?
+                        ORDER BY position LIMIT ?
                         """
                 ),
                 arguments: [through, limit]
             )
-            let decoder = JSONDecoder()
-            for row in rows {
-                let body: Data = row[2]
-                try Self.insertSearchRow(
-                    db, position: row[0], message: try MessageLifecycle.message(in: body, decoder: decoder),
-                    conversationPK: row[1]
+            let end: Int64 = events.last?[0] ?? through
+            // The messages stored in the range, as their bodies are now.
+            let rows = try Row.fetchAll(
+                db.cachedStatement(
+                    sql: "SELECT position, words, facets FROM message_text WHERE position > ? AND position <= ?"
+                ),
+                arguments: [through, end]
+            ).map { (position: $0[0] as Int64, words: $0[1] as String?, facets: $0[2] as String) }
+            // Messages filed before the range that an event of the range changed (an edit, a deletion): filed again.
+            var refiled: [Int64: (words: String?, facets: String)?] = [:]
+            for event in events where event[2] as Int64? == nil {
+                guard let messageId: String = event[3] else { continue }
+                let conversationPK: Int64 = event[1]
+                guard
+                    let seq = try Self.messageEventSeqs(db, conversationPK: conversationPK, messageId: messageId).first,
+                    let position = try Int64.fetchOne(
+                        db.cachedStatement(sql: "SELECT position FROM events WHERE conversation_pk = ? AND seq = ?"),
+                        arguments: [conversationPK, seq]
+                    ),
+                    position <= through
+                else { continue }
+                let now = try Row.fetchOne(
+                    db.cachedStatement(sql: "SELECT words, facets FROM message_text WHERE position = ?"),
+                    arguments: [position]
                 )
+                refiled[position] = now.map { (words: $0[0] as String?, facets: $0[1] as String) }
             }
-            // A short page filed everything there was: the position moves to the log's end (past the events that are
-            // not messages).
-            let end = rows.count < limit ? try Self.lastLogPosition(db) : rows.last.map { $0[0] as Int64 } ?? through
-            if end > through {
-                try db.cachedStatement(sql: "UPDATE log_state SET searched_through = ? WHERE id = 1")
-                    .execute(arguments: [end])
-            }
-            return rows.count
+            return (events.count, end, rows, refiled)
         }
+        guard end > through else { return count }
+        try await searchIndex.write { db in
+            for (position, now) in refiled {
+                try db.cachedStatement(sql: "DELETE FROM message_search WHERE rowid = ?").execute(arguments: [position])
+                if let now {
+                    try db.cachedStatement(sql: "INSERT INTO message_search (rowid, words, facets) VALUES (?, ?, ?)")
+                        .execute(arguments: [position, now.words, now.facets])
+                }
+            }
+            let insert = try db.cachedStatement(
+                sql: "INSERT INTO message_search (rowid, words, facets) VALUES (?, ?, ?)"
+            )
+            for row in rows { try insert.execute(arguments: [row.position, row.words, row.facets]) }
+            try db.cachedStatement(sql: "UPDATE search_state SET searched_through = ? WHERE id = 1")
+                .execute(arguments: [end])
+        }
+        return count
     }
 
     public func searchMessages(_ request: MessageSearchRequest) async throws -> MessageSearchPage {
@@ -95,10 +154,10 @@ extension SQLiteStore {
             if request.hasFile { match.append("facets : \"file\"") }
             guard !match.isEmpty else { return MessageSearchPage(messages: [], nextCursor: nil) }
             var sql = """
-                SELECT s.rowid, e.body FROM message_search s
+                SELECT s.rowid, e.body FROM search.message_search s
                 JOIN events e ON e.position = s.rowid
                 JOIN conversations c ON c.pk = e.conversation_pk
-                WHERE message_search MATCH ? AND c.app_id = ? AND c.deleted_at IS NULL
+                WHERE s.message_search MATCH ? AND c.app_id = ? AND c.deleted_at IS NULL
                 """
             var arguments: StatementArguments = [match.joined(separator: " AND "), request.appId]
             if let viewer = request.viewer {
@@ -136,10 +195,11 @@ extension SQLiteStore {
             }
             let rows = try Row.fetchAll(db, sql: sql, arguments: arguments)
             let decoder = JSONDecoder()
+            // A message deleted since it was filed waits for its refiling: its tombstone is left out meanwhile.
             let messages = try rows.map { row in
                 let body: Data = row[1]
                 return try MessageLifecycle.message(in: body, decoder: decoder)
-            }
+            }.filter { !$0.isDeleted }
             var next: SearchCursor?
             if rows.count == request.limit, let last = rows.last {
                 switch request.order {

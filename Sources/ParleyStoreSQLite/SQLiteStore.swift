@@ -37,6 +37,8 @@ public final class SQLiteStore: ParleyStore {
     let writerMemory = WriterMemory()
     /// The data directory's lock, when the store holds it (a server does); released by ``close()``.
     let lock: DataDirectoryLock?
+    /// The search index's own file (`SQLiteStore+Search.swift`), written by ``fileSearchIndex(limit:)`` alone.
+    let searchIndex: DatabaseQueue
 
     /// Opens (creating if needed) the database at `path` and migrates it to the current schema.
     ///
@@ -54,9 +56,13 @@ public final class SQLiteStore: ParleyStore {
     ) throws {
         try DatabaseIdentity.check(path: path, creation: creation)
         self.lock = lock
+        let searchPath = Self.searchIndexPath(for: path)
+        searchIndex = try Self.openSearchIndex(path: searchPath)
         var configuration = Configuration()
         configuration.busyMode = .polling(seconds: 10)
         configuration.prepareDatabase { db in
+            // The search index (`SQLiteStore+Search.swift`), for the readers' searches.
+            try db.execute(sql: "ATTACH DATABASE ? AS search", arguments: [searchPath])
             // WAL with synchronous=NORMAL is durable across process crashes; a power loss may lose the last
             // transactions but never corrupts the file.
             try db.execute(sql: "PRAGMA synchronous = NORMAL")
@@ -84,6 +90,7 @@ public final class SQLiteStore: ParleyStore {
             // The log's tail after a crash (or the whole log after the migration to it) is filed before any lookup.
             try Self.indexLogTail(db)
         }
+        try Self.matchSearchIndex(searchIndex, to: pool)
         checkpointer = try WALCheckpointer(
             path: path, threshold: checkpointThreshold, restartThreshold: restartThreshold
         )
@@ -116,6 +123,7 @@ public final class SQLiteStore: ParleyStore {
         _ = try? await pool.writeWithoutTransaction { db in try db.checkpoint(.truncate) }
         defer { lock?.release() }
         try pool.close()
+        try searchIndex.close()
     }
 
     // MARK: Apps

@@ -9,13 +9,13 @@ import ServiceLifecycle
 /// (``messagesStored()``).
 ///
 /// After filing it waits ``interval`` before it looks again: at a high rate it files a few hundred messages a few
-/// times a second, and a report meanwhile only sets a flag (no wake-up per batch). It files ``chunk`` messages per
-/// call, each a short write transaction between the writer's batches. A message is searchable at most ``interval``
-/// and the time to file what came before it after its commit. A failure is logged and tried again an ``interval``
-/// later.
+/// times a second, and a report meanwhile only sets a flag (no wake-up per batch). It files ``chunk`` events per
+/// call (SQLite: a read of the log, then a write of the index's own file, so the messages' writer never waits for it).
+/// A message, an edit or a deletion reaches the index at most ``interval`` and the time to file what came before it
+/// after its commit. A failure is logged and tried again an ``interval`` later.
 final class SearchIndexer: Service {
-    /// Messages filed per call.
-    static let chunk = 128
+    /// Events of the log filed per call.
+    static let chunk = 512
 
     let store: any ParleyStore
     let interval: Duration
@@ -61,7 +61,7 @@ final class SearchIndexer: Service {
     @discardableResult
     func fileWaiting() async -> Bool {
         var filed = 0
-        defer { if filed > Self.chunk { logger.info("Search: filed \(filed) messages") } }
+        defer { if filed > Self.chunk * 20 { logger.info("Search: filed \(filed) events") } }
         do {
             while !stopping.withLockedValue({ $0 }), !Task.isCancelled {
                 let count = try await store.fileSearchIndex(limit: Self.chunk)
