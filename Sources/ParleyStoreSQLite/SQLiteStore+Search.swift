@@ -122,7 +122,10 @@ extension SQLiteStore {
             return (events.count, end, rows, refiled)
         }
         guard end > through else { return count }
-        try await searchIndex.write { db in
+        let filed = try await searchIndex.write { db in
+            // Another call (the server's indexer, or an operator's) filed the range meanwhile: nothing to do here.
+            guard try Int64.fetchOne(db, sql: "SELECT searched_through FROM search_state WHERE id = 1") == through
+            else { return false }
             for (position, now) in refiled {
                 try db.cachedStatement(sql: "DELETE FROM message_search WHERE rowid = ?").execute(arguments: [position])
                 if let now {
@@ -136,8 +139,10 @@ extension SQLiteStore {
             for row in rows { try insert.execute(arguments: [row.position, row.words, row.facets]) }
             try db.cachedStatement(sql: "UPDATE search_state SET searched_through = ? WHERE id = 1")
                 .execute(arguments: [end])
+            return true
         }
-        return count
+        // Raced: asked again from where the other call ended.
+        return filed ? count : limit
     }
 
     public func searchMessages(_ request: MessageSearchRequest) async throws -> MessageSearchPage {

@@ -61,12 +61,15 @@ public final class SQLiteStore: ParleyStore {
         var configuration = Configuration()
         configuration.busyMode = .polling(seconds: 10)
         configuration.prepareDatabase { db in
-            // The search index (`SQLiteStore+Search.swift`), for the readers' searches.
-            try db.execute(sql: "ATTACH DATABASE ? AS search", arguments: [searchPath])
             // WAL with synchronous=NORMAL is durable across process crashes; a power loss may lose the last
             // transactions but never corrupts the file.
             try db.execute(sql: "PRAGMA synchronous = NORMAL")
-            guard !db.configuration.readonly else { return }
+            guard !db.configuration.readonly else {
+                // The search index (`SQLiteStore+Search.swift`), for the readers' searches. Never on the writer: its
+                // `BEGIN IMMEDIATE` would take the index's write lock too, and the indexer's filing would hold it off.
+                try db.execute(sql: "ATTACH DATABASE ? AS search", arguments: [searchPath])
+                return
+            }
             // The writer (one connection) touches the end of every active conversation in the (conversation, seq)
             // index, and the filed id tables at random places when clients' ids are not time-ordered: a cache a
             // little larger than SQLite's default 2 MB keeps a large batch of sends from evicting pages it needs again and spilling dirty ones to the WAL before its

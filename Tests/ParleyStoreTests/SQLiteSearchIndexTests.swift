@@ -99,3 +99,30 @@ import Testing
         try await store.close()
     }
 }
+
+extension SQLiteSearchIndexTests {
+    @Test func twoFilersAtOnceFileEveryMessageOnce() async throws {
+        let directory = try TemporaryDirectory(prefix: "parley-search-d")
+        let store = try await Self.store(in: directory, texts: (0..<700).map { "word \($0)" })
+        @Sendable func fileAll() async throws {
+            while try await store.fileSearchIndex(limit: 64) == 64 {}
+        }
+        async let first: Void = fileAll()
+        async let second: Void = fileAll()
+        _ = try await (first, second)
+        var seen: [String] = []
+        var cursor: String?
+        repeat {
+            let page = try await store.searchMessages(
+                MessageSearchRequest(
+                    appId: Self.appId, viewer: "alice", query: SearchQuery(terms: [.word("word", prefix: false)]),
+                    cursor: cursor, limit: 200
+                )
+            )
+            seen += page.messages.map(\.text)
+            cursor = page.nextCursor
+        } while cursor != nil
+        #expect(seen.count == 700 && Set(seen).count == 700)
+        try await store.close()
+    }
+}
