@@ -533,6 +533,30 @@ extension ParleyClient {
         }
     }
 
+    /// A page of a conversation's history opened at message `seq` (a push's or a mention's): about half of `limit` at
+    /// or before it and the rest after it, in ascending order. `nextCursor` leads to the older page
+    /// (``fetchMessages(conversationId:limit:cursor:)``), `newerCursor` to the newer one
+    /// (``fetchMessages(conversationId:after:limit:)``).
+    public func fetchMessages(conversationId: String, around seq: Int64, limit: Int = 50) async throws -> MessagePage {
+        _ = try requireSession()
+        return try await rest.call {
+            try await $0.listMessages(
+                path: .init(conversationId: conversationId), query: .init(limit: limit, around: seq)
+            ).ok.body.json
+        }
+    }
+
+    /// The messages after position `seq` (a page's `newerCursor`), oldest first, with the `newerCursor` of the next
+    /// page while there are more.
+    public func fetchMessages(conversationId: String, after seq: Int64, limit: Int = 50) async throws -> MessagePage {
+        _ = try requireSession()
+        return try await rest.call {
+            try await $0.listMessages(
+                path: .init(conversationId: conversationId), query: .init(limit: limit, after: seq)
+            ).ok.body.json
+        }
+    }
+
     /// A page of the history with a user or of a conversation.
     public func fetchMessages(with receiver: Receiver, limit: Int = 50, cursor: String? = nil) async throws
         -> MessagePage

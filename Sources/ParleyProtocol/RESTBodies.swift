@@ -299,15 +299,22 @@ public struct MessagePage: Codable, Sendable, Hashable {
     public var messages: [Message]
     /// Pass as `cursor` to get the next older page; nil when there is nothing older.
     public var nextCursor: String?
+    /// History opened `around` or `after` a position: pass as `after` to get the next newer page; nil when there is
+    /// nothing newer (and on other pages).
+    public var newerCursor: String?
     /// The conversation's `lastSeq` when the page was read: the page includes every change up to it (history and
     /// threads only). A client that applies live events to the page applies those with a higher `seq`.
     public var lastSeq: Int64?
     /// The thread's first message (threads only).
     public var parent: Message?
     /// Creates a page.
-    public init(messages: [Message], nextCursor: String? = nil, lastSeq: Int64? = nil, parent: Message? = nil) {
+    public init(
+        messages: [Message], nextCursor: String? = nil, newerCursor: String? = nil, lastSeq: Int64? = nil,
+        parent: Message? = nil
+    ) {
         self.messages = messages
         self.nextCursor = nextCursor
+        self.newerCursor = newerCursor
         self.lastSeq = lastSeq
         self.parent = parent
     }

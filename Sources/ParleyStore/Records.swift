@@ -95,14 +95,19 @@ public struct StoredEvent: Sendable {
 public struct HistoryQuery: Sendable, Hashable {
     /// Only messages with a lower sequence number; nil for the newest.
     public var beforeSeq: Int64?
+    /// Only messages with a higher sequence number, oldest first (``beforeSeq`` is then ignored).
+    public var afterSeq: Int64?
     public var limit: Int
     /// Whose reactions count as `reacted` (nil: nobody's).
     public var viewer: String?
     /// Only the replies to this message (a thread); nil for the whole history.
     public var thread: String?
 
-    public init(beforeSeq: Int64? = nil, limit: Int, viewer: String? = nil, thread: String? = nil) {
+    public init(
+        beforeSeq: Int64? = nil, afterSeq: Int64? = nil, limit: Int, viewer: String? = nil, thread: String? = nil
+    ) {
         self.beforeSeq = beforeSeq
+        self.afterSeq = afterSeq
         self.limit = limit
         self.viewer = viewer
         self.thread = thread
@@ -111,7 +116,7 @@ public struct HistoryQuery: Sendable, Hashable {
 
 /// A page of history as read in one transaction.
 public struct MessageHistory: Sendable, Hashable {
-    /// Newest first, each in its latest state, with its thread summary and reactions as the viewer sees them.
+    /// Newest first (oldest first for ``HistoryQuery/afterSeq``), each in its latest state, with its thread summary and reactions as the viewer sees them.
     public var messages: [Message]
     /// The conversation's last sequence number in the same read: the page includes every change up to it.
     public var lastSeq: Int64

@@ -162,15 +162,24 @@ extension PostgresStore {
                     bodies = try await session.rows(
                         """
                         SELECT body FROM events WHERE conversation_pk = \(row.pk) AND thread_seq = \(stored.message.seq)
-                        AND seq < \(query.beforeSeq ?? Int64.max) ORDER BY seq DESC LIMIT \(query.limit)
+                        AND ((\(query.afterSeq == nil) AND seq < \(query.beforeSeq ?? Int64.max))
+                            OR seq > \(query.afterSeq ?? Int64.max))
+                        ORDER BY CASE WHEN \(query.afterSeq == nil) THEN -seq ELSE seq END LIMIT \(query.limit)
                         """
                     )
                 } else {
                     bodies = try await session.rows(
-                        """
-                        SELECT body FROM events WHERE conversation_pk = \(row.pk) AND seq < \(query.beforeSeq ?? Int64.max)
-                        AND message_index IS NOT NULL ORDER BY seq DESC LIMIT \(query.limit)
-                        """
+                        query.afterSeq.map { after in
+                            """
+                            SELECT body FROM events WHERE conversation_pk = \(row.pk) AND seq > \(after)
+                            AND message_index IS NOT NULL ORDER BY seq ASC LIMIT \(query.limit)
+                            """
+                        }
+                            ?? """
+                            SELECT body FROM events WHERE conversation_pk = \(row.pk)
+                            AND seq < \(query.beforeSeq ?? Int64.max)
+                            AND message_index IS NOT NULL ORDER BY seq DESC LIMIT \(query.limit)
+                            """
                     )
                 }
                 let decoder = JSONDecoder()

@@ -112,6 +112,12 @@ extension SQLiteStore {
 
     // MARK: Reads
 
+    /// A history page's range and order, with two parameters (the position, the limit): newest first before a
+    /// position, oldest first after one (``HistoryQuery/afterSeq``).
+    static func range(_ query: HistoryQuery) -> String {
+        query.afterSeq == nil ? "seq < ? ORDER BY seq DESC LIMIT ?" : "seq > ? ORDER BY seq ASC LIMIT ?"
+    }
+
     public func messages(appId: String, conversationId: String, query: HistoryQuery) async throws -> MessageHistory {
         try await pool.read { db in
             guard let row = try Self.fetchConversation(db, appId: appId, id: conversationId) else {
@@ -128,19 +134,20 @@ extension SQLiteStore {
                 bodies = try Data.fetchAll(
                     db,
                     sql: """
-                        SELECT body FROM events WHERE conversation_pk = ? AND thread_seq = ? AND seq < ?
-                        ORDER BY seq DESC LIMIT ?
+                        SELECT body FROM events WHERE conversation_pk = ? AND thread_seq = ? AND \(Self.range(query))
                         """,
-                    arguments: [row.pk, stored.message.seq, query.beforeSeq ?? Int64.max, query.limit]
+                    arguments: [
+                        row.pk, stored.message.seq, query.afterSeq ?? query.beforeSeq ?? Int64.max, query.limit,
+                    ]
                 )
             } else {
                 bodies = try Data.fetchAll(
                     db,
                     sql: """
-                        SELECT body FROM events WHERE conversation_pk = ? AND seq < ? AND message_index IS NOT NULL
-                        ORDER BY seq DESC LIMIT ?
+                        SELECT body FROM events WHERE conversation_pk = ? AND message_index IS NOT NULL
+                        AND \(Self.range(query))
                         """,
-                    arguments: [row.pk, query.beforeSeq ?? Int64.max, query.limit]
+                    arguments: [row.pk, query.afterSeq ?? query.beforeSeq ?? Int64.max, query.limit]
                 )
             }
             let messages = try bodies.map { try MessageLifecycle.message(in: $0, decoder: decoder) }

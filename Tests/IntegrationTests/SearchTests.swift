@@ -41,6 +41,22 @@ import Testing
         try await party.stop()
     }
 
+    @Test func theSDKOpensHistoryAtAFoundMessage() async throws {
+        let party = try await EventCatalogTests().party()
+        let group = try await party["alice"].createGroup(name: "Team", participants: ["bob"])
+        var sent: [Message] = []
+        for index in 1...7 {
+            sent.append(try await party["bob"].sendTextMessage("note \(index)", to: .conversation(group.id)))
+        }
+        let page = try await party["alice"].fetchMessages(conversationId: group.id, around: sent[3].seq, limit: 3)
+        #expect(page.messages.map(\.text) == ["note 3", "note 4", "note 5"])
+        let newer = try await party["alice"].fetchMessages(
+            conversationId: group.id, after: Int64(try #require(page.newerCursor))!, limit: 10
+        )
+        #expect(newer.messages.map(\.text) == ["note 6", "note 7"] && newer.newerCursor == nil)
+        try await party.stop()
+    }
+
     @Test(.enabled(if: CLIBinary.isAvailable, "needs the parley binary")) func theCLIShowsWhatItFoundMarked()
         async throws
     {

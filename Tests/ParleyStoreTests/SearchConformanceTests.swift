@@ -185,3 +185,28 @@ extension StoreConformanceTests {
         }
     }
 }
+
+/// History after a position (jump to a message, docs/PROTOCOL.md "Pagination"), on every backend.
+extension StoreConformanceTests {
+    @Test(arguments: Backend.allCases) func historyAfterAPositionIsOldestFirst(_ backend: Backend) async throws {
+        let store = try await prepared(backend)
+        _ = try await group(store, members: ["bob"])  // seq 1-3
+        var sent: [Message] = []
+        for index in 1...5 { sent.append(try await say(store, "m\(index)", from: "bob", at: Int64(100 + index))) }
+        let reply = try await message(store, from: "alice", text: "r1", replyTo: sent[0].id, at: 200)
+        let after = try await store.messages(
+            appId: Self.appId, conversationId: "c_g", query: HistoryQuery(afterSeq: sent[1].seq, limit: 3)
+        )
+        #expect(after.messages.map(\.text) == ["m3", "m4", "m5"])
+        let rest = try await store.messages(
+            appId: Self.appId, conversationId: "c_g", query: HistoryQuery(afterSeq: sent[4].seq, limit: 3)
+        )
+        #expect(rest.messages.map(\.text) == ["r1"])
+        let thread = try await store.messages(
+            appId: Self.appId, conversationId: "c_g",
+            query: HistoryQuery(afterSeq: 0, limit: 10, thread: sent[0].id)
+        )
+        #expect(thread.messages.map(\.id) == [reply.id] && thread.parent?.id == sent[0].id)
+        #expect(after.lastSeq == reply.seq)
+    }
+}

@@ -108,11 +108,74 @@ extension APIHandler {
     }
 
     func listMessages(_ input: Operations.ListMessages.Input) async throws -> Operations.ListMessages.Output {
+        let caller = try await authenticator.caller(credentials)
+        let query = input.query
+        guard query.around != nil || query.after != nil else {
+            let page = try await history(
+                caller, conversationId: input.path.conversationId, thread: nil, limit: query.limit,
+                cursor: query.cursor
+            )
+            return .ok(.init(body: .json(page)))
+        }
+        guard query.cursor == nil, query.around == nil || query.after == nil else {
+            throw DomainError(.badRequest, "`around`, `after` and `cursor` exclude each other.")
+        }
         let page = try await history(
-            try await authenticator.caller(credentials), conversationId: input.path.conversationId, thread: nil,
-            limit: input.query.limit, cursor: input.query.cursor
+            caller, conversationId: input.path.conversationId, around: query.around, after: query.after,
+            limit: query.limit
         )
         return .ok(.init(body: .json(page)))
+    }
+
+    /// A page of history opened at a position: `around` it (half of `limit` at or before it, the rest after), or the
+    /// messages `after` it; ascending, with the cursors of the older and the newer page.
+    func history(_ caller: Caller, conversationId: String, around: Int64?, after: Int64?, limit: Int?) async throws
+        -> MessagePage
+    {
+        let limit = try Self.pageSize(limit)
+        if let around, !(1..<Int64.max).contains(around) {
+            throw DomainError(.badRequest, "`around` must be 1 or more.")
+        }
+        try InputRules.position(after, "after")
+        _ = try await visibleConversation(caller, conversationId: conversationId)
+        let viewer: String
+        if case .user(let principal) = caller { viewer = principal.uid } else { viewer = "" }
+        var older: MessageHistory?
+        var newerFrom = after ?? 0
+        if let around {
+            let half = (limit + 1) / 2
+            older = try await store.messages(
+                appId: caller.appId, conversationId: conversationId,
+                query: HistoryQuery(beforeSeq: around + 1, limit: half, viewer: viewer)
+            )
+            newerFrom = around
+        }
+        var olderMessages = older?.messages ?? []
+        let newerLimit = limit - olderMessages.count
+        let newer = try await store.messages(
+            appId: caller.appId, conversationId: conversationId,
+            query: HistoryQuery(afterSeq: newerFrom, limit: newerLimit, viewer: viewer)
+        )
+        var olderFull = older != nil && olderMessages.count == (limit + 1) / 2
+        // Near the end: the page is filled with older messages instead.
+        if olderFull, newer.messages.count < newerLimit, let lowest = olderMessages.last?.seq {
+            let more = limit - olderMessages.count - newer.messages.count
+            let earlier = try await store.messages(
+                appId: caller.appId, conversationId: conversationId,
+                query: HistoryQuery(beforeSeq: lowest, limit: more, viewer: viewer)
+            )
+            olderMessages += earlier.messages
+            olderFull = earlier.messages.count == more
+        }
+        let olderCursor = olderFull ? olderMessages.last.map { String($0.seq) } : nil
+        // (A page of one message around a position is all "older": its newer page starts after that position.)
+        let newerCursor =
+            newer.messages.count == newerLimit ? (newer.messages.last?.seq ?? newerFrom).description : nil
+        return MessagePage(
+            messages: olderMessages.reversed() + newer.messages, nextCursor: olderCursor, newerCursor: newerCursor,
+            // The page includes every change up to the earlier of its two reads.
+            lastSeq: min(older?.lastSeq ?? newer.lastSeq, newer.lastSeq)
+        )
     }
 
     /// A page of history or of a thread, for a participant or the app's server: ascending, with the cursor of the

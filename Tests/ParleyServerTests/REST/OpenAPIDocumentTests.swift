@@ -163,7 +163,8 @@ import Yams
                 EditMessageRequest(parts: [.text("fixed")])
             ),
             (
-                "MessagePage", MessagePage(messages: [message], nextCursor: "4", lastSeq: 9, parent: message),
+                "MessagePage",
+                MessagePage(messages: [message], nextCursor: "4", newerCursor: "9", lastSeq: 9, parent: message),
                 MessagePage(messages: [])
             ),
             ("TextRange", TextRange(start: 4, length: 9), TextRange(start: 0, length: 0)),

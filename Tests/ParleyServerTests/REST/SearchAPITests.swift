@@ -124,3 +124,45 @@ import Testing
         try await setup.server.stop()
     }
 }
+
+/// History opened at a message (`around`) and read forward (`after`): docs/PROTOCOL.md, "Pagination".
+extension SearchAPITests {
+    @Test func historyOpensAroundAMessageAndPagesBothWays() async throws {
+        let setup = try await setup()
+        var sent: [Message] = []
+        for index in 1...9 { sent.append(try await setup.send("m\(index)", in: setup.group, as: "bob")) }
+        let path = "/v1/conversations/\(setup.group)/messages"
+        let token = setup.tokens["alice"]
+        let around = try await setup.server.request("GET", path + "?around=\(sent[4].seq)&limit=4", token: token)
+            .decode(MessagePage.self)
+        #expect(around.messages.map(\.text) == ["m4", "m5", "m6", "m7"])
+        #expect(around.lastSeq == sent[8].seq)
+        let older = try await setup.server.request(
+            "GET", path + "?cursor=\(try #require(around.nextCursor))&limit=10", token: token
+        ).decode(MessagePage.self)
+        #expect(older.messages.map(\.text).suffix(3) == ["m1", "m2", "m3"])
+        let newer = try await setup.server.request(
+            "GET", path + "?after=\(try #require(around.newerCursor))&limit=2", token: token
+        ).decode(MessagePage.self)
+        #expect(newer.messages.map(\.text) == ["m8", "m9"] && newer.newerCursor != nil && newer.nextCursor == nil)
+        let end = try await setup.server.request(
+            "GET", path + "?after=\(try #require(newer.newerCursor))", token: token
+        ).decode(MessagePage.self)
+        #expect(end.messages.isEmpty && end.newerCursor == nil)
+        // The newest message: everything before it, nothing after.
+        let last = try await setup.server.request("GET", path + "?around=\(sent[8].seq)&limit=6", token: token)
+            .decode(MessagePage.self)
+        #expect(last.messages.map(\.text) == ["m4", "m5", "m6", "m7", "m8", "m9"] && last.newerCursor == nil)
+
+        for query in [
+            "around=0", "around=-3", "after=-1", "around=5&after=5", "around=5&cursor=9", "around=x",
+            "around=9223372036854775807",
+        ] {
+            let answer = try await setup.server.request("GET", path + "?" + query, token: token)
+            #expect(answer.status == 400 && answer.errorCode == .badRequest, "\(query): \(answer.status)")
+        }
+        let outsider = try await setup.server.request("GET", path + "?around=3", token: setup.tokens["erin"])
+        #expect(outsider.status == 404 && outsider.errorCode == .conversationNotFound)
+        try await setup.server.stop()
+    }
+}
