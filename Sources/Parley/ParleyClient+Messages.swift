@@ -525,12 +525,7 @@ extension ParleyClient {
     public func fetchMessages(conversationId: String, limit: Int = 50, cursor: String? = nil) async throws
         -> MessagePage
     {
-        _ = try requireSession()
-        return try await rest.call {
-            try await $0.listMessages(
-                path: .init(conversationId: conversationId), query: .init(limit: limit, cursor: cursor)
-            ).ok.body.json
-        }
+        try await history(conversationId, .init(limit: limit, cursor: cursor))
     }
 
     /// A page of a conversation's history opened at message `seq` (a push's or a mention's): about half of `limit` at
@@ -538,22 +533,21 @@ extension ParleyClient {
     /// (``fetchMessages(conversationId:limit:cursor:)``), `newerCursor` to the newer one
     /// (``fetchMessages(conversationId:after:limit:)``).
     public func fetchMessages(conversationId: String, around seq: Int64, limit: Int = 50) async throws -> MessagePage {
-        _ = try requireSession()
-        return try await rest.call {
-            try await $0.listMessages(
-                path: .init(conversationId: conversationId), query: .init(limit: limit, around: seq)
-            ).ok.body.json
-        }
+        try await history(conversationId, .init(limit: limit, around: seq))
     }
 
     /// The messages after position `seq` (a page's `newerCursor`), oldest first, with the `newerCursor` of the next
     /// page while there are more.
     public func fetchMessages(conversationId: String, after seq: Int64, limit: Int = 50) async throws -> MessagePage {
+        try await history(conversationId, .init(limit: limit, after: seq))
+    }
+
+    private func history(_ conversationId: String, _ query: Operations.ListMessages.Input.Query) async throws
+        -> MessagePage
+    {
         _ = try requireSession()
         return try await rest.call {
-            try await $0.listMessages(
-                path: .init(conversationId: conversationId), query: .init(limit: limit, after: seq)
-            ).ok.body.json
+            try await $0.listMessages(path: .init(conversationId: conversationId), query: query).ok.body.json
         }
     }
 

@@ -41,15 +41,16 @@ public struct MessageSearchFilter: Sendable, Hashable {
 extension ParleyClient {
     /// Finds messages by their words in the conversations you are in: every word must be in a message (case and
     /// accents do not matter), a quoted phrase's words in that order, and the last word you typed is matched as a
-    /// prefix (`meet` finds "meeting") unless it ends with a space. Deleted messages, words an edit replaced and the
-    /// messages of users you block are never found. Pass the answer's `nextCursor` for the next page.
+    /// prefix (`meet` finds "meeting") unless it ends with a space. Deleted messages and the messages of users you
+    /// block are never found; the words an edit replaced stop finding the message within the index's lag. Pass the
+    /// answer's `nextCursor` for the next page.
     ///
     /// ```swift
     /// let found = try await client.searchMessages("quarterly report", filter: .init(conversationId: groupId))
     /// for result in found.results { print(result.snippet?.text ?? result.message.text) }
     /// ```
     ///
-    /// A message is found within a quarter of a second of being sent (docs/PROTOCOL.md, "Search").
+    /// A message is found within about a quarter of a second of being sent (docs/PROTOCOL.md, "Search").
     public func searchMessages(
         _ text: String, filter: MessageSearchFilter = .init(), order: MessageSearchOrder = .newest, limit: Int = 50,
         cursor: String? = nil
