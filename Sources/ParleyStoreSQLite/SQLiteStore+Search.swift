@@ -54,6 +54,19 @@ extension SQLiteStore {
         return queue
     }
 
+    /// Opens the search index's file, or, when it cannot be opened as one (damaged, or not a database), removes it and
+    /// makes it again: it is derived from the log, and must never keep the server from starting.
+    static func openOrRemakeSearchIndex(path: String) throws -> DatabaseQueue {
+        do {
+            let index = try openSearchIndex(path: path)
+            try index.read { db in _ = try Int64.fetchOne(db, sql: "SELECT count(*) FROM message_search LIMIT 1") }
+            return index
+        } catch {
+            for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
+            return try openSearchIndex(path: path)
+        }
+    }
+
     /// Empties the search index when it was made for another database, or for a later state of this one (a backup
     /// restored beside it): positions it holds may name other messages here.
     static func matchSearchIndex(_ index: DatabaseQueue, to pool: DatabasePool) throws {

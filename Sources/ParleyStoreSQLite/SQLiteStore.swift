@@ -57,7 +57,7 @@ public final class SQLiteStore: ParleyStore {
         try DatabaseIdentity.check(path: path, creation: creation)
         self.lock = lock
         let searchPath = Self.searchIndexPath(for: path)
-        searchIndex = try Self.openSearchIndex(path: searchPath)
+        searchIndex = try Self.openOrRemakeSearchIndex(path: searchPath)
         var configuration = Configuration()
         configuration.busyMode = .polling(seconds: 10)
         configuration.prepareDatabase { db in

@@ -126,3 +126,19 @@ extension SQLiteSearchIndexTests {
         try await store.close()
     }
 }
+
+extension SQLiteSearchIndexTests {
+    @Test func aDamagedIndexIsMadeAgainAndNeverStopsTheStore() async throws {
+        let directory = try TemporaryDirectory(prefix: "parley-search-e")
+        let store = try await Self.store(in: directory, texts: ["kiwi one", "kiwi two"])
+        try await store.close()
+        for suffix in ["-wal", "-shm"] {
+            try? FileManager.default.removeItem(atPath: directory.path + "/parley-search.sqlite" + suffix)
+        }
+        try Data(repeating: 0x5A, count: 8192).write(to: URL(fileURLWithPath: directory.path + "/parley-search.sqlite"))
+        let reopened = try SQLiteStore(path: directory.path + "/parley.sqlite")
+        while try await reopened.fileSearchIndex(limit: 100) == 100 {}
+        #expect(try await Self.found(reopened, "kiwi").count == 2)
+        try await reopened.close()
+    }
+}
