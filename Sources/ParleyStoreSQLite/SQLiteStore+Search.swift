@@ -20,6 +20,9 @@ import ParleyStore
 // is derived: made again from the log when it is missing, or made for another database (`log_state.search_key`).
 
 extension SQLiteStore {
+    /// Most conversations of a user whose facets a search names (more: the matches are walked and checked instead).
+    static let searchFacetConversations = 64
+
     /// The search index's file beside the database at `path` (`parley.sqlite` → `parley-search.sqlite`).
     static func searchIndexPath(for path: String) -> String {
         let url = URL(fileURLWithPath: path)
@@ -168,6 +171,17 @@ extension SQLiteStore {
                     return MessageSearchPage(messages: [], nextCursor: nil)
                 }
                 match.append("facets : \"c\(row.pk)\"")
+            } else if let viewer = request.viewer {
+                // A user in a few conversations: the index keeps to them itself (their facets' lists are merged with
+                // the words'), instead of walking every match in the app for the few that are theirs.
+                let conversations = try Int64.fetchAll(
+                    db.cachedStatement(sql: "SELECT conversation_pk FROM participants WHERE uid = ? LIMIT ?"),
+                    arguments: [viewer, Self.searchFacetConversations + 1]
+                )
+                if conversations.count <= Self.searchFacetConversations {
+                    guard !conversations.isEmpty else { return MessageSearchPage(messages: [], nextCursor: nil) }
+                    match.append("facets : (" + conversations.map { "\"c\($0)\"" }.joined(separator: " OR ") + ")")
+                }
             }
             if request.hasFile { match.append("facets : \"file\"") }
             guard !match.isEmpty else { return MessageSearchPage(messages: [], nextCursor: nil) }

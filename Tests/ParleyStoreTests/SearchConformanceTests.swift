@@ -210,3 +210,17 @@ extension StoreConformanceTests {
         #expect(after.lastSeq == reply.seq)
     }
 }
+
+extension StoreConformanceTests {
+    /// A user in more conversations than a search names one by one (SQLite: 64) still finds only theirs.
+    @Test(arguments: Backend.allCases) func aUserInManyConversationsFindsOnlyTheirs(_ backend: Backend) async throws {
+        let store = try await prepared(backend)
+        for index in 0..<70 { _ = try await group(store, id: "c_\(index)", members: ["bob"]) }
+        _ = try await group(store, id: "c_other", owner: "carol", members: ["dave"])
+        _ = try await say(store, "needle of carol", from: "dave", in: "c_other", at: 100)
+        for index in [0, 33, 69] { _ = try await say(store, "needle \(index)", from: "bob", in: "c_\(index)", at: 200) }
+        #expect(Set(try await found(store, "needle")) == ["needle 0", "needle 33", "needle 69"])
+        #expect(try await found(store, "needle", viewer: "carol") == ["needle of carol"])
+        #expect(try await found(store, "needle", viewer: "erin").isEmpty, "no conversation, nothing found")
+    }
+}
