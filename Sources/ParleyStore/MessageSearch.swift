@@ -1,14 +1,13 @@
 import Foundation
 import ParleyProtocol
 
-/// Message search: what a message is found by, how a query is read, and the snippet shown with a result. Pure: both
-/// stores give the words this computes to their engine's own index (SQLite FTS5, PostgreSQL's text search) and ask it
-/// with the query this writes, so the two find the same messages.
+/// Message search: how a query is read, how PostgreSQL's words are folded, the pages of results and the snippet
+/// shown with one. Pure. SQLite's FTS5 reads a message's text itself (the view `message_text`) and folds it with its
+/// own tokenizer; PostgreSQL gets the words this computes (``words(of:)``).
 ///
 /// A message's **words** are the letters and digits of its text parts and of its files' names, lowercased, with
-/// diacritics removed (`é` finds `e` and `e` finds `é`), split wherever something else stands between them
-/// (``words(of:)``). A script written without spaces (Chinese, Japanese, Thai) is one word per run of characters.
-/// A deleted message has no words.
+/// diacritics removed (`é` finds `e` and `e` finds `é`), split wherever something else stands between them. A script
+/// written without spaces (Chinese, Japanese, Thai) is one word per run of characters. A deleted message has no words.
 public enum MessageSearch {
     /// Most characters in a query.
     public static let maxQueryCharacters = 256
@@ -111,7 +110,8 @@ public enum MessageSearch {
         let text = message.parts.compactMap(\.text).joined(separator: "\n")
         guard !text.isEmpty else { return nil }
         let words = wordRanges(in: text)
-        let matching = words.filter { query.matches(word: fold(text[$0])) }
+        let matches = query.matcher()
+        let matching = words.filter { matches(fold(text[$0])) }
         var lower = text.startIndex
         if let first = matching.first {
             lower = text.index(first.lowerBound, offsetBy: -snippetLead, limitedBy: text.startIndex) ?? text.startIndex
@@ -192,16 +192,19 @@ public struct SearchQuery: Sendable, Hashable {
         return SearchQuery(terms: terms)
     }
 
-    /// Whether a folded word of a message (``MessageSearch/fold(_:)``) is one the query looks for.
-    public func matches(word: String) -> Bool {
-        terms.contains { term in
+    /// Whether a folded word of a message (``MessageSearch/fold(_:)``) is one the query looks for; the query's words
+    /// are folded once, for every word asked about.
+    public func matcher() -> @Sendable (String) -> Bool {
+        var whole = Set<String>()
+        var prefixes: [String] = []
+        for term in terms {
             switch term {
-            case .word(let wanted, let prefix):
-                let folded = MessageSearch.fold(wanted[...])
-                return prefix ? word.hasPrefix(folded) : word == folded
-            case .phrase(let words): return words.contains { MessageSearch.fold($0[...]) == word }
+            case .word(let word, true): prefixes.append(MessageSearch.fold(word[...]))
+            case .word(let word, false): whole.insert(MessageSearch.fold(word[...]))
+            case .phrase(let words): whole.formUnion(words.map { MessageSearch.fold($0[...]) })
             }
         }
+        return { [whole, prefixes] word in whole.contains(word) || prefixes.contains { word.hasPrefix($0) } }
     }
 
     /// The query as an SQLite FTS5 expression over the column `words`: every term quoted (so nothing in it is an
@@ -283,6 +286,43 @@ public struct MessageSearchPage: Sendable, Hashable {
     public init(messages: [Message], nextCursor: String?) {
         self.messages = messages
         self.nextCursor = nextCursor
+    }
+}
+
+/// One page of a search as a store runs it, decided from the request once: where it starts, how many rows it asks,
+/// and the cursor after it.
+public struct SearchPagePlan: Sendable, Hashable {
+    /// Newest first: only results before this position (the store's own, ``SearchCursor/position(_:)``).
+    public var before: [Int64]?
+    /// Relevance: the results skipped.
+    public var offset: Int
+    /// The rows to ask for (relevance never pages past ``MessageSearch/maxRelevanceResults``).
+    public var limit: Int
+    private let order: MessageSearchOrder
+    private let pageSize: Int
+
+    /// Reads the request's cursor (a position of `positionFields` numbers); throws `ERR_BAD_REQUEST` for a cursor that
+    /// is not one of this order's.
+    public init(_ request: MessageSearchRequest, positionFields: Int) throws {
+        order = request.order
+        pageSize = request.limit
+        switch try request.cursor.map({ try SearchCursor.parse($0, order: request.order, fields: positionFields) }) {
+        case .position(let values): (before, offset) = (values, 0)
+        case .offset(let count): (before, offset) = (nil, count)
+        case nil: (before, offset) = (nil, 0)
+        }
+        limit = order == .relevance ? min(pageSize, MessageSearch.maxRelevanceResults - offset) : pageSize
+    }
+
+    /// The cursor of the next page, after a page of `rows` rows the last of which is at `last`; nil on the last page.
+    public func nextCursor(rows: Int, last: [Int64]?) -> String? {
+        guard rows == pageSize else { return nil }
+        switch order {
+        case .newest: return last.map { SearchCursor.position($0).string }
+        case .relevance:
+            let shown = offset + rows
+            return shown < MessageSearch.maxRelevanceResults ? SearchCursor.offset(shown).string : nil
+        }
     }
 }
 

@@ -55,17 +55,10 @@ extension PostgresStore {
     }
 
     public func searchMessages(_ request: MessageSearchRequest) async throws -> MessageSearchPage {
-        let cursor = try request.cursor.map { try SearchCursor.parse($0, order: request.order, fields: 3) }
+        let page = try SearchPagePlan(request, positionFields: 3)
         let terms = request.query.terms.isEmpty ? nil : request.query.tsqueryText
         guard terms != nil || request.hasFile else { return MessageSearchPage(messages: [], nextCursor: nil) }
-        let (position, offset): ([Int64]?, Int)
-        switch cursor {
-        case .position(let values): (position, offset) = (values, 0)
-        case .offset(let count): (position, offset) = (nil, count)
-        case nil: (position, offset) = (nil, 0)
-        }
         let relevance = request.order == .relevance
-        let limit = relevance ? min(request.limit, MessageSearch.maxRelevanceResults - offset) : request.limit
         // Only the conditions that apply, each value bound: with `$n IS NULL OR ...` the planner cannot pick the
         // conversations' index or the text index for the case at hand (seconds instead of milliseconds over 1,000,000
         // messages).
@@ -102,7 +95,7 @@ extension PostgresStore {
         if let sender = request.sender { conditions.append("e.actor = \(bind(sender))") }
         if let before = request.sentBefore { conditions.append("e.created_at < \(bind(before))") }
         if let after = request.sentAfter { conditions.append("e.created_at >= \(bind(after))") }
-        if let position {
+        if let position = page.before {
             conditions.append(
                 "(e.created_at, e.conversation_pk, e.seq) < (\(bind(position[0])), \(bind(position[1])), "
                     + "\(bind(position[2])))"
@@ -114,29 +107,20 @@ extension PostgresStore {
             SELECT e.created_at, e.conversation_pk, e.seq, e.body FROM events e
             JOIN conversations c ON c.pk = e.conversation_pk
             WHERE \(conditions.joined(separator: " AND "))
-            ORDER BY \(order) LIMIT \(bind(limit)) OFFSET \(bind(offset))
+            ORDER BY \(order) LIMIT \(bind(page.limit)) OFFSET \(bind(page.offset))
             """
         let query = PostgresQuery(unsafeSQL: sql, binds: binds)
         return try await withSession { session in
             let rows = try await session.rows(query)
             let decoder = JSONDecoder()
             var messages: [Message] = []
-            var last: [Int64] = []
+            var last: [Int64]?
             for row in rows {
                 let (sentAt, pk, seq, body) = try row.decode((Int64, Int64, Int64, ByteBuffer).self)
                 messages.append(try MessageLifecycle.message(in: body.readableBytesView, decoder: decoder))
                 last = [sentAt, pk, seq]
             }
-            var next: SearchCursor?
-            if rows.count == request.limit {
-                if relevance {
-                    let shown = offset + rows.count
-                    next = shown < MessageSearch.maxRelevanceResults ? .offset(shown) : nil
-                } else {
-                    next = .position(last)
-                }
-            }
-            return MessageSearchPage(messages: messages, nextCursor: next?.string)
+            return MessageSearchPage(messages: messages, nextCursor: page.nextCursor(rows: rows.count, last: last))
         }
     }
 }

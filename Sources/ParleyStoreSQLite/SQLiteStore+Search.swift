@@ -162,7 +162,7 @@ extension SQLiteStore {
     }
 
     public func searchMessages(_ request: MessageSearchRequest) async throws -> MessageSearchPage {
-        let cursor = try request.cursor.map { try SearchCursor.parse($0, order: request.order, fields: 1) }
+        let page = try SearchPagePlan(request, positionFields: 1)
         return try await pool.read { db in
             var match: [String] = []
             if !request.query.terms.isEmpty { match.append("words : (\(request.query.fts5Expression))") }
@@ -211,20 +211,13 @@ extension SQLiteStore {
                 sql += " AND e.created_at >= ?"
                 arguments += [after]
             }
-            var offset = 0
-            switch (request.order, cursor) {
-            case (.newest, let cursor):
-                if case .position(let values) = cursor {
-                    sql += " AND s.rowid < ?"
-                    arguments += [values[0]]
-                }
-                sql += " ORDER BY s.rowid DESC LIMIT ?"
-                arguments += [request.limit]
-            case (.relevance, let cursor):
-                if case .offset(let count) = cursor { offset = count }
-                sql += " ORDER BY s.rank, s.rowid DESC LIMIT ? OFFSET ?"
-                arguments += [min(request.limit, MessageSearch.maxRelevanceResults - offset), offset]
+            if let before = page.before {
+                sql += " AND s.rowid < ?"
+                arguments += [before[0]]
             }
+            sql += request.order == .relevance ? " ORDER BY s.rank, s.rowid DESC" : " ORDER BY s.rowid DESC"
+            sql += " LIMIT ? OFFSET ?"
+            arguments += [page.limit, page.offset]
             let rows = try Row.fetchAll(db, sql: sql, arguments: arguments)
             let decoder = JSONDecoder()
             // A message deleted since it was filed waits for its refiling: its tombstone is left out meanwhile.
@@ -232,16 +225,9 @@ extension SQLiteStore {
                 let body: Data = row[1]
                 return try MessageLifecycle.message(in: body, decoder: decoder)
             }.filter { !$0.isDeleted }
-            var next: SearchCursor?
-            if rows.count == request.limit, let last = rows.last {
-                switch request.order {
-                case .newest: next = .position([last[0]])
-                case .relevance:
-                    let shown = offset + rows.count
-                    next = shown < MessageSearch.maxRelevanceResults ? .offset(shown) : nil
-                }
-            }
-            return MessageSearchPage(messages: messages, nextCursor: next?.string)
+            return MessageSearchPage(
+                messages: messages, nextCursor: page.nextCursor(rows: rows.count, last: rows.last.map { [$0[0]] })
+            )
         }
     }
 }

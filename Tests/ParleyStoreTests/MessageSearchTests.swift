@@ -82,3 +82,27 @@ struct MessageSearchTests {
         #expect(MessageSearch.snippet(of: message("", file: "cafe.png"), for: query) == nil)
     }
 }
+
+extension MessageSearchTests {
+    @Test func relevancePagesStopAtTheirDepthAndCursorsKeepToTheirOrder() throws {
+        func request(_ order: MessageSearchOrder, _ cursor: String?) -> MessageSearchRequest {
+            MessageSearchRequest(
+                appId: "a", viewer: nil, query: SearchQuery(terms: []), order: order, cursor: cursor, limit: 20
+            )
+        }
+        let deep = try SearchPagePlan(request(.relevance, "r990"), positionFields: 1)
+        #expect(deep.offset == 990 && deep.limit == 10 && deep.before == nil)
+        #expect(deep.nextCursor(rows: 10, last: nil) == nil)
+        let first = try SearchPagePlan(request(.relevance, nil), positionFields: 1)
+        #expect(first.nextCursor(rows: 20, last: nil) == "r20" && first.nextCursor(rows: 19, last: nil) == nil)
+        let newest = try SearchPagePlan(request(.newest, "p1.2.3"), positionFields: 3)
+        #expect(newest.before == [1, 2, 3] && newest.offset == 0 && newest.limit == 20)
+        #expect(newest.nextCursor(rows: 20, last: [4, 5, 6]) == "p4.5.6")
+        for (cursor, order, fields) in [
+            ("p1.2", MessageSearchOrder.newest, 3), ("r20", .newest, 1), ("p9", .relevance, 1),
+            ("r0", .relevance, 1), ("p1.x", .newest, 2), ("", .newest, 1),
+        ] {
+            #expect(throws: DomainError.self) { try SearchPagePlan(request(order, cursor), positionFields: fields) }
+        }
+    }
+}
