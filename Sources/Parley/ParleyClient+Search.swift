@@ -76,3 +76,39 @@ extension ParleyAdmin {
         }
     }
 }
+
+extension ParleyClient {
+    /// Finds users by the beginnings of the words of their name or uid, for a "new chat" picker: every word you type
+    /// must begin one of theirs (`zo ad` finds "Zoë Adams"; case and accents do not matter). You are never in the
+    /// results, nor the users you block or who block you; when the app's directory is `contacts`, only the users who
+    /// share a conversation with you. Pass the answer's `nextCursor` for the next page.
+    ///
+    /// ```swift
+    /// let people = try await client.searchUsers("ann")
+    /// for user in people.users { print(user.uid, user.name) }
+    /// ```
+    public func searchUsers(_ text: String, limit: Int = 20, cursor: String? = nil) async throws -> UserList {
+        _ = try requireSession()
+        return try await rest.call {
+            try await $0.searchUsers(query: .init(q: text, limit: limit, cursor: cursor)).ok.body.json
+        }
+    }
+}
+
+extension ParleyAdmin {
+    /// Finds any user of the app by the beginnings of the words of their name or uid (see
+    /// ``ParleyClient/searchUsers(_:limit:cursor:)``).
+    public func searchUsers(_ text: String, limit: Int = 20, cursor: String? = nil) async throws -> UserList {
+        try await rest.call {
+            try await $0.searchUsers(query: .init(q: text, limit: limit, cursor: cursor)).ok.body.json
+        }
+    }
+
+    /// Sets whom the app's users find by searching for users: everyone, or only the users who share a conversation
+    /// with them.
+    @discardableResult
+    public func setUserDirectory(_ visibility: UserDirectoryVisibility) async throws -> AppOverview {
+        let body = UpdateAppSettingsRequest(userDirectory: visibility)
+        return try await rest.call { try await $0.updateAppSettings(body: .json(body)).ok.body.json }
+    }
+}

@@ -32,7 +32,7 @@ struct Admin: AsyncParsableCommand {
     struct AppInfo: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "app",
-            abstract: "Show the app (users, conversations, live connections) and change its allowed web origins."
+            abstract: "Show the app (users, conversations, live connections); change its web origins or user directory."
         )
         @OptionGroup var key: KeyOptions
         @Option(
@@ -41,37 +41,56 @@ struct Admin: AsyncParsableCommand {
         )
         var origins: [String] = []
         @Flag(name: .customLong("no-origins"), help: "Allow no web origin.") var noOrigins = false
+        @Option(
+            name: .customLong("user-directory"),
+            help: "Whom users find by searching for users: everyone, or contacts (who shares a conversation)."
+        )
+        var userDirectory: UserDirectoryVisibility?
 
         func run() async throws {
             try await reportingFailures {
                 let admin = try key.admin()
-                let app: AppOverview
+                var app: AppOverview?
                 if noOrigins || !origins.isEmpty {
                     app = try await admin.setAllowedOrigins(noOrigins ? [] : origins)
-                } else {
-                    app = try await admin.app()
                 }
-                say("\(app.name) (\(app.appId))")
-                say("Users: \(app.stats.users)  Conversations: \(app.stats.conversations)")
-                say(
-                    "On this node: \(app.stats.liveConnections) connection(s) of \(app.stats.connectedUsers) user(s), "
-                        + "\(app.stats.onlineUsers) online"
-                )
-                let origins = app.allowedOrigins.isEmpty ? "none" : app.allowedOrigins.joined(separator: " ")
-                say("Allowed web origins: \(origins)")
+                if let userDirectory { app = try await admin.setUserDirectory(userDirectory) }
+                if app == nil { app = try await admin.app() }
+                if let app { show(app) }
             }
+        }
+
+        private func show(_ app: AppOverview) {
+            say("\(app.name) (\(app.appId))")
+            say("Users: \(app.stats.users)  Conversations: \(app.stats.conversations)")
+            say(
+                "On this node: \(app.stats.liveConnections) connection(s) of \(app.stats.connectedUsers) user(s), "
+                    + "\(app.stats.onlineUsers) online"
+            )
+            let origins = app.allowedOrigins.isEmpty ? "none" : app.allowedOrigins.joined(separator: " ")
+            say("Allowed web origins: \(origins)")
+            say("User directory: \(app.userDirectory.rawValue)")
         }
     }
 
     struct Users: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "List the app's users, in uid order.")
+        static let configuration = CommandConfiguration(
+            abstract: "List the app's users in uid order, or those a search finds."
+        )
         @OptionGroup var key: KeyOptions
         @Option(help: "At most this many (1-200).") var limit = 50
-        @Option(help: "The uid to list after (the last one of the previous page).") var after: String?
+        @Option(help: "The cursor of the next page (shown after a full page).") var after: String?
+        @Option(help: "Only the users with words of their name or uid beginning with these.") var search: String?
 
         func run() async throws {
             try await reportingFailures {
-                let page = try await key.admin().users(limit: limit, cursor: after)
+                let admin = try key.admin()
+                let page =
+                    if let search {
+                        try await admin.searchUsers(search, limit: limit, cursor: after)
+                    } else {
+                        try await admin.users(limit: limit, cursor: after)
+                    }
                 for user in page.users { say("\(user.uid)\t\(user.name)") }
                 if let next = page.nextCursor { say("More: --after \(next)") }
             }

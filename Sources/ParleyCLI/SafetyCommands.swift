@@ -56,6 +56,7 @@ struct Blocks: AsyncParsableCommand {
 
 extension ReportReason: ExpressibleByArgument {}
 extension ReportState: ExpressibleByArgument {}
+extension UserDirectoryVisibility: ExpressibleByArgument {}
 
 struct ReportCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(

@@ -37,6 +37,30 @@ struct Search: AsyncParsableCommand {
     }
 }
 
+struct FindUsers: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "users",
+        abstract: "Find users by the beginnings of the words of their name or uid.",
+        discussion: """
+            Every word must begin a word of the user's name or uid (case and accents do not matter). Who can be found \
+            is the app's setting: everyone, or only the users you share a conversation with.
+            """
+    )
+    @OptionGroup var options: ClientOptions
+    @Argument(help: "What to look for.") var words: [String] = []
+    @Option(help: "How many (1-200).") var limit = 20
+
+    func run() async throws {
+        try await reportingFailures {
+            let (client, _) = try await options.loggedInClient()
+            let found = try await client.searchUsers(words.joined(separator: " "), limit: limit)
+            for user in found.users { say("\(user.uid)\t\(user.name)") }
+            if found.users.isEmpty { say("Nobody found.") }
+            await client.shutdown()
+        }
+    }
+}
+
 /// A snippet's text with each match between `*`.
 func marked(_ snippet: SearchSnippet) -> String {
     var utf16 = Array(snippet.text.utf16)

@@ -13,14 +13,17 @@ public struct AppOverview: Codable, Sendable, Hashable {
     public var maxFileBytes: Int64
     /// Whether the app has a limit of its own (``UpdateAppSettingsRequest/maxFileBytes``).
     public var hasOwnFileLimit: Bool
+    /// Whom the app's users find when they search for users.
+    public var userDirectory: UserDirectoryVisibility
     /// Stored and live figures of the app.
     public var stats: AppStats
 
     /// Creates an overview.
     public init(
         appId: String, name: String, createdAt: Int64, allowedOrigins: [String], maxFileBytes: Int64,
-        hasOwnFileLimit: Bool = false, stats: AppStats
+        hasOwnFileLimit: Bool = false, userDirectory: UserDirectoryVisibility = .everyone, stats: AppStats
     ) {
+        self.userDirectory = userDirectory
         self.appId = appId
         self.name = name
         self.createdAt = createdAt
@@ -61,12 +64,17 @@ public struct UpdateAppSettingsRequest: Codable, Sendable, Hashable {
     /// The app's own upload limit in bytes, at most the server's (`--max-file-bytes`); 0 removes it (the server's
     /// applies).
     public var maxFileBytes: Int64?
+    /// Whom the app's users find when they search for users.
+    public var userDirectory: UserDirectoryVisibility?
 
     /// The most origins an app may allow.
     public static let maxAllowedOrigins = 20
 
     /// Creates a change; what is left nil keeps its value.
-    public init(allowedOrigins: [String]? = nil, maxFileBytes: Int64? = nil) {
+    public init(
+        allowedOrigins: [String]? = nil, maxFileBytes: Int64? = nil, userDirectory: UserDirectoryVisibility? = nil
+    ) {
+        self.userDirectory = userDirectory
         self.allowedOrigins = allowedOrigins
         self.maxFileBytes = maxFileBytes
     }

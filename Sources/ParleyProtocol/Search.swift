@@ -58,3 +58,11 @@ public struct MessageSearchResults: Codable, Sendable, Hashable {
         self.nextCursor = nextCursor
     }
 }
+
+/// Whom an app's users find by searching for users (`GET /v1/search/users`); the app's server finds every user.
+public enum UserDirectoryVisibility: String, Codable, Sendable, Hashable, CaseIterable {
+    /// Every user of the app (the default).
+    case everyone
+    /// Only the users who share a (not deleted) conversation with the searcher.
+    case contacts
+}

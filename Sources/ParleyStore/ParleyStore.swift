@@ -32,6 +32,9 @@ public protocol ParleyStore: Sendable {
     /// Sets or (nil) removes an app's own upload limit (``AppRecord/maxFileBytes``). Returns false when there is no
     /// such app.
     func updateAppFileLimit(appId: String, maxFileBytes: Int64?) async throws -> Bool
+    /// Sets whom the app's users find by searching for users (``AppRecord/userDirectory``). Returns false when there is
+    /// no such app.
+    func updateAppUserDirectory(appId: String, visibility: UserDirectoryVisibility) async throws -> Bool
     /// The app's users in uid order, those after `after` (exclusive), at most `limit`.
     func users(appId: String, after: String?, limit: Int) async throws -> [User]
     /// Every conversation of the app that is not deleted, newest first (by `pk`), those before `beforePK`.
@@ -47,6 +50,10 @@ public protocol ParleyStore: Sendable {
     func ensureUser(appId: String, _ user: User) async throws -> User
     /// Returns nil when there is no such user.
     func updateUser(appId: String, uid: String, _ update: UpdateUserRequest, now: Int64) async throws -> User?
+
+    /// The users `request` finds (``UserDirectory``), in its order, at most `request.limit`. A user's words are
+    /// written with the user, in the same transaction, and again when their name changes.
+    func searchUsers(_ request: UserSearchRequest) async throws -> UserSearchPage
 
     // MARK: Auth tokens
     func insertToken(_ token: TokenRecord) async throws

@@ -14,11 +14,14 @@ public struct AppRecord: Sendable, Hashable {
     public var allowedOrigins: [String]
     /// The app's own upload limit in bytes (below the server's); nil: the server's.
     public var maxFileBytes: Int64?
+    /// Whom the app's users find when they search for users.
+    public var userDirectory: UserDirectoryVisibility
 
     public init(
         id: String, name: String, authKeyHash: [UInt8], restAPIKeyHash: [UInt8], createdAt: Int64,
-        allowedOrigins: [String] = [], maxFileBytes: Int64? = nil
+        allowedOrigins: [String] = [], maxFileBytes: Int64? = nil, userDirectory: UserDirectoryVisibility = .everyone
     ) {
+        self.userDirectory = userDirectory
         self.maxFileBytes = maxFileBytes
         self.id = id
         self.name = name

@@ -7,6 +7,8 @@ struct PostgresMigration: Sendable {
     var name: String
     /// Statements run in order, in the migration's transaction.
     var statements: [String]
+    /// Run after the statements, in the same transaction: what SQL alone cannot compute (words Parley folds).
+    var then: (@Sendable (PostgresSession) async throws -> Void)?
 }
 
 extension PostgresStore {
@@ -553,6 +555,25 @@ extension PostgresStore {
                 """,
             ]
         ),
+        PostgresMigration(
+            version: 18, name: "user directory",
+            statements: [
+                // The user directory (PostgresStore+UserDirectory.swift): each user's words, in byte order (`"C"`)
+                // so that a prefix is a range of the index; filed here for the users there are, then with each user
+                // written.
+                "ALTER TABLE apps ADD COLUMN user_directory TEXT NOT NULL DEFAULT 'everyone'",
+                """
+                CREATE TABLE user_words (
+                    app_id TEXT NOT NULL,
+                    word TEXT COLLATE "C" NOT NULL,
+                    uid TEXT NOT NULL,
+                    PRIMARY KEY (app_id, word, uid)
+                )
+                """,
+                "CREATE INDEX user_words_by_user ON user_words(app_id, uid, word)",
+            ],
+            then: { session in try await PostgresStore.fileEveryUsersWords(session) }
+        ),
     ]
 
     /// The key of the advisory lock that serializes migrations of one database ("parley.schema").
@@ -597,6 +618,7 @@ extension PostgresStore {
                 for statement in migration.statements {
                     try await session.execute(PostgresQuery(unsafeSQL: statement))
                 }
+                try await migration.then?(session)
                 try await session.execute(
                     "INSERT INTO schema_migrations (version, name) VALUES (\(migration.version), \(migration.name))"
                 )

@@ -201,7 +201,8 @@ public final class PostgresStore: ParleyStore {
 
     // MARK: Apps
 
-    static let appColumns = "id, name, auth_key_hash, rest_api_key_hash, created_at, allowed_origins, max_file_bytes"
+    static let appColumns =
+        "id, name, auth_key_hash, rest_api_key_hash, created_at, allowed_origins, max_file_bytes, user_directory"
 
     public func insertApp(_ app: AppRecord) async throws {
         try await execute(
@@ -260,13 +261,14 @@ public final class PostgresStore: ParleyStore {
     }
 
     static func appRecord(_ row: PostgresRow) throws -> AppRecord {
-        let (id, name, authKeyHash, restAPIKeyHash, createdAt, origins, maxFileBytes) = try row.decode(
-            (String, String, ByteBuffer, ByteBuffer, Int64, String, Int64?).self
+        let (id, name, authKeyHash, restAPIKeyHash, createdAt, origins, maxFileBytes, directory) = try row.decode(
+            (String, String, ByteBuffer, ByteBuffer, Int64, String, Int64?, String).self
         )
         return AppRecord(
             id: id, name: name, authKeyHash: Array(authKeyHash.readableBytesView),
             restAPIKeyHash: Array(restAPIKeyHash.readableBytesView), createdAt: createdAt,
-            allowedOrigins: AppRecord.origins(stored: origins), maxFileBytes: maxFileBytes
+            allowedOrigins: AppRecord.origins(stored: origins), maxFileBytes: maxFileBytes,
+            userDirectory: UserDirectoryVisibility(rawValue: directory) ?? .everyone
         )
     }
 
@@ -290,6 +292,7 @@ public final class PostgresStore: ParleyStore {
         try await withSession { session in
             try await session.transaction {
                 guard try await Self.insertUserIfNew(appId: appId, user, run: session.rows) else { return false }
+                try await Self.fileUserWords(session, appId: appId, uid: user.uid, name: user.name)
                 try await Self.queueUserEvent(appId: appId, user, name: .userCreate, run: session.rows)
                 return true
             }
@@ -318,6 +321,9 @@ public final class PostgresStore: ParleyStore {
                         """
                     ).first.map(Self.user)
                 else { return nil }
+                if update.name != nil {
+                    try await Self.fileUserWords(session, appId: appId, uid: uid, name: user.name)
+                }
                 try await Self.queueUserEvent(appId: appId, user, name: .profileUpdate, run: session.rows)
                 return user
             }

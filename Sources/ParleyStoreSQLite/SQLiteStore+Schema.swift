@@ -453,6 +453,26 @@ extension SQLiteStore {
                     """
             )
         }
+        migrator.registerMigration("v16: user directory") { db in
+            // The user directory (`SQLiteStore+UserDirectory.swift`): each user's words, filed here for the users
+            // there are, then with each user written.
+            try db.execute(
+                sql: """
+                    ALTER TABLE apps ADD COLUMN user_directory TEXT NOT NULL DEFAULT 'everyone';
+                    CREATE TABLE user_words (
+                        app_id TEXT NOT NULL,
+                        word TEXT NOT NULL,
+                        uid TEXT NOT NULL,
+                        PRIMARY KEY (app_id, word, uid)
+                    ) WITHOUT ROWID;
+                    CREATE INDEX user_words_by_user ON user_words(app_id, uid, word);
+                    """
+            )
+            let users = try Row.fetchCursor(db, sql: "SELECT app_id, uid, name FROM users")
+            while let user = try users.next() {
+                try SQLiteStore.fileUserWords(db, appId: user[0], uid: user[1], name: user[2])
+            }
+        }
         return migrator
     }
 }

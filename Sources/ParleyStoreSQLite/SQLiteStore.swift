@@ -191,7 +191,8 @@ public final class SQLiteStore: ParleyStore {
         AppRecord(
             id: row["id"], name: row["name"], authKeyHash: [UInt8](row["auth_key_hash"] as Data),
             restAPIKeyHash: [UInt8](row["rest_api_key_hash"] as Data), createdAt: row["created_at"],
-            allowedOrigins: AppRecord.origins(stored: row["allowed_origins"]), maxFileBytes: row["max_file_bytes"]
+            allowedOrigins: AppRecord.origins(stored: row["allowed_origins"]), maxFileBytes: row["max_file_bytes"],
+            userDirectory: UserDirectoryVisibility(rawValue: row["user_directory"]) ?? .everyone
         )
     }
 
@@ -228,6 +229,7 @@ public final class SQLiteStore: ParleyStore {
                     "UPDATE users SET name = ?, avatar_url = ?, metadata = ?, updated_at = ? WHERE app_id = ? AND uid = ?",
                 arguments: [user.name, user.avatarURL, try Self.json(user.metadata), now, appId, uid]
             )
+            if update.name != nil { try Self.fileUserWords(db, appId: appId, uid: uid, name: user.name) }
             try Self.queueUserEvent(db, appId: appId, user, name: .profileUpdate)
             return user
         }
@@ -244,6 +246,7 @@ public final class SQLiteStore: ParleyStore {
             ]
         )
         guard db.changesCount > 0 else { return false }
+        try fileUserWords(db, appId: appId, uid: user.uid, name: user.name)
         try queueUserEvent(db, appId: appId, user, name: .userCreate)
         return true
     }

@@ -60,6 +60,18 @@ extension ParleyEndpoint {
         return RESTAnswer(status: http?.statusCode ?? 0, body: Array(data), headers: fields)
     }
 
+    /// `GET path?parameters` (sorted by name, each value percent-encoded, `+` too).
+    public func get(_ path: String, _ parameters: [String: String], token: String? = nil, apiKey: String? = nil)
+        async throws -> RESTAnswer
+    {
+        var components = URLComponents()
+        components.queryItems = parameters.sorted { $0.key < $1.key }.map {
+            URLQueryItem(name: $0.key, value: $0.value)
+        }
+        let query = components.percentEncodedQuery.map { "?" + $0.replacingOccurrences(of: "+", with: "%2B") } ?? ""
+        return try await request("GET", path + query, token: token, apiKey: apiKey)
+    }
+
     /// Logs `uid` in with the app's Auth Key (creating the user) and returns an auth token.
     public func login(_ uid: String) async throws -> String {
         let answer = try await request(

@@ -32,7 +32,7 @@ from selenium.common.exceptions import NoAlertPresentException, TimeoutException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
-from selenium.webdriver.support.ui import WebDriverWait
+from selenium.webdriver.support.ui import Select, WebDriverWait
 
 BASE = os.environ["PARLEY_BASE_URL"].rstrip("/")
 APP_ID = os.environ["PARLEY_APP_ID"]
@@ -692,6 +692,30 @@ def scenario_console():
     run.check(el("#pager-next").get_attribute("disabled") is not None, "no third page")
     el("#pager-previous").click()
     wait_until(lambda: users_shown() == pages[0], "the first page again")
+
+    # Finding users: exactly what GET /v1/search/users finds, and the directory setting saved with PATCH /v1/app.
+    status, found = rest("GET", "/v1/search/users?q=user%201&limit=50", api_key=API_KEY)
+    expected = [u["uid"] for u in found["users"]]
+    run.check(status == 200 and "user-001" in expected and len(expected) < 50, f"the API finds User 1: {found}")
+    el("#users-search").send_keys("User 1")
+    el("#users-search-go").click()
+    wait_until(lambda: users_shown() == expected, f"the search to show {expected}")
+    screenshot("console-03b-user-search")
+    el("#users-search").clear()
+    el("#users-search").send_keys("zzzz")
+    el("#users-search-go").click()
+    wait_until(lambda: users_shown() == [] and "zzzz" in el("#users-body").text, "no user found for zzzz")
+    wait_until(lambda: el("#user-directory").is_enabled(), "the directory setting to load")
+    run.check(el("#user-directory").get_attribute("value") == "everyone", "the default directory is everyone")
+    Select(el("#user-directory")).select_by_value("contacts")
+    wait_until(lambda: "Saved" in el("#directory-message").text, "the directory setting to be saved")
+    status, app = rest("GET", "/v1/app", api_key=API_KEY)
+    run.check(app.get("userDirectory") == "contacts", f"GET /v1/app shows the new setting: {app.get('userDirectory')}")
+    Select(el("#user-directory")).select_by_value("everyone")
+    wait_until(lambda: rest("GET", "/v1/app", api_key=API_KEY)[1].get("userDirectory") == "everyone", "back to everyone")
+    el("#users-search").clear()
+    el("#users-search-go").click()
+    wait_until(lambda: users_shown() == pages[0], "every user again with an empty search")
 
     # Conversations: exactly GET /v1/conversations, then one of them.
     cli("login", "carol", profile="carol")

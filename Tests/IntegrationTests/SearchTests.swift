@@ -41,6 +41,33 @@ import Testing
         try await party.stop()
     }
 
+    @Test func theSDKFindsUsersAsTheAppsDirectoryAllows() async throws {
+        let party = try await EventCatalogTests().party()
+        // Names as the users gave them; the uids are words too.
+        _ = try await party["bob"].updateProfile(name: "Bob Ángel")
+        _ = try await party["carol"].updateProfile(name: "Carol Angelou")
+        _ = try await party["alice"].createGroup(name: "Team", participants: ["bob"])
+
+        #expect(try await party["alice"].searchUsers("angel").users.map(\.uid) == ["bob", "carol"])
+        let first = try await party["alice"].searchUsers("ang", limit: 1)
+        #expect(first.users.map(\.uid) == ["bob"])
+        let second = try await party["alice"].searchUsers("ang", limit: 1, cursor: try #require(first.nextCursor))
+        #expect(second.users.map(\.uid) == ["carol"])
+
+        let admin = ParleyAdmin(serverURL: party.server.baseURL, restAPIKey: party.server.app.restAPIKey)
+        #expect(try await admin.setUserDirectory(.contacts).userDirectory == .contacts)
+        #expect(try await party["alice"].searchUsers("angel").users.map(\.uid) == ["bob"])
+        #expect(try await admin.searchUsers("a").users.map(\.uid).contains("carol"))
+
+        do {
+            _ = try await party["alice"].searchUsers("**")
+            Issue.record("a search without a letter is refused")
+        } catch let error as ParleyError {
+            #expect(error.code == .badRequest)
+        }
+        try await party.stop()
+    }
+
     @Test func theSDKOpensHistoryAtAFoundMessage() async throws {
         let party = try await EventCatalogTests().party()
         let group = try await party["alice"].createGroup(name: "Team", participants: ["bob"])
@@ -80,6 +107,20 @@ import Testing
         #expect(nothing.output.contains("Nothing found."))
         let refused = try await CLIFileTests.parley(["search", "--profile", "bob"], server: server, home: home)
         #expect(refused.status != 0 && refused.errors.contains("ERR_BAD_REQUEST"), "\(refused.errors)")
+
+        // Users: a user's search, and the operator's with the app's setting.
+        let people = try await CLIFileTests.parley(["users", "ali", "--profile", "bob"], server: server, home: home)
+        #expect(people.status == 0 && people.output.contains("alice\talice"), "\(people.output) \(people.errors)")
+        let key = ["--api-key", server.app.restAPIKey]
+        let setting = try await CLIFileTests.parley(
+            ["admin", "app", "--user-directory", "contacts"] + key, server: server, home: home)
+        #expect(setting.output.contains("User directory: contacts"), "\(setting.output) \(setting.errors)")
+        let admin = try await CLIFileTests.parley(
+            ["admin", "users", "--search", "bo"] + key, server: server, home: home)
+        #expect(admin.status == 0 && admin.output.contains("bob\tbob"), "\(admin.output) \(admin.errors)")
+        let wrong = try await CLIFileTests.parley(
+            ["admin", "app", "--user-directory", "nobody"] + key, server: server, home: home)
+        #expect(wrong.status == 2, "\(wrong.errors)")
         try await server.stop()
     }
 }

@@ -191,6 +191,23 @@ struct ReleaseFixture: Decodable {
             }
         }
         #expect(searched > 20)
+        // The users of the release are in the directory (the migration filed their words).
+        var users: [User] = []
+        var after: String?
+        repeat {
+            users += try await store.users(appId: appId, after: after, limit: 100)
+            after = users.count % 100 == 0 ? users.last?.uid : nil
+        } while after != nil
+        #expect(users.count > 2)
+        for user in users {
+            let page = try await store.searchUsers(
+                UserSearchRequest(
+                    appId: appId, prefixes: try UserDirectory.prefixes(of: user.name), viewer: nil,
+                    visibility: .everyone, limit: 100
+                )
+            )
+            #expect(page.users.contains { $0.uid == user.uid }, "\(user.uid) found by their name \(user.name)")
+        }
         #expect(!attachments.isEmpty)
         for file in attachments {
             let record = try await store.attachment(appId: appId, id: file.id)

@@ -44,6 +44,12 @@ extension APIHandler {
             }
             logger.info("Upload limit changed", metadata: ["app": "\(appId)", "maxFileBytes": "\(limit)"])
         }
+        if let visibility = request.userDirectory {
+            guard try await store.updateAppUserDirectory(appId: appId, visibility: visibility) else {
+                throw Self.invalidApp(appId)
+            }
+            logger.info("User directory changed", metadata: ["app": "\(appId)", "userDirectory": "\(visibility)"])
+        }
         return .ok(.init(body: .json(try await settings(of: appId))))
     }
 
@@ -94,7 +100,7 @@ extension APIHandler {
         return AppOverview(
             appId: app.id, name: app.name, createdAt: app.createdAt, allowedOrigins: app.allowedOrigins,
             maxFileBytes: FileSettings.limit(server: configuration.files.maxFileBytes, app: app.maxFileBytes),
-            hasOwnFileLimit: app.maxFileBytes != nil,
+            hasOwnFileLimit: app.maxFileBytes != nil, userDirectory: app.userDirectory,
             stats: AppStats(
                 users: counts.users, conversations: counts.conversations, liveConnections: live.connections,
                 connectedUsers: live.users, onlineUsers: presence.onlineCount(appId: appId)

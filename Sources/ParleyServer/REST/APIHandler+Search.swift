@@ -43,3 +43,28 @@ extension APIHandler {
         return .ok(.init(body: .json(MessageSearchResults(results: results, nextCursor: page.nextCursor))))
     }
 }
+
+extension APIHandler {
+    /// `GET /v1/search/users`: users found by the beginnings of their words (``UserDirectory``); a user finds whom the
+    /// app's ``AppRecord/userDirectory`` lets them find, the app's server every user.
+    func searchUsers(_ input: Operations.SearchUsers.Input) async throws -> Operations.SearchUsers.Output {
+        let caller = try await authenticator.caller(credentials)
+        let limit = try Self.pageSize(input.query.limit)
+        try InputRules.text(input.query.q, "q")
+        let prefixes = try UserDirectory.prefixes(of: input.query.q)
+        let after = try input.query.cursor.map(UserSearchCursor.init(parsing:))
+        var viewer: String?
+        var visibility = UserDirectoryVisibility.everyone
+        if case .user(let principal) = caller {
+            guard let app = try await store.app(id: caller.appId) else { throw Self.invalidApp(caller.appId) }
+            (viewer, visibility) = (principal.uid, app.userDirectory)
+        }
+        let page = try await store.searchUsers(
+            UserSearchRequest(
+                appId: caller.appId, prefixes: prefixes, viewer: viewer, visibility: visibility, after: after,
+                limit: limit
+            )
+        )
+        return .ok(.init(body: .json(UserList(users: page.users, nextCursor: page.nextCursor))))
+    }
+}

@@ -247,6 +247,7 @@ import Yams
             ("BlockList", BlockList(blocks: [BlockedUser(uid: "bob", blockedAt: 3)]), BlockList(blocks: [])),
             ("ReportReason", ReportReason.selfHarm, ReportReason.other),
             ("ReportState", ReportState.resolved, ReportState.open),
+            ("UserDirectoryVisibility", UserDirectoryVisibility.contacts, UserDirectoryVisibility.everyone),
             ("MuteRequest", MuteRequest(until: 5), MuteRequest()),
             ("BanRequest", BanRequest(until: 5, reason: "spam"), BanRequest()),
             ("ConversationBan", ban, ConversationBan(conversationId: "c", uid: "bob", createdAt: 1)),
@@ -255,7 +256,7 @@ import Yams
                 "AppOverview",
                 AppOverview(
                     appId: "a", name: "A", createdAt: 1, allowedOrigins: ["https://x.example"], maxFileBytes: 10,
-                    hasOwnFileLimit: true,
+                    hasOwnFileLimit: true, userDirectory: .contacts,
                     stats: AppStats(users: 1, conversations: 2, liveConnections: 3, connectedUsers: 1, onlineUsers: 1)
                 ),
                 AppOverview(
@@ -268,7 +269,8 @@ import Yams
                 AppStats(users: 0, conversations: 0, liveConnections: 0, connectedUsers: 0, onlineUsers: 0)
             ),
             (
-                "UpdateAppSettingsRequest", UpdateAppSettingsRequest(allowedOrigins: ["*"], maxFileBytes: 0),
+                "UpdateAppSettingsRequest",
+                UpdateAppSettingsRequest(allowedOrigins: ["*"], maxFileBytes: 0, userDirectory: .everyone),
                 UpdateAppSettingsRequest()
             ),
             (
@@ -390,7 +392,7 @@ import Yams
                 checked += 1
             }
         }
-        #expect(checked == 69)
+        #expect(checked == 70)
         try await server.stop()
     }
 

@@ -18,13 +18,8 @@ import Testing
         func search(_ parameters: [String: String], as uid: String? = "alice", apiKey: Bool = false) async throws
             -> RESTAnswer
         {
-            var components = URLComponents()
-            components.queryItems = parameters.sorted { $0.key < $1.key }.map {
-                URLQueryItem(name: $0.key, value: $0.value)
-            }
-            let query = components.percentEncodedQuery.map { "?" + $0.replacingOccurrences(of: "+", with: "%2B") } ?? ""
-            return try await server.request(
-                "GET", "/v1/search/messages" + query, token: uid.flatMap { tokens[$0] },
+            try await server.get(
+                "/v1/search/messages", parameters, token: uid.flatMap { tokens[$0] },
                 apiKey: apiKey ? server.app.restAPIKey : nil
             )
         }

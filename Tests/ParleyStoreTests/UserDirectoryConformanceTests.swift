@@ -1,0 +1,132 @@
+import Foundation
+import ParleyProtocol
+import ParleyStore
+import Testing
+
+/// The user directory on every backend (docs/PROTOCOL.md, "Finding users"): what a query finds, in which order, who is
+/// hidden from whom, and pages that hold while users are added.
+extension StoreConformanceTests {
+    /// The uids `query` finds for `viewer` (nil: the app's server).
+    func directory(
+        _ store: any ParleyStore, _ query: String, viewer: String? = "alice",
+        visibility: UserDirectoryVisibility = .everyone, after: UserSearchCursor? = nil, limit: Int = 50,
+        appId: String = appId
+    ) async throws -> [String] {
+        try await directoryPage(
+            store, query, viewer: viewer, visibility: visibility, after: after, limit: limit, appId: appId
+        ).users.map(\.uid)
+    }
+
+    func directoryPage(
+        _ store: any ParleyStore, _ query: String, viewer: String? = "alice",
+        visibility: UserDirectoryVisibility = .everyone, after: UserSearchCursor? = nil, limit: Int = 50,
+        appId: String = appId
+    ) async throws -> UserSearchPage {
+        try await store.searchUsers(
+            UserSearchRequest(
+                appId: appId, prefixes: try UserDirectory.prefixes(of: query), viewer: viewer,
+                visibility: visibility, after: after, limit: limit
+            )
+        )
+    }
+
+    func person(_ store: any ParleyStore, _ uid: String, _ name: String) async throws {
+        try await store.insertUser(appId: Self.appId, User(uid: uid, name: name, createdAt: 1, updatedAt: 1))
+    }
+
+    @Test(arguments: Backend.allCases) func usersAreFoundByTheBeginningsOfTheirWords(_ backend: Backend) async throws {
+        let store = try await prepared(backend)
+        try await person(store, "zoe_a", "Zoë Adams")
+        try await person(store, "adam.smith", "Adam Smith")
+        try await person(store, "ann", "Ann-Marie Adamson")
+
+        #expect(try await directory(store, "zo") == ["zoe_a"])
+        #expect(try await directory(store, "ZOE adams") == ["zoe_a"], "case and diacritics folded")
+        #expect(try await directory(store, "zoë") == ["zoe_a"])
+        // Ordered by the word the leading (longest) prefix matched, then uid; a user once, at their first such word.
+        #expect(try await directory(store, "adam") == ["adam.smith", "zoe_a", "ann"])
+        #expect(try await directory(store, "adam smi") == ["adam.smith"])
+        #expect(try await directory(store, "marie") == ["ann"])
+        #expect(try await directory(store, "ann marie adamson") == ["ann"])
+        #expect(try await directory(store, "adam.sm") == ["adam.smith"], "a uid's parts are words")
+        #expect(try await directory(store, "zoe_a") == ["zoe_a"])
+        #expect(try await directory(store, "adamz").isEmpty)
+        #expect(try await directory(store, "smith zoe").isEmpty, "every word must match")
+        // The app's server; another app's users are never found.
+        #expect(try await directory(store, "bo", viewer: nil) == ["bob"])
+        #expect(try await directory(store, "m", viewer: nil, appId: Self.otherApp) == ["mallory"])
+        #expect(try await directory(store, "mallory").isEmpty)
+        // Query words the engines would read as operators are letters or nothing here.
+        for hostile in ["a%", "_", "a' OR '1", "\\", "a*", "zo\u{10FFFF}"] {
+            _ = try? await directory(store, hostile)
+        }
+        #expect(try await directory(store, "a%") == ["zoe_a", "adam.smith", "ann"], "zoe_a at her uid's word `a`")
+    }
+
+    @Test(arguments: Backend.allCases) func aRenamedUserIsFoundByTheNewNameOnly(_ backend: Backend) async throws {
+        let store = try await prepared(backend)
+        try await person(store, "u1", "Erin Stone")
+        #expect(try await directory(store, "erin") == ["u1"])
+        _ = try await store.updateUser(appId: Self.appId, uid: "u1", UpdateUserRequest(name: "Erin Fields"), now: 5)
+        #expect(try await directory(store, "stone").isEmpty)
+        #expect(try await directory(store, "fie") == ["u1"])
+        // Another field changed leaves the words.
+        _ = try await store.updateUser(
+            appId: Self.appId, uid: "u1", UpdateUserRequest(avatarURL: "https://a/b"), now: 6)
+        #expect(try await directory(store, "erin fields") == ["u1"])
+        // ensureUser of a known uid does not change the name nor its words.
+        _ = try await store.ensureUser(appId: Self.appId, User(uid: "u1", name: "Other", createdAt: 7, updatedAt: 7))
+        #expect(try await directory(store, "other").isEmpty)
+    }
+
+    @Test(arguments: Backend.allCases) func aUserNeverFindsThemselfNorWhoBlocksOrIsBlocked(_ backend: Backend)
+        async throws
+    {
+        let store = try await prepared(backend, users: ["alice", "alan", "alba", "alma"])
+        #expect(try await directory(store, "al") == ["alan", "alba", "alma"])
+        _ = try await store.block(appId: Self.appId, blocker: "alice", blocked: "alan", now: 2)
+        _ = try await store.block(appId: Self.appId, blocker: "alba", blocked: "alice", now: 2)
+        #expect(try await directory(store, "al") == ["alma"])
+        #expect(try await directory(store, "al", viewer: "alma") == ["alan", "alba", "alice"])
+        #expect(try await directory(store, "al", viewer: nil) == ["alan", "alba", "alice", "alma"])
+        await #expect(throws: Never.self) {
+            try await store.unblock(appId: Self.appId, blocker: "alice", blocked: "alan")
+        }
+        #expect(try await directory(store, "al") == ["alan", "alma"])
+    }
+
+    @Test(arguments: Backend.allCases) func contactsOnlyFindsWhoSharesAConversation(_ backend: Backend) async throws {
+        let store = try await prepared(backend)
+        _ = try await group(store, members: ["bob"])
+        _ = try await group(store, id: "c_x", owner: "carol", members: ["dave"])
+        #expect(try await directory(store, "b", visibility: .contacts) == ["bob"])
+        #expect(try await directory(store, "c", visibility: .contacts).isEmpty)
+        #expect(try await directory(store, "c", visibility: .everyone) == ["carol"])
+        #expect(try await directory(store, "d", viewer: "carol", visibility: .contacts) == ["dave"])
+        #expect(
+            try await directory(store, "a", viewer: nil, visibility: .contacts) == ["alice"], "the server finds all")
+        // A deleted conversation makes no contact; a blocked contact stays hidden.
+        _ = try await apply(
+            store, .deleteConversation(.init(appId: Self.appId, conversationId: "c_g", actor: "alice", now: 30)))
+        #expect(try await directory(store, "b", visibility: .contacts).isEmpty)
+        _ = try await store.block(appId: Self.appId, blocker: "dave", blocked: "carol", now: 31)
+        #expect(try await directory(store, "d", viewer: "carol", visibility: .contacts).isEmpty)
+    }
+
+    @Test(arguments: Backend.allCases) func pagesHoldWhileUsersAreAdded(_ backend: Backend) async throws {
+        let store = try await prepared(backend, users: ["alice"])
+        for index in 0..<7 { try await person(store, "p\(index)", "Pat \(index)") }
+        var seen: [String] = []
+        var page = try await directoryPage(store, "pa", limit: 3)
+        seen += page.users.map(\.uid)
+        // Users added ahead of the cursor are found later, those behind it are not repeated or missed.
+        try await person(store, "p9", "Pat 9")
+        try await person(store, "p00", "Pat 00")
+        while let cursor = page.nextCursor {
+            page = try await directoryPage(store, "pa", after: try UserSearchCursor(parsing: cursor), limit: 3)
+            seen += page.users.map(\.uid)
+        }
+        #expect(seen == ["p0", "p1", "p2", "p3", "p4", "p5", "p6", "p9"])
+        #expect(page.users.count < 3 || page.nextCursor == nil)
+    }
+}
