@@ -29,3 +29,18 @@ extension ParleyAdmin {
         try await rest.call { try await $0.listUsers(query: .init(limit: limit, cursor: cursor)).ok.body.json }
     }
 }
+
+extension ParleyAdmin {
+    /// Deactivates a user: their tokens are revoked and their connections closed (4001 `ERR_USER_DEACTIVATED`); they
+    /// cannot log in or get a token until ``reactivateUser(uid:)``. Their conversations and messages stay.
+    @discardableResult
+    public func deactivateUser(uid: String) async throws -> User {
+        try await rest.call { try await $0.deactivateUser(path: .init(uid: uid)).ok.body.json }
+    }
+
+    /// Reactivates a deactivated user: they log in again as before.
+    @discardableResult
+    public func reactivateUser(uid: String) async throws -> User {
+        try await rest.call { try await $0.reactivateUser(path: .init(uid: uid)).ok.body.json }
+    }
+}

@@ -8,7 +8,8 @@ struct Admin: AsyncParsableCommand {
         abstract: "Server-to-server tasks with the app's secret REST API key.",
         subcommands: [
             CreateUser.self, IssueToken.self, ListTokens.self, RevokeTokens.self, Reports.self, ResolveReport.self,
-            DeleteMessage.self, WebhookCommands.self, AppInfo.self, Users.self, RotateKeys.self,
+            DeleteMessage.self, WebhookCommands.self, AppInfo.self, Users.self, RotateKeys.self, Deactivate.self,
+            Reactivate.self,
         ]
     )
 
@@ -91,8 +92,40 @@ struct Admin: AsyncParsableCommand {
                     } else {
                         try await admin.users(limit: limit, cursor: after)
                     }
-                for user in page.users { say("\(user.uid)\t\(user.name)") }
+                for user in page.users {
+                    say("\(user.uid)\t\(user.name)" + (user.deactivatedAt == nil ? "" : "\t(deactivated)"))
+                }
                 if let next = page.nextCursor { say("More: --after \(next)") }
+            }
+        }
+    }
+
+    struct Deactivate: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Deactivate a user: tokens revoked, connections closed, no login until reactivated."
+        )
+        @OptionGroup var key: KeyOptions
+        @Argument(help: "The user's uid.") var uid: String
+
+        func run() async throws {
+            try await reportingFailures {
+                let user = try await key.admin().deactivateUser(uid: uid)
+                say(
+                    "\(user.uid) deactivated (since \(user.deactivatedAt ?? 0)); `parley admin reactivate \(user.uid)` undoes it"
+                )
+            }
+        }
+    }
+
+    struct Reactivate: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Reactivate a deactivated user.")
+        @OptionGroup var key: KeyOptions
+        @Argument(help: "The user's uid.") var uid: String
+
+        func run() async throws {
+            try await reportingFailures {
+                let user = try await key.admin().reactivateUser(uid: uid)
+                say("\(user.uid) is active again")
             }
         }
     }

@@ -66,27 +66,56 @@ struct WhoAmI: AsyncParsableCommand {
 }
 
 struct Conversations: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "List your conversations, most recent first.")
+    static let configuration = CommandConfiguration(
+        abstract: "List your conversations, most recent first, with their unread counts (one request a page)."
+    )
     @OptionGroup var options: ClientOptions
     @Option(help: "How many.") var limit = 50
+    @Flag(help: "Only those with unread messages.") var unread = false
+    @Flag(help: "Only those with unread messages that mention you.") var mentions = false
+    @Flag(help: "The conversations you archived instead of the others.") var archived = false
+    @Option(help: "Only this kind: direct or group.") var type: ConversationType?
 
     func run() async throws {
         try await reportingFailures {
-            let (client, user) = try await options.loggedInClient()
-            let page = try await client.conversations(limit: limit)
-            let unread = try await client.unreadCounts()
-            for conversation in page.conversations {
-                var title = conversation.name ?? ""
-                if conversation.type == .direct {
-                    let others = try await client.participants(of: conversation.id).map(\.uid).filter { $0 != user.uid }
-                    title = "with " + others.joined(separator: ", ")
-                }
-                let count = unread.conversations.first { $0.conversationId == conversation.id }?.unread ?? 0
-                say(
-                    "\(conversation.id)\t\(conversation.type.rawValue)\t\(title)\t\(conversation.participantCount) participants\t\(count) unread"
-                )
+            let (client, _) = try await options.loggedInClient()
+            let page = try await client.inboxPage(
+                filter: InboxFilter(unreadOnly: unread, type: type, mentionsOnly: mentions, archived: archived),
+                limit: limit
+            )
+            for entry in page.entries {
+                let conversation = entry.conversation
+                let title = entry.otherMember.map { "with \($0.uid)" } ?? conversation.name ?? ""
+                var line =
+                    "\(conversation.id)\t\(conversation.type.rawValue)\t\(title)\t"
+                    + "\(conversation.participantCount) participants\t\(entry.unread) unread"
+                if entry.unreadMentions > 0 { line += " (\(entry.unreadMentions) mentioning you)" }
+                say(line)
             }
-            if page.conversations.isEmpty { say("No conversations yet.") }
+            if page.entries.isEmpty { say(archived ? "No archived conversations." : "No conversations yet.") }
+            await client.shutdown()
+        }
+    }
+}
+
+struct Archive: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Archive a conversation: it leaves `parley conversations` until its next message."
+    )
+    @OptionGroup var options: ClientOptions
+    @Argument(help: "The conversation's id.") var conversation: String
+    @Flag(help: "Bring it back instead.") var undo = false
+
+    func run() async throws {
+        try await reportingFailures {
+            let (client, _) = try await options.loggedInClient()
+            if undo {
+                try await client.unarchiveConversation(id: conversation)
+                say("\(conversation) is back in your conversations.")
+            } else {
+                try await client.archiveConversation(id: conversation)
+                say("\(conversation) archived until its next message (`parley conversations --archived` lists it).")
+            }
             await client.shutdown()
         }
     }

@@ -21,7 +21,8 @@ struct ParleyCommand: AsyncParsableCommand {
             that cannot be read is a usage error (2).
             """,
         subcommands: [
-            Login.self, Logout.self, WhoAmI.self, Profile.self, Conversations.self, Send.self, Download.self,
+            Login.self, Logout.self, WhoAmI.self, Profile.self, Conversations.self, Archive.self, Send.self,
+            Download.self,
             Reply.self, Edit.self, DeleteMessage.self, React.self, ThreadCommand.self, Mentions.self, Search.self,
             FindUsers.self,
             Outbox.self,

@@ -246,3 +246,95 @@ public struct ConversationRolesChange: Codable, Sendable, Hashable {
         }
     }
 }
+
+/// How `GET /v1/me/inbox` orders conversations.
+public enum InboxSort: String, Codable, Sendable, Hashable, CaseIterable {
+    /// Most recently active first (a message, or a change of the conversation).
+    case activity
+    /// Conversations with unread messages first, each group most recently active first.
+    case unread
+}
+
+/// Which of a user's conversations an inbox request lists (every condition given must hold).
+public struct InboxFilter: Sendable, Hashable {
+    /// Only conversations with unread messages.
+    public var unreadOnly: Bool
+    /// Only direct conversations, or only groups.
+    public var type: ConversationType?
+    /// Only conversations with unread messages that mention the user.
+    public var mentionsOnly: Bool
+    /// The archived conversations instead of the others.
+    public var archived: Bool
+
+    /// Creates a filter; the default lists every conversation that is not archived.
+    public init(
+        unreadOnly: Bool = false, type: ConversationType? = nil, mentionsOnly: Bool = false, archived: Bool = false
+    ) {
+        self.unreadOnly = unreadOnly
+        self.type = type
+        self.mentionsOnly = mentionsOnly
+        self.archived = archived
+    }
+
+    /// Whether `entry` is one this filter lists (how a client keeps a filtered list true as events change entries).
+    public func matches(_ entry: InboxEntry) -> Bool {
+        entry.archived == archived && (type == nil || entry.conversation.type == type)
+            && (!unreadOnly || entry.unread > 0) && (!mentionsOnly || entry.unreadMentions > 0)
+    }
+}
+
+/// One row of the inbox: a conversation with what an inbox screen shows about it, as the caller sees it.
+public struct InboxEntry: Codable, Sendable, Hashable, Identifiable {
+    /// The conversation (without `participants`).
+    public var conversation: Conversation
+    /// The newest message the caller sees (not one of a user they block), in its latest state as events carry it: a
+    /// deleted one shows as deleted. Nil when there is none.
+    public var lastMessage: Message?
+    /// Messages the caller has not read (after `membership.readSeq`, not deleted, not their own).
+    public var unread: Int
+    /// Messages among them that mention the caller.
+    public var unreadMentions: Int
+    /// The caller's participation: role, when they joined, read and delivered positions, and whether they are muted.
+    public var membership: Participant
+    /// The other participant of a direct conversation; nil for a group.
+    public var otherMember: User?
+    /// Whether the caller archived it and no message came since.
+    public var archived: Bool
+    /// When the conversation was last active (epoch ms): the order of the inbox.
+    public var lastActivityAt: Int64
+
+    /// The conversation's id.
+    public var id: String { conversation.id }
+
+    /// Creates an entry.
+    public init(
+        conversation: Conversation, lastMessage: Message?, unread: Int, unreadMentions: Int, membership: Participant,
+        otherMember: User?, archived: Bool, lastActivityAt: Int64
+    ) {
+        self.conversation = conversation
+        self.lastMessage = lastMessage
+        self.unread = unread
+        self.unreadMentions = unreadMentions
+        self.membership = membership
+        self.otherMember = otherMember
+        self.archived = archived
+        self.lastActivityAt = lastActivityAt
+    }
+}
+
+/// `GET /v1/me/inbox`: a page of the caller's conversations.
+public struct InboxPage: Codable, Sendable, Hashable {
+    /// The conversations of the page, in the order asked for.
+    public var entries: [InboxEntry]
+    /// Unread messages over every conversation of the caller (archived ones too), whatever the filters.
+    public var totalUnread: Int
+    /// Pass as `cursor` for the next page, with the same filters and sort; nil on the last page.
+    public var nextCursor: String?
+
+    /// Creates a page.
+    public init(entries: [InboxEntry], totalUnread: Int, nextCursor: String? = nil) {
+        self.entries = entries
+        self.totalUnread = totalUnread
+        self.nextCursor = nextCursor
+    }
+}

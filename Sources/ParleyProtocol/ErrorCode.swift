@@ -52,6 +52,9 @@ extension ErrorCode {
     public static let invalidUID: ErrorCode = "ERR_INVALID_UID"
     /// No such user in this app.
     public static let uidNotFound: ErrorCode = "ERR_UID_NOT_FOUND"
+    /// The app's operator deactivated this user: they cannot log in, get a token or keep a connection until the
+    /// operator reactivates them.
+    public static let userDeactivated: ErrorCode = "ERR_USER_DEACTIVATED"
     /// A user with this uid already exists in this app.
     public static let uidAlreadyExists: ErrorCode = "ERR_UID_ALREADY_EXISTS"
     /// No such auth token for this user.

@@ -14,12 +14,16 @@ public struct User: Codable, Sendable, Hashable {
     public var createdAt: Int64
     /// When the profile last changed (epoch ms).
     public var updatedAt: Int64
+    /// When the app's operator deactivated the user (epoch ms): they cannot log in until reactivated. Absent while
+    /// the user is active.
+    public var deactivatedAt: Int64?
 
     /// Creates a user from its fields.
     public init(
         uid: String, name: String, avatarURL: String? = nil, metadata: JSONValue? = nil, createdAt: Int64,
-        updatedAt: Int64
+        updatedAt: Int64, deactivatedAt: Int64? = nil
     ) {
+        self.deactivatedAt = deactivatedAt
         self.uid = uid
         self.name = name
         self.avatarURL = avatarURL

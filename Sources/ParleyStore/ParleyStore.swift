@@ -48,6 +48,8 @@ public protocol ParleyStore: Sendable {
     func user(appId: String, uid: String) async throws -> User?
     /// Returns the stored user, inserting `user` first when the uid is new.
     func ensureUser(appId: String, _ user: User) async throws -> User
+    /// Deactivates the user at `time` (epoch ms), or (nil) reactivates them; returns the user, nil when there is none.
+    func setUserDeactivated(appId: String, uid: String, at time: Int64?) async throws -> User?
     /// Returns nil when there is no such user.
     func updateUser(appId: String, uid: String, _ update: UpdateUserRequest, now: Int64) async throws -> User?
 
@@ -126,6 +128,12 @@ public protocol ParleyStore: Sendable {
     func conversation(appId: String, id: String, viewer: String) async throws -> (ConversationRow, ParticipantRole?)?
     /// The caller's conversations, most recently active first.
     func conversations(appId: String, uid: String, query: ConversationQuery) async throws -> [ConversationRow]
+    /// A page of the user's inbox (`request`): their (not deleted) conversations with what an inbox shows of each,
+    /// filtered and sorted, read in one transaction, and the unread total over every conversation of the user.
+    func inbox(_ request: InboxRequest) async throws -> InboxPage
+    /// Archives the conversation for `uid` (until a message comes after this one), or (false) brings it back. Returns
+    /// false when `uid` does not participate in a (not deleted) conversation of the app with this id.
+    func setArchived(appId: String, conversationId: String, uid: String, archived: Bool) async throws -> Bool
     func participants(appId: String, conversationId: String) async throws -> [Participant]
     /// A page of history (or of a thread: `query.thread`), newest first, read in one transaction. Throws
     /// `ERR_MESSAGE_NOT_FOUND` for a thread whose first message is not in the conversation; empty for a conversation

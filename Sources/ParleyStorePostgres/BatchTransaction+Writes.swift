@@ -30,6 +30,7 @@ extension BatchTransaction {
             try await execute("DELETE FROM participants WHERE conversation_pk = \(pk) AND uid = \(uid)")
             try await execute(
                 "DELETE FROM mentions WHERE app_id = \(appId) AND uid = \(uid) AND conversation_pk = \(pk)")
+            try await execute("DELETE FROM conversation_archives WHERE conversation_pk = \(pk) AND uid = \(uid)")
         case .updateParticipant(let pk, let participant):
             try await execute(
                 """

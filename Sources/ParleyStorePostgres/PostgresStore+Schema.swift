@@ -574,6 +574,25 @@ extension PostgresStore {
             ],
             then: { session in try await PostgresStore.fileEveryUsersWords(session) }
         ),
+        PostgresMigration(
+            version: 19, name: "archived conversations",
+            statements: [
+                // A user's archive of a conversation (PostgresStore+Inbox.swift): the conversation's message count
+                // then; a later message brings it back.
+                """
+                CREATE TABLE conversation_archives (
+                    conversation_pk BIGINT NOT NULL REFERENCES conversations(pk),
+                    uid TEXT NOT NULL,
+                    message_count BIGINT NOT NULL,
+                    PRIMARY KEY (conversation_pk, uid)
+                )
+                """
+            ]
+        ),
+        PostgresMigration(
+            version: 20, name: "deactivated users",
+            statements: ["ALTER TABLE users ADD COLUMN deactivated_at BIGINT"]
+        ),
     ]
 
     /// The key of the advisory lock that serializes migrations of one database ("parley.schema").

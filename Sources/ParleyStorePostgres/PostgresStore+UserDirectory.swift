@@ -58,16 +58,8 @@ extension PostgresStore {
         let query = Self.userSearchQuery(request)
         return try await withSession { session in
             let rows = try await session.rows(query).map { row in
-                let (word, uid, name, avatarURL, metadata, createdAt, updatedAt) = try row.decode(
-                    (String, String, String, String?, String?, Int64, Int64).self
-                )
-                return (
-                    word: word,
-                    user: User(
-                        uid: uid, name: name, avatarURL: avatarURL, metadata: try Self.jsonValue(metadata),
-                        createdAt: createdAt, updatedAt: updatedAt
-                    )
-                )
+                let columns = row.makeRandomAccess()
+                return (word: try columns[0].decode(String.self), user: try Self.user(columns, from: 1))
             }
             return UserSearchPage(rows: rows, limit: request.limit)
         }
@@ -100,7 +92,7 @@ extension PostgresStore {
             source = "contacts k JOIN user_words w ON w.app_id = \(app) AND w.uid = k.uid"
         }
         sql += """
-            SELECT w.word, u.uid, u.name, u.avatar_url, u.metadata::text, u.created_at, u.updated_at
+            SELECT w.word, \(userColumns("u"))
             FROM \(source)
             JOIN users u ON u.app_id = w.app_id AND u.uid = w.uid
             WHERE w.app_id = \(app) AND w.word >= \(from) AND w.word < \(to)
@@ -126,7 +118,7 @@ extension PostgresStore {
             let me = bind(viewer)
             sql += """
 
-                AND w.uid != \(me)
+                AND w.uid != \(me) AND u.deactivated_at IS NULL
                 AND NOT EXISTS (SELECT 1 FROM blocks b WHERE b.app_id = w.app_id AND b.blocker = \(me) AND b.blocked = w.uid)
                 AND NOT EXISTS (SELECT 1 FROM blocks b WHERE b.app_id = w.app_id AND b.blocker = w.uid AND b.blocked = \(me))
                 """

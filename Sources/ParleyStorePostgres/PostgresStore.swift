@@ -274,7 +274,13 @@ public final class PostgresStore: ParleyStore {
 
     // MARK: Users
 
-    static let userColumns = "uid, name, avatar_url, metadata::text, created_at, updated_at"
+    static let userColumns = userColumns(nil)
+
+    /// The columns ``user(_:from:)`` reads, of the users table as `alias`.
+    static func userColumns(_ alias: String?) -> String {
+        ["uid", "name", "avatar_url", "metadata::text", "created_at", "updated_at", "deactivated_at"]
+            .map { column in alias.map { "\($0).\(column)" } ?? column }.joined(separator: ", ")
+    }
 
     public func insertUser(appId: String, _ user: User) async throws {
         guard try await insertUserAndQueue(appId: appId, user) else {
@@ -346,13 +352,27 @@ public final class PostgresStore: ParleyStore {
     }
 
     static func user(_ row: PostgresRow) throws -> User {
-        let (uid, name, avatarURL, metadata, createdAt, updatedAt) = try row.decode(
-            (String, String, String?, String?, Int64, Int64).self
+        try user(row.makeRandomAccess(), from: 0)
+    }
+
+    /// The user in ``userColumns(_:)`` from column `index` of `columns` on.
+    static func user(_ columns: PostgresRandomAccessRow, from index: Int) throws -> User {
+        User(
+            uid: try columns[index].decode(String.self), name: try columns[index + 1].decode(String.self),
+            avatarURL: try columns[index + 2].decode(String?.self),
+            metadata: try jsonValue(try columns[index + 3].decode(String?.self)),
+            createdAt: try columns[index + 4].decode(Int64.self), updatedAt: try columns[index + 5].decode(Int64.self),
+            deactivatedAt: try columns[index + 6].decode(Int64?.self)
         )
-        return User(
-            uid: uid, name: name, avatarURL: avatarURL, metadata: try jsonValue(metadata), createdAt: createdAt,
-            updatedAt: updatedAt
-        )
+    }
+
+    public func setUserDeactivated(appId: String, uid: String, at time: Int64?) async throws -> User? {
+        try await rows(
+            """
+            UPDATE users SET deactivated_at = \(time) WHERE app_id = \(appId) AND uid = \(uid)
+            RETURNING \(unescaped: Self.userColumns)
+            """
+        ).first.map(Self.user)
     }
 
     // MARK: Tokens

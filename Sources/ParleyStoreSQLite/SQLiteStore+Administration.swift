@@ -28,16 +28,11 @@ extension SQLiteStore {
             try Row.fetchAll(
                 db,
                 sql: """
-                    SELECT uid, name, avatar_url, metadata, created_at, updated_at FROM users
-                    WHERE app_id = ? AND (? IS NULL OR uid > ?) ORDER BY uid LIMIT ?
+                    SELECT \(Self.userColumns("u")) FROM users u
+                    WHERE u.app_id = ? AND (? IS NULL OR u.uid > ?) ORDER BY u.uid LIMIT ?
                     """,
                 arguments: [appId, after, after, limit]
-            ).map { row in
-                User(
-                    uid: row[0], name: row[1], avatarURL: row[2], metadata: try Self.jsonValue(row[3]),
-                    createdAt: row[4], updatedAt: row[5]
-                )
-            }
+            ).map { try Self.user($0, from: 0) }
         }
     }
 

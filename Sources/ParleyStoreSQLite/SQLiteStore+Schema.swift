@@ -473,6 +473,23 @@ extension SQLiteStore {
                 try SQLiteStore.fileUserWords(db, appId: user[0], uid: user[1], name: user[2])
             }
         }
+        migrator.registerMigration("v17: archived conversations") { db in
+            // A user's archive of a conversation (`SQLiteStore+Inbox.swift`): the conversation's message count then;
+            // a later message brings it back.
+            try db.execute(
+                sql: """
+                    CREATE TABLE conversation_archives (
+                        conversation_pk INTEGER NOT NULL REFERENCES conversations(pk),
+                        uid TEXT NOT NULL,
+                        message_count INTEGER NOT NULL,
+                        PRIMARY KEY (conversation_pk, uid)
+                    ) WITHOUT ROWID;
+                    """
+            )
+        }
+        migrator.registerMigration("v18: deactivated users") { db in
+            try db.execute(sql: "ALTER TABLE users ADD COLUMN deactivated_at INTEGER")
+        }
         return migrator
     }
 }

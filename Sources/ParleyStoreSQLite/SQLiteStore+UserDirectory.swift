@@ -32,13 +32,7 @@ extension SQLiteStore {
         let (sql, arguments) = Self.userSearchSQL(request)
         return try await pool.read { db in
             let rows = try Row.fetchAll(db.cachedStatement(sql: sql), arguments: arguments).map { row in
-                (
-                    word: row[0] as String,
-                    user: User(
-                        uid: row[1], name: row[2], avatarURL: row[3], metadata: try Self.jsonValue(row[4]),
-                        createdAt: row[5], updatedAt: row[6]
-                    )
-                )
+                (word: row[0] as String, user: try Self.user(row, from: 1))
             }
             return UserSearchPage(rows: rows, limit: request.limit)
         }
@@ -70,7 +64,7 @@ extension SQLiteStore {
             arguments += [request.appId]
         }
         sql += """
-            SELECT w.word, u.uid, u.name, u.avatar_url, u.metadata, u.created_at, u.updated_at
+            SELECT w.word, \(userColumns("u"))
             FROM \(from)
             CROSS JOIN users u ON u.app_id = w.app_id AND u.uid = w.uid
             WHERE w.app_id = ? AND w.word >= ? AND w.word < ?
@@ -96,7 +90,7 @@ extension SQLiteStore {
         if let viewer = request.viewer {
             sql += """
 
-                AND w.uid != ?
+                AND w.uid != ? AND u.deactivated_at IS NULL
                 AND NOT EXISTS (SELECT 1 FROM blocks b WHERE b.app_id = w.app_id AND b.blocker = ? AND b.blocked = w.uid)
                 AND NOT EXISTS (SELECT 1 FROM blocks b WHERE b.app_id = w.app_id AND b.blocker = w.uid AND b.blocked = ?)
                 """

@@ -32,6 +32,9 @@ extension SQLiteStore {
                 sql: "DELETE FROM mentions WHERE app_id = ? AND uid = ? AND conversation_pk = ?",
                 arguments: [appId, uid, pk]
             )
+            try db.execute(
+                sql: "DELETE FROM conversation_archives WHERE conversation_pk = ? AND uid = ?", arguments: [pk, uid]
+            )
         case .updateParticipant(let pk, let participant):
             try db.execute(
                 sql:

@@ -266,7 +266,7 @@ public final class SQLiteStore: ParleyStore {
         let rows = try Row.fetchCursor(
             db.cachedStatement(
                 sql: """
-                    SELECT name, avatar_url, metadata, created_at, updated_at, last_user_seq
+                    SELECT name, avatar_url, metadata, created_at, updated_at, last_user_seq, deactivated_at
                     FROM users WHERE app_id = ? AND uid = ?
                     """
             ),
@@ -275,9 +275,33 @@ public final class SQLiteStore: ParleyStore {
         guard let row = try rows.next() else { return nil }
         let user = User(
             uid: uid, name: row[0], avatarURL: row[1], metadata: try jsonValue(row[2]), createdAt: row[3],
-            updatedAt: row[4]
+            updatedAt: row[4], deactivatedAt: row[6]
         )
         return (user, row[5])
+    }
+
+    /// The columns ``user(_:from:)`` reads, of the users table as `alias`.
+    static func userColumns(_ alias: String) -> String {
+        ["uid", "name", "avatar_url", "metadata", "created_at", "updated_at", "deactivated_at"]
+            .map { "\(alias).\($0)" }.joined(separator: ", ")
+    }
+
+    /// The user in ``userColumns(_:)`` from column `index` of `row` on.
+    static func user(_ row: Row, from index: Int) throws -> User {
+        User(
+            uid: row[index], name: row[index + 1], avatarURL: row[index + 2],
+            metadata: try jsonValue(row[index + 3]), createdAt: row[index + 4], updatedAt: row[index + 5],
+            deactivatedAt: row[index + 6]
+        )
+    }
+
+    public func setUserDeactivated(appId: String, uid: String, at time: Int64?) async throws -> User? {
+        try await pool.write { db in
+            try db.execute(
+                sql: "UPDATE users SET deactivated_at = ? WHERE app_id = ? AND uid = ?", arguments: [time, appId, uid]
+            )
+            return try Self.fetchUser(db, appId: appId, uid: uid)
+        }
     }
 
     // MARK: Tokens

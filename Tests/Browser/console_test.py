@@ -743,6 +743,45 @@ def scenario_console():
     run.check(sorted(participants) == ["alice", "bob"], f"participants {participants}")
     screenshot("console-05-conversation")
 
+    # Search: exactly what GET /v1/search/messages finds (once the indexer filed the messages), the matches marked, the
+    # HTML message's words as text; a result links to its conversation.
+    def api_search(query):
+        return rest("GET", f"/v1/search/messages?{urllib.parse.urlencode(query)}&limit=25", api_key=API_KEY)[1]
+
+    wait_until(lambda: api_search({"q": "book clu"}).get("results"), "the search index to file the book club's message")
+    wait_until(lambda: api_search({"q": "onerror"}).get("results"), "the search index to file the HTML message")
+    driver.get(CONSOLE + "#/search")
+    wait_until(lambda: visible("#search-q"), "the Search page")
+    el("#search-q").send_keys("book clu")
+    el("#search-go").click()
+    expected = [r["message"]["id"] for r in api_search({"q": "book clu"})["results"]]
+
+    def results_shown():
+        return [e.get_attribute("data-id") for e in els("#search-results .search-result")]
+
+    wait_until(lambda: results_shown() == expected, f"the search results {expected}")
+    marks = [e.text for e in els("#search-results mark")]
+    run.check(marks == ["book", "club"], f"the matches are marked: {marks}")
+    screenshot("console-05b-search")
+    el("#search-q").clear()
+    el("#search-q").send_keys("onerror")
+    Select(el("#search-order")).select_by_value("relevance")
+    el("#search-go").click()
+    expected = [r["message"]["id"] for r in api_search({"q": "onerror", "order": "relevance"})["results"]]
+    wait_until(lambda: results_shown() == expected and expected, f"the HTML message found {expected}")
+    run.check(not els("#search-results img") and XSS in el("#search-results").text, "the HTML message's words as text")
+    el("#search-q").clear()
+    el("#search-q").send_keys("nothingmatchesthis")
+    el("#search-go").click()
+    wait_until(lambda: "No message found." in el("#search-body").text, "nothing found")
+    el("#search-q").clear()
+    el("#search-q").send_keys("club")
+    el("#search-sender").send_keys("carol")
+    el("#search-go").click()
+    wait_until(lambda: len(results_shown()) == 1, "the sender filter")
+    el("#search-results .search-result a").click()
+    wait_until(lambda: group in driver.current_url and visible("#messages-log"), "the result's conversation")
+
     # Reports: alice reports bob's HTML message (direct), carol his message in her group and bob himself. The
     # operator resolves the first with a note, bans bob from the group and deletes his message from the second's
     # card, and dismisses the third.

@@ -74,6 +74,53 @@ import Testing
         try await server.stop()
     }
 
+    @Test func theInboxPagesFiltersAndArchives() async throws {
+        let server = try await TestServer.start()
+        let bob = try await client("bob", server)
+        await bob.waitUntilConnected()
+        var conversations: [String] = []
+        for uid in ["alice", "carol", "dave", "erin", "frank"] {
+            let token = try await server.login(uid)
+            let direct = try await server.createConversation(token: token, type: .direct, with: ["bob"])
+            try await send("from \(uid)", in: direct.id, as: token, on: server)
+            conversations.insert(direct.id, at: 0)
+        }
+
+        // Two a page: one request each, in order, each row with its other member.
+        let inbox = InboxModel(client: bob, limit: 2)
+        await inbox.load()
+        #expect(inbox.entries.map(\.id) == Array(conversations.prefix(2)) && inbox.hasMore)
+        #expect(inbox.entries.first?.otherMember?.uid == "frank" && inbox.totalUnread == 5)
+        await inbox.loadMore()
+        await inbox.loadMore()
+        #expect(inbox.entries.map(\.id) == conversations && !inbox.hasMore)
+
+        // Archived: gone, and back with the next message.
+        await inbox.archive(conversations[4])
+        #expect(inbox.error == nil && !inbox.entries.contains { $0.id == conversations[4] })
+        let fresh = InboxModel(client: bob)
+        await fresh.load()
+        #expect(fresh.entries.count == 4)
+        let archived = InboxModel(client: bob, filter: InboxFilter(archived: true))
+        await archived.load()
+        #expect(archived.entries.map(\.id) == [conversations[4]])
+        let alice = try await server.login("alice")
+        try await send("back again", in: conversations[4], as: alice, on: server)
+        #expect(await eventually { inbox.entries.first?.id == conversations[4] })
+        #expect(await eventually { archived.entries.isEmpty }, "back in the inbox: out of the archived list")
+
+        // Unread only: a conversation read leaves the list.
+        let unread = InboxModel(client: bob, filter: InboxFilter(unreadOnly: true))
+        await unread.load()
+        #expect(unread.entries.count == 5)
+        let first = try #require(unread.entries.first)
+        try await bob.markRead(upTo: try #require(first.lastMessage?.seq), in: first.id)
+        #expect(await eventually { unread.entries.count == 4 && !unread.entries.contains { $0.id == first.id } })
+        for model in [inbox, fresh, archived, unread] { model.stop() }
+        await bob.shutdown()
+        try await server.stop()
+    }
+
     @Test func aConversationShowsMessagesOutboxTypingAndReceipts() async throws {
         let server = try await TestServer.start()
         let bob = try await client("bob", server)

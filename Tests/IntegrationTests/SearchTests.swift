@@ -4,7 +4,8 @@ import ParleyServer
 import ParleyTesting
 import Testing
 
-/// Message search through the SDK, `ParleyAdmin` and the `parley` CLI (docs/PROTOCOL.md, "Search"; docs/SDK.md).
+/// Message search, the user directory and the inbox through the SDK, `ParleyAdmin` and the `parley` CLI
+/// (docs/PROTOCOL.md, "Search", "The inbox", "Finding users"; docs/SDK.md).
 @Suite(.timeLimit(.minutes(2))) struct SearchTests {
     @Test func theSDKFindsAUsersMessagesAndTheAdminTheApps() async throws {
         let party = try await EventCatalogTests().party()
@@ -82,6 +83,42 @@ import Testing
         )
         #expect(newer.messages.map(\.text) == ["note 6", "note 7"] && newer.newerCursor == nil)
         try await party.stop()
+    }
+
+    @Test(.enabled(if: CLIBinary.isAvailable, "needs the parley binary")) func theCLIListsTheInboxAndArchives()
+        async throws
+    {
+        let server = try await TestServer.start()
+        let home = try TemporaryDirectory(prefix: "parley-cli-inbox")
+        for uid in ["alice", "bob"] {
+            let login = try await CLIFileTests.parley(["login", uid, "--profile", uid], server: server, home: home)
+            #expect(login.status == 0, "\(login.errors)")
+        }
+        let sent = try await CLIFileTests.parley(
+            ["send", "bob", "hello @bob", "--profile", "alice"], server: server, home: home)
+        #expect(sent.status == 0, "\(sent.errors)")
+        let list = try await CLIFileTests.parley(["conversations", "--profile", "bob"], server: server, home: home)
+        #expect(
+            list.status == 0 && list.output.contains("\tdirect\twith alice\t2 participants\t1 unread"), "\(list.output)"
+        )
+        let id = try #require(list.output.split(separator: "\t").first.map(String.init))
+        let archived = try await CLIFileTests.parley(["archive", id, "--profile", "bob"], server: server, home: home)
+        #expect(archived.status == 0, "\(archived.errors)")
+        let empty = try await CLIFileTests.parley(["conversations", "--profile", "bob"], server: server, home: home)
+        #expect(empty.output.contains("No conversations yet."), "\(empty.output)")
+        let shown = try await CLIFileTests.parley(
+            ["conversations", "--archived", "--profile", "bob"], server: server, home: home)
+        #expect(shown.output.hasPrefix(id), "\(shown.output)")
+        let unknown = try await CLIFileTests.parley(
+            ["archive", "c_nope", "--profile", "bob"], server: server, home: home)
+        #expect(unknown.status != 0 && unknown.errors.contains("ERR_CONVERSATION_NOT_FOUND"), "\(unknown.errors)")
+        let again = try await CLIFileTests.parley(
+            ["send", "bob", "still there?", "--profile", "alice"], server: server, home: home)
+        #expect(again.status == 0)
+        let back = try await CLIFileTests.parley(
+            ["conversations", "--unread", "--profile", "bob"], server: server, home: home)
+        #expect(back.output.contains("\(id)\tdirect\twith alice\t2 participants\t2 unread"), "\(back.output)")
+        try await server.stop()
     }
 
     @Test(.enabled(if: CLIBinary.isAvailable, "needs the parley binary")) func theCLIShowsWhatItFoundMarked()

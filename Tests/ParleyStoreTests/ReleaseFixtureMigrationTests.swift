@@ -170,6 +170,16 @@ struct ReleaseFixture: Decodable {
                 #expect(found?.lastSeq == counts.lastSeq)
             }
         }
+        for (uid, expected) in unread {
+            // The inbox of the release's users agrees with their unread counts.
+            let inbox = try await store.inbox(InboxRequest(appId: appId, uid: uid, limit: 200))
+            #expect(inbox.totalUnread == expected.total, "inbox total of \(uid)")
+            for entry in inbox.entries {
+                #expect(entry.unread == expected.conversations[entry.id]?.unread, "inbox of \(uid): \(entry.id)")
+                let messages = conversations.first { $0.id == entry.id }?.messages
+                #expect(entry.lastMessage?.id == messages?.last?.id, "last message of \(entry.id) for \(uid)")
+            }
+        }
         for (uid, expected) in unreadMentions {
             let rows = try await store.unreadMentions(appId: appId, uid: uid, after: nil, limit: 50)
             #expect(Set(rows.map(\.message.id)) == Set(expected), "unread mentions of \(uid)")

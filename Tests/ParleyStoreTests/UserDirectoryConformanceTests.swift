@@ -122,11 +122,29 @@ extension StoreConformanceTests {
         // Users added ahead of the cursor are found later, those behind it are not repeated or missed.
         try await person(store, "p9", "Pat 9")
         try await person(store, "p00", "Pat 00")
-        while let cursor = page.nextCursor {
+        while let cursor = page.nextCursor, seen.count < 20 {
             page = try await directoryPage(store, "pa", after: try UserSearchCursor(parsing: cursor), limit: 3)
             seen += page.users.map(\.uid)
         }
         #expect(seen == ["p0", "p1", "p2", "p3", "p4", "p5", "p6", "p9"])
         #expect(page.users.count < 3 || page.nextCursor == nil)
+    }
+}
+
+extension StoreConformanceTests {
+    @Test(arguments: Backend.allCases) func aDeactivatedUserIsMarkedAndHiddenFromOtherUsers(_ backend: Backend)
+        async throws
+    {
+        let store = try await prepared(backend, users: ["alice", "bob", "bobby"])
+        let deactivated = try await store.setUserDeactivated(appId: Self.appId, uid: "bob", at: 77)
+        #expect(deactivated?.deactivatedAt == 77 && deactivated?.uid == "bob")
+        #expect(try await store.user(appId: Self.appId, uid: "bob")?.deactivatedAt == 77)
+        #expect(try await store.users(appId: Self.appId, after: nil, limit: 10).map(\.deactivatedAt) == [nil, 77, nil])
+        #expect(try await directory(store, "bob") == ["bobby"], "other users no longer find them")
+        #expect(try await directoryPage(store, "bob", viewer: nil).users.map(\.deactivatedAt) == [77, nil])
+        #expect(try await store.setUserDeactivated(appId: Self.appId, uid: "bob", at: nil)?.deactivatedAt == nil)
+        #expect(try await directory(store, "bob") == ["bob", "bobby"])
+        #expect(try await store.setUserDeactivated(appId: Self.appId, uid: "nobody", at: 1) == nil)
+        #expect(try await store.setUserDeactivated(appId: Self.otherApp, uid: "bob", at: 1) == nil)
     }
 }

@@ -39,18 +39,9 @@ struct SearchScenario: AsyncParsableCommand {
     func run() async throws {
         let rng = SeededDraws(seed: 42)
         let vocabulary = Vocabulary(size: 50_000)
-        let directory = NSTemporaryDirectory() + "parley-search-bench-\(UInt32.random(in: 0...UInt32.max))"
-        let store: any ParleyStore
-        if let databaseURL {
-            store = try await PostgresStore.connect(
-                url: databaseURL, logger: Logger(label: "bench"), timeout: .seconds(60))
-        } else {
-            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-            store = try SQLiteStore(path: directory + "/parley.sqlite")
-        }
-        defer { try? FileManager.default.removeItem(atPath: directory) }
-        let app = "app"
-        try await store.insertApp(AppRecord(id: app, name: app, authKeyHash: [1], restAPIKeyHash: [2], createdAt: 1))
+        let bench = try await BenchStore.open(databaseURL: databaseURL, name: "search")
+        let store = bench.store
+        let app = BenchStore.app
         for uid in 0..<users {
             try await store.insertUser(appId: app, User(uid: "u\(uid)", name: "u\(uid)", createdAt: 1, updatedAt: 1))
         }
@@ -136,7 +127,7 @@ struct SearchScenario: AsyncParsableCommand {
                     "\(kind)/\(scope) p50=\(Format.ms(p50)) p99=\(Format.ms(p99)) found=\(Format.fixed(mean, 1))")
             }
         }
-        try await store.close()
+        try await bench.remove()
         print(
             "search: messages=\(messages) store=\(databaseURL == nil ? "sqlite" : "postgres") "
                 + "fill=\(Format.fixed(fillSeconds, 0))s filing=\(Format.fixed(filing, 1))us/msg "

@@ -34,17 +34,19 @@ import Observation
     deinit { following.cancelAll() }
 }
 
-/// The user's conversations, most recently active first, each with its last message and unread count: an inbox
-/// screen.
+/// The user's conversations, most recently active first (or those with unread messages first), each with its last
+/// message, unread and mention counts: an inbox screen. One request a page (``load()``, then ``loadMore()``).
 @MainActor @Observable public final class InboxModel {
     /// A row: the conversation, its newest message and the unread count.
     public typealias Entry = ConversationSummary
 
-    /// Most recently active first.
+    /// In the model's sort.
     public private(set) var entries: [Entry] = []
     /// The unread total over every conversation.
     public private(set) var totalUnread = 0
-    /// Whether ``load()`` is running.
+    /// Whether the server has more conversations than ``entries`` (``loadMore()``).
+    public private(set) var hasMore = false
+    /// Whether ``load()`` or ``loadMore()`` is running.
     public private(set) var isLoading = false
     /// Whether ``entries`` are what the device kept (shown at once by ``load()``) rather than the server's answer:
     /// true until the server answers, and while it cannot be reached.
@@ -54,30 +56,42 @@ import Observation
 
     @ObservationIgnored private let client: ParleyClient
     @ObservationIgnored private let following = FollowingTasks()
-    /// How many conversations ``load()`` reads.
+    @ObservationIgnored private var cursor: String?
+    /// How many conversations a page reads.
     @ObservationIgnored public let limit: Int
+    /// Which conversations the model lists.
+    @ObservationIgnored public let filter: InboxFilter
+    /// Their order.
+    @ObservationIgnored public let sort: InboxSort
 
-    /// A model of `client`'s inbox, reading `limit` conversations at each ``load()``.
-    public init(client: ParleyClient, limit: Int = 50) {
+    /// A model of `client`'s inbox, reading `limit` conversations a page: those `filter` lists, in `sort` order.
+    public init(client: ParleyClient, filter: InboxFilter = .init(), sort: InboxSort = .activity, limit: Int = 50) {
         self.client = client
+        self.filter = filter
+        self.sort = sort
         self.limit = limit
     }
 
-    /// Shows what the device kept at once, then reads the conversations, their last messages and unread counts
-    /// from the server, and follows their events.
+    /// Shows what the device kept at once (the whole inbox only), then reads the first page from the server in one
+    /// request, and follows the events that change it.
     public func load() async {
         isLoading = true
         defer { isLoading = false }
         let events = client.events()
-        if entries.isEmpty {
+        let whole = filter == InboxFilter() && sort == .activity
+        if entries.isEmpty && whole {
             entries = client.storedConversations()
             totalUnread = entries.reduce(0) { $0 + $1.unread }
             isStored = true
         }
         var failed = false
         do {
-            entries = try await client.inbox(limit: limit)
-            totalUnread = entries.reduce(0) { $0 + $1.unread }
+            let page = try await client.inboxPage(filter: filter, sort: sort, limit: limit)
+            entries = page.entries.map(Entry.init)
+            if whole { client.offline.replaceConversations(entries) }
+            totalUnread = page.totalUnread
+            cursor = page.nextCursor
+            hasMore = cursor != nil
             isStored = false
             error = nil
         } catch {
@@ -95,8 +109,39 @@ import Observation
             })
     }
 
+    /// Adds the next page (nothing when there is none).
+    public func loadMore() async {
+        guard let cursor, !isLoading else { return }
+        isLoading = true
+        defer { isLoading = false }
+        do {
+            let page = try await client.inboxPage(filter: filter, sort: sort, limit: limit, cursor: cursor)
+            // A conversation already shown (it moved while paging) keeps its row.
+            let shown = Set(entries.map(\.id))
+            entries += page.entries.filter { !shown.contains($0.id) }.map(Entry.init)
+            totalUnread = page.totalUnread
+            self.cursor = page.nextCursor
+            hasMore = page.nextCursor != nil
+        } catch {
+            self.error = RESTClient.parleyError(error)
+        }
+    }
+
+    /// Archives a conversation: it leaves the list (and comes back with its next message).
+    public func archive(_ conversationId: String) async {
+        do {
+            try await client.archiveConversation(id: conversationId)
+            if !filter.archived { entries.removeAll { $0.id == conversationId } }
+        } catch {
+            self.error = RESTClient.parleyError(error)
+        }
+    }
+
     private func apply(_ event: Event) async {
         switch event.payload {
+        case .messageSent(let message) where filter.archived:
+            // A new message brings an archived conversation back to the inbox: out of this list.
+            entries.removeAll { $0.id == message.conversationId }
         case .messageSent(let message), .messageUpdated(let message), .messageDeleted(let message):
             if let index = entries.firstIndex(where: { $0.id == message.conversationId }) {
                 // An edit or a deletion of the last message shows; an older one's does not.
@@ -105,7 +150,10 @@ import Observation
                 await insert(conversationId: message.conversationId)
             }
         case .conversationCreated(let conversation):
-            if !entries.contains(where: { $0.id == conversation.id }) {
+            let listed =
+                !filter.unreadOnly && !filter.mentionsOnly && !filter.archived
+                && (filter.type == nil || filter.type == conversation.type)
+            if listed && !entries.contains(where: { $0.id == conversation.id }) {
                 entries.append(Entry(conversation: conversation, lastMessage: nil, unread: 0))
             }
         case .conversationUpdated(let conversation), .conversationUndeleted(let conversation):
@@ -125,27 +173,48 @@ import Observation
             for change in unread.conversations {
                 if let index = entries.firstIndex(where: { $0.id == change.conversationId }) {
                     entries[index].unread = change.unread
+                    // Read up to a position: the mentions before it are read too.
+                    if change.unread == 0 { entries[index].unreadMentions = 0 }
                 }
             }
+            // A filter on unread messages or mentions drops what was read.
+            if filter.unreadOnly { entries.removeAll { $0.unread == 0 } }
+            if filter.mentionsOnly { entries.removeAll { $0.unreadMentions == 0 } }
         default:
             return
         }
-        entries = Self.sorted(entries)
+        entries = sorted(entries)
     }
 
-    /// A conversation the list did not have (a first message in it, or it came back).
+    /// A conversation the list did not have (a first message in it, or it came back), when the filter lists it.
     private func insert(conversationId: String) async {
+        if let type = filter.type, !(await conversationType(conversationId) == type) { return }
+        if filter.archived { return }
         do {
             let entry = try await client.conversationSummary(id: conversationId)
             guard !entries.contains(where: { $0.id == conversationId }) else { return }
+            if filter.unreadOnly && entry.unread == 0 { return }
+            if filter.mentionsOnly && entry.unreadMentions == 0 { return }
             entries.append(entry)
-            entries = Self.sorted(entries)
+            entries = sorted(entries)
         } catch {
             self.error = RESTClient.parleyError(error)
         }
     }
 
-    private static func sorted(_ entries: [Entry]) -> [Entry] { ConversationSummary.byActivity(entries) }
+    private func conversationType(_ id: String) async -> ConversationType? {
+        try? await client.conversation(id: id).type
+    }
+
+    private func sorted(_ entries: [Entry]) -> [Entry] {
+        switch sort {
+        case .activity: return ConversationSummary.byActivity(entries)
+        case .unread:
+            return ConversationSummary.byActivity(entries).enumerated().sorted {
+                ($0.element.unread > 0 ? 0 : 1, $0.offset) < ($1.element.unread > 0 ? 0 : 1, $1.offset)
+            }.map(\.element)
+        }
+    }
 
     /// Stops following the client.
     public func stop() { following.cancelAll() }

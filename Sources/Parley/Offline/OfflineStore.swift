@@ -10,16 +10,47 @@ public struct ConversationSummary: Codable, Sendable, Hashable, Identifiable {
     public var lastMessage: Message?
     /// Messages from others the user has not read.
     public var unread: Int
+    /// Unread messages that mention the user.
+    public var unreadMentions: Int
+    /// The other participant of a direct conversation (nil for a group, and when not known).
+    public var otherMember: User?
     /// The conversation's id.
     public var id: String { conversation.id }
     /// When the conversation was last active: its last message, else its last change.
     public var activityAt: Int64 { max(lastMessage?.sentAt ?? 0, conversation.updatedAt) }
 
     /// Creates a summary.
-    public init(conversation: Conversation, lastMessage: Message?, unread: Int) {
+    public init(
+        conversation: Conversation, lastMessage: Message?, unread: Int, unreadMentions: Int = 0,
+        otherMember: User? = nil
+    ) {
         self.conversation = conversation
         self.lastMessage = lastMessage
         self.unread = unread
+        self.unreadMentions = unreadMentions
+        self.otherMember = otherMember
+    }
+
+    /// The summary of an inbox entry (`GET /v1/me/inbox`).
+    public init(_ entry: InboxEntry) {
+        self.init(
+            conversation: entry.conversation, lastMessage: entry.lastMessage, unread: entry.unread,
+            unreadMentions: entry.unreadMentions, otherMember: entry.otherMember
+        )
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case conversation, lastMessage, unread, unreadMentions, otherMember
+    }
+
+    /// Decodes a summary; one the device kept before mention counts existed has none.
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        conversation = try container.decode(Conversation.self, forKey: .conversation)
+        lastMessage = try container.decodeIfPresent(Message.self, forKey: .lastMessage)
+        unread = try container.decode(Int.self, forKey: .unread)
+        unreadMentions = try container.decodeIfPresent(Int.self, forKey: .unreadMentions) ?? 0
+        otherMember = try container.decodeIfPresent(User.self, forKey: .otherMember)
     }
 
     /// Most recently active first (ties by id, so the order is stable).

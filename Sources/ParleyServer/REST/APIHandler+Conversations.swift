@@ -268,3 +268,54 @@ extension APIHandler {
         return ConversationQuery.Position(lastActivityAt: activity, conversationPK: pk)
     }
 }
+
+extension APIHandler {
+    // MARK: Inbox
+
+    /// `GET /v1/me/inbox`: a page of the caller's conversations with what an inbox shows of each (``InboxEntry``).
+    func getInbox(_ input: Operations.GetInbox.Input) async throws -> Operations.GetInbox.Output {
+        let principal = try await currentUser()
+        let parameters = input.query
+        let limit = try Self.pageSize(parameters.limit)
+        let sort = parameters.sort ?? .activity
+        let after = try parameters.cursor.map { try InboxCursor(parsing: $0, sort: sort) }
+        let filter = InboxFilter(
+            unreadOnly: parameters.unreadOnly ?? false, type: parameters._type,
+            mentionsOnly: parameters.mentionsOnly ?? false, archived: parameters.archived ?? false
+        )
+        let page = try await store.inbox(
+            InboxRequest(
+                appId: principal.appId, uid: principal.uid, filter: filter, sort: sort, after: after, limit: limit
+            )
+        )
+        return .ok(.init(body: .json(page)))
+    }
+
+    /// `PUT /v1/conversations/{id}/archive`.
+    func archiveConversation(_ input: Operations.ArchiveConversation.Input) async throws
+        -> Operations.ArchiveConversation.Output
+    {
+        try await setArchived(input.path.conversationId, true)
+        return .noContent(.init())
+    }
+
+    /// `DELETE /v1/conversations/{id}/archive`.
+    func unarchiveConversation(_ input: Operations.UnarchiveConversation.Input) async throws
+        -> Operations.UnarchiveConversation.Output
+    {
+        try await setArchived(input.path.conversationId, false)
+        return .noContent(.init())
+    }
+
+    /// Archives or brings back a conversation the caller participates in (the answers of any participant's request).
+    private func setArchived(_ conversationId: String, _ archived: Bool) async throws {
+        let principal = try await currentUser()
+        try InputRules.identifier(conversationId, "conversationId")
+        _ = try await requireParticipant(principal, conversationId: conversationId)
+        guard
+            try await store.setArchived(
+                appId: principal.appId, conversationId: conversationId, uid: principal.uid, archived: archived
+            )
+        else { throw DomainError.conversationNotFound(conversationId) }
+    }
+}

@@ -24,6 +24,7 @@ extension APIHandler {
             appId: app.id, User(uid: request.uid, name: request.uid, createdAt: now, updatedAt: now)
         )
         if user.createdAt == now { webhooksQueued() }
+        try Self.requireActive(user)
         let issued = try await issueToken(appId: app.id, uid: user.uid, ttlSeconds: nil)
         return .ok(.init(body: .json(LoginResponse(user: user, authToken: issued.authToken))))
     }
@@ -94,6 +95,7 @@ extension APIHandler {
             throw DomainError(.badRequest, "ttlSeconds must be 1 to \(InputRules.maxTokenLifetimeSeconds) (ten years).")
         }
         let user = try await existingUser(appId: appId, uid: input.path.uid)
+        try Self.requireActive(user)
         return .created(.init(body: .json(try await issueToken(appId: appId, uid: user.uid, ttlSeconds: ttlSeconds))))
     }
 
@@ -125,6 +127,53 @@ extension APIHandler {
         return .noContent(.init())
     }
 
+    // MARK: Deactivation
+
+    /// `POST /v1/users/{uid}/deactivate`: the user's tokens revoked, their sockets closed (4001
+    /// `ERR_USER_DEACTIVATED`), no login or token until reactivated.
+    func deactivateUser(_ input: Operations.DeactivateUser.Input) async throws -> Operations.DeactivateUser.Output {
+        let appId = try await authenticator.server(apiKey: credentials.apiKey)
+        try InputRules.uid(input.path.uid)
+        let existing = try await existingUser(appId: appId, uid: input.path.uid)
+        let now = time.epochMilliseconds()
+        var user = existing
+        if existing.deactivatedAt == nil {
+            guard let changed = try await store.setUserDeactivated(appId: appId, uid: existing.uid, at: now) else {
+                throw DomainError.uidNotFound(existing.uid)
+            }
+            user = changed
+            logger.notice("User deactivated", metadata: ["app": "\(appId)", "uid": "\(user.uid)"])
+        }
+        // Every time, after the flag: a token issued while it was being set is revoked here.
+        let revoked = try await store.revokeTokens(appId: appId, uid: user.uid, now: now)
+        logger.info("Tokens revoked", metadata: ["app": "\(appId)", "uid": "\(user.uid)", "count": "\(revoked.count)"])
+        // Every socket of the user (nil: whatever token opened it).
+        relay.close(
+            appId: appId, uid: user.uid, tokenIds: nil, code: WebSocketCloseCode.authenticationFailed,
+            reason: .userDeactivated
+        )
+        return .ok(.init(body: .json(user)))
+    }
+
+    /// `POST /v1/users/{uid}/reactivate`.
+    func reactivateUser(_ input: Operations.ReactivateUser.Input) async throws -> Operations.ReactivateUser.Output {
+        let appId = try await authenticator.server(apiKey: credentials.apiKey)
+        try InputRules.uid(input.path.uid)
+        guard let user = try await store.setUserDeactivated(appId: appId, uid: input.path.uid, at: nil) else {
+            throw DomainError.uidNotFound(input.path.uid)
+        }
+        logger.notice("User reactivated", metadata: ["app": "\(appId)", "uid": "\(user.uid)"])
+        return .ok(.init(body: .json(user)))
+    }
+
+    /// Refuses a deactivated user a login or a token: 403 `ERR_USER_DEACTIVATED`.
+    static func requireActive(_ user: User) throws {
+        guard user.deactivatedAt == nil else {
+            throw DomainError(
+                .userDeactivated, "User \(user.uid) is deactivated; the app's operator can reactivate them.")
+        }
+    }
+
     // MARK: Helpers
 
     /// `profile.update` to the user's own connections and to everyone who shares a conversation with them.
@@ -144,6 +193,12 @@ extension APIHandler {
             createdAt: now, expiresAt: ttlSeconds.map { now + $0 * 1000 }
         )
         try await store.insertToken(record)
+        // A deactivation between the caller's check and this insert revokes every token after setting its flag; one
+        // that read the tokens before this one was stored missed it: revoked here.
+        if let user = try await store.user(appId: appId, uid: uid), user.deactivatedAt != nil {
+            _ = try await store.revokeToken(appId: appId, uid: uid, tokenId: record.id, now: now)
+            try Self.requireActive(user)
+        }
         return IssuedAuthToken(authToken: secret, token: record.info)
     }
 

@@ -12,7 +12,8 @@ extension ErrorCode {
     var httpStatus: HTTPResponse.Status {
         switch self {
         case .authRequired, .authTokenInvalid, .authKeyInvalid, .apiKeyInvalid: return .unauthorized
-        case .forbidden, .notAParticipant, .blocked, .muted, .banned, .originNotAllowed: return .forbidden
+        case .forbidden, .notAParticipant, .blocked, .muted, .banned, .originNotAllowed, .userDeactivated:
+            return .forbidden
         case .invalidAppID, .uidNotFound, .tokenNotFound, .deviceNotFound, .conversationNotFound, .messageNotFound,
             .reportNotFound, .webhookNotFound, .banNotFound, .notFound:
             return .notFound

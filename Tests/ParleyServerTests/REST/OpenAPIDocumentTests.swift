@@ -29,7 +29,8 @@ import Yams
     /// minimal. The complete one must use every property the schema declares; both must validate.
     static let samples: [(schema: String, complete: any Encodable & Sendable, minimal: any Encodable & Sendable)] = {
         let user = User(
-            uid: "alice", name: "Alice", avatarURL: "https://x/a.png", metadata: ["k": 1], createdAt: 1, updatedAt: 2)
+            uid: "alice", name: "Alice", avatarURL: "https://x/a.png", metadata: ["k": 1], createdAt: 1, updatedAt: 2,
+            deactivatedAt: 3)
         let bareUser = User(uid: "bob", name: "bob", createdAt: 1, updatedAt: 1)
         let participant = Participant(
             uid: "alice", role: .owner, joinedAt: 1, deliveredSeq: 2, readSeq: 1, muted: true, mutedUntil: 9
@@ -135,6 +136,31 @@ import Yams
             (
                 "ConversationList", ConversationList(conversations: [conversation], nextCursor: "c"),
                 ConversationList(conversations: [])
+            ),
+            ("InboxSort", InboxSort.unread, InboxSort.activity),
+            (
+                "InboxEntry",
+                InboxEntry(
+                    conversation: conversation, lastMessage: message, unread: 2, unreadMentions: 1,
+                    membership: participant, otherMember: user, archived: true, lastActivityAt: 9
+                ),
+                InboxEntry(
+                    conversation: bareConversation, lastMessage: nil, unread: 0, unreadMentions: 0,
+                    membership: Participant(uid: "bob", role: .member, joinedAt: 1), otherMember: nil, archived: false,
+                    lastActivityAt: 1
+                )
+            ),
+            (
+                "InboxPage",
+                InboxPage(
+                    entries: [
+                        InboxEntry(
+                            conversation: conversation, lastMessage: message, unread: 2, unreadMentions: 1,
+                            membership: participant, otherMember: user, archived: false, lastActivityAt: 1
+                        )
+                    ], totalUnread: 3, nextCursor: "a1.2"
+                ),
+                InboxPage(entries: [], totalUnread: 0)
             ),
             ("ParticipantRole", ParticipantRole.admin, ParticipantRole.member),
             ("Participant", participant, Participant(uid: "bob", role: .member, joinedAt: 1)),
@@ -392,7 +418,7 @@ import Yams
                 checked += 1
             }
         }
-        #expect(checked == 70)
+        #expect(checked == 75)
         try await server.stop()
     }
 

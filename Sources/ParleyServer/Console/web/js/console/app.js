@@ -10,6 +10,7 @@ import { renderOverview } from './overview.js';
 import { renderUsers } from './users.js';
 import { renderConversations, renderConversation } from './conversations.js';
 import { renderReports } from './reports.js';
+import { renderSearch } from './search.js';
 import { renderKeys } from './keys.js';
 
 const SESSION_KEY = 'parley.console.session';
@@ -19,6 +20,7 @@ const routes = {
     users: { title: 'Users', render: renderUsers },
     conversations: { title: 'Conversations', render: renderConversations },
     conversation: { title: 'Conversation', render: renderConversation, nav: 'conversations' },
+    search: { title: 'Search', render: renderSearch },
     reports: { title: 'Reports', render: renderReports },
     keys: { title: 'Keys', render: renderKeys },
 };
