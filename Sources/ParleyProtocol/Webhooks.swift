@@ -11,7 +11,7 @@ public enum WebhookTopic: String, Codable, Sendable, Hashable, CaseIterable {
     /// `report.create` (a user reported a message or a user), `report.update` (the app's server resolved or reopened
     /// it).
     case reports
-    /// `user.create`, `profile.update`.
+    /// `user.create`, `profile.update`, `user.deactivate`, `user.reactivate`.
     case users
 
     /// The event names of the topic.
@@ -27,7 +27,7 @@ public enum WebhookTopic: String, Codable, Sendable, Hashable, CaseIterable {
                 .participantUnbanned,
             ]
         case .reports: return [.reportCreate, .reportUpdate]
-        case .users: return [.userCreate, .profileUpdate]
+        case .users: return [.userCreate, .profileUpdate, .userDeactivate, .userReactivate]
         }
     }
 
@@ -57,6 +57,10 @@ extension EventName {
     public static let reportUpdate: EventName = "report.update"
     /// Webhooks only: a user was created (the payload is the ``User``).
     public static let userCreate: EventName = "user.create"
+    /// Webhooks only: the app's server deactivated a user (the payload is the ``User``, with `deactivatedAt`).
+    public static let userDeactivate: EventName = "user.deactivate"
+    /// Webhooks only: the app's server reactivated a user (the payload is the ``User``).
+    public static let userReactivate: EventName = "user.reactivate"
 }
 
 /// `POST /v1/webhooks`: a new endpoint of the app's backend.

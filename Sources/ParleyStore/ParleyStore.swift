@@ -48,8 +48,10 @@ public protocol ParleyStore: Sendable {
     func user(appId: String, uid: String) async throws -> User?
     /// Returns the stored user, inserting `user` first when the uid is new.
     func ensureUser(appId: String, _ user: User) async throws -> User
-    /// Deactivates the user at `time` (epoch ms), or (nil) reactivates them; returns the user, nil when there is none.
-    func setUserDeactivated(appId: String, uid: String, at time: Int64?) async throws -> User?
+    /// Deactivates (at `now`, epoch ms) or reactivates the user, with its `user.deactivate` / `user.reactivate` webhook
+    /// event, in one transaction; a user already in that state is left as is (no event). Returns the user, nil when
+    /// there is none.
+    func setUserDeactivated(appId: String, uid: String, deactivated: Bool, now: Int64) async throws -> User?
     /// Returns nil when there is no such user.
     func updateUser(appId: String, uid: String, _ update: UpdateUserRequest, now: Int64) async throws -> User?
 

@@ -36,8 +36,12 @@ public enum Webhooks {
     }
 
     /// A user event's outbox row (`user.create`, `profile.update`): its ordering key and body.
-    public static func userEvent(appId: String, _ user: User, name: EventName) throws -> (key: String, body: [UInt8]) {
-        let timestamp = name == .userCreate ? user.createdAt : user.updatedAt
+    /// A user's webhook event: its ordering key and body. `at` is when it happened (default: the user's creation for
+    /// `user.create`, the profile's change otherwise).
+    public static func userEvent(appId: String, _ user: User, name: EventName, at time: Int64? = nil) throws
+        -> (key: String, body: [UInt8])
+    {
+        let timestamp = time ?? (name == .userCreate ? user.createdAt : user.updatedAt)
         let event = Event(
             id: "user:\(user.uid):\(name.rawValue):\(timestamp)", appId: appId, name: name, timestamp: timestamp,
             context: EventContext(createdBy: name == .profileUpdate ? user.uid : nil),

@@ -121,11 +121,14 @@ extension PostgresStore {
         try await queueWebhookEvent(appId: appId, name: name, key: key, body: body, at: at, run: run)
     }
 
+    /// Queues a user's webhook event, which happened at `time` (default: the profile's last change).
     static func queueUserEvent(
-        appId: String, _ user: User, name: EventName, run: (PostgresQuery) async throws -> [PostgresRow]
+        appId: String, _ user: User, name: EventName, at time: Int64? = nil,
+        run: (PostgresQuery) async throws -> [PostgresRow]
     ) async throws {
-        let (key, body) = try Webhooks.userEvent(appId: appId, user, name: name)
-        try await queueWebhookEvent(appId: appId, name: name, key: key, body: body, at: user.updatedAt, run: run)
+        let (key, body) = try Webhooks.userEvent(appId: appId, user, name: name, at: time)
+        try await queueWebhookEvent(
+            appId: appId, name: name, key: key, body: body, at: time ?? user.updatedAt, run: run)
     }
 
     public func expandWebhookOutbox(limit: Int, now: Int64) async throws -> Int {

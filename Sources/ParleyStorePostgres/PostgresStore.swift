@@ -366,13 +366,27 @@ public final class PostgresStore: ParleyStore {
         )
     }
 
-    public func setUserDeactivated(appId: String, uid: String, at time: Int64?) async throws -> User? {
-        try await rows(
-            """
-            UPDATE users SET deactivated_at = \(time) WHERE app_id = \(appId) AND uid = \(uid)
-            RETURNING \(unescaped: Self.userColumns)
-            """
-        ).first.map(Self.user)
+    public func setUserDeactivated(appId: String, uid: String, deactivated: Bool, now: Int64) async throws -> User? {
+        try await withSession { session in
+            try await session.transaction {
+                let changed = try await session.rows(
+                    """
+                    UPDATE users SET deactivated_at = CASE WHEN \(deactivated) THEN \(now)::bigint END
+                    WHERE app_id = \(appId) AND uid = \(uid) AND (deactivated_at IS NULL) = \(deactivated)
+                    RETURNING \(unescaped: Self.userColumns)
+                    """
+                ).first.map(Self.user)
+                if let changed {
+                    try await Self.queueUserEvent(
+                        appId: appId, changed, name: deactivated ? .userDeactivate : .userReactivate, at: now,
+                        run: session.rows)
+                    return changed
+                }
+                return try await session.rows(
+                    "SELECT \(unescaped: Self.userColumns) FROM users WHERE app_id = \(appId) AND uid = \(uid)"
+                ).first.map(Self.user)
+            }
+        }
     }
 
     // MARK: Tokens

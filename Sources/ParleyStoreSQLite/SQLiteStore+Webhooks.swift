@@ -133,9 +133,12 @@ extension SQLiteStore {
         try queueWebhookEvent(db, appId: appId, name: name, key: key, body: body, at: at)
     }
 
-    static func queueUserEvent(_ db: Database, appId: String, _ user: User, name: EventName) throws {
-        let (key, body) = try Webhooks.userEvent(appId: appId, user, name: name)
-        try queueWebhookEvent(db, appId: appId, name: name, key: key, body: body, at: user.updatedAt)
+    /// Queues a user's webhook event, which happened at `time` (default: the profile's last change).
+    static func queueUserEvent(_ db: Database, appId: String, _ user: User, name: EventName, at time: Int64? = nil)
+        throws
+    {
+        let (key, body) = try Webhooks.userEvent(appId: appId, user, name: name, at: time)
+        try queueWebhookEvent(db, appId: appId, name: name, key: key, body: body, at: time ?? user.updatedAt)
     }
 
     public func expandWebhookOutbox(limit: Int, now: Int64) async throws -> Int {

@@ -295,12 +295,21 @@ public final class SQLiteStore: ParleyStore {
         )
     }
 
-    public func setUserDeactivated(appId: String, uid: String, at time: Int64?) async throws -> User? {
+    public func setUserDeactivated(appId: String, uid: String, deactivated: Bool, now: Int64) async throws -> User? {
         try await pool.write { db in
             try db.execute(
-                sql: "UPDATE users SET deactivated_at = ? WHERE app_id = ? AND uid = ?", arguments: [time, appId, uid]
+                sql: deactivated
+                    ? "UPDATE users SET deactivated_at = ? WHERE app_id = ? AND uid = ? AND deactivated_at IS NULL"
+                    : "UPDATE users SET deactivated_at = NULL WHERE app_id = ? AND uid = ? AND deactivated_at IS NOT NULL",
+                arguments: deactivated ? [now, appId, uid] : [appId, uid]
             )
-            return try Self.fetchUser(db, appId: appId, uid: uid)
+            let changed = db.changesCount > 0
+            guard let user = try Self.fetchUser(db, appId: appId, uid: uid) else { return nil }
+            if changed {
+                try Self.queueUserEvent(
+                    db, appId: appId, user, name: deactivated ? .userDeactivate : .userReactivate, at: now)
+            }
+            return user
         }
     }
 

@@ -174,12 +174,16 @@ import Testing
             "PATCH", "/v1/users/bob", apiKey: server.app.restAPIKey, body: UpdateUserRequest(name: "Robert")
         )
         #expect(renamed.status == 200)
+        for change in ["deactivate", "deactivate", "reactivate"] {
+            let answer = try await server.request("POST", "/v1/users/carol/\(change)", apiKey: server.app.restAPIKey)
+            #expect(answer.status == 200)
+        }
 
-        // What must arrive: every durable event of both conversations, the report's two, three users created and
-        // one profile change.
+        // What must arrive: every durable event of both conversations, the report's two, three users created, one
+        // profile change, carol's deactivation (once: the second changed nothing) and reactivation.
         let firstEvents = try await Self.events(of: first.id, token: alice, on: server)
         let secondEvents = try await Self.events(of: second.id, token: bob, on: server)
-        let expected = firstEvents.count + secondEvents.count + 2 + 3 + 1
+        let expected = firstEvents.count + secondEvents.count + 2 + 3 + 1 + 2
         let requests = await receiver.waitForAccepted(deliveries: expected)
         let delivered = try Self.acceptedOnce(requests, secret: endpoint.secret)
         #expect(delivered.count == expected)
@@ -208,6 +212,13 @@ import Testing
             $0.data.id.split(separator: ":").dropFirst().first
         }
         #expect(Set(users) == ["alice", "bob", "carol"])
+        let accounts = delivered.filter { $0.event == .userDeactivate || $0.event == .userReactivate }
+        #expect(accounts.map(\.event) == [.userDeactivate, .userReactivate], "in order, once each")
+        if case .unknown(.object(let fields)) = accounts.first?.data.payload {
+            #expect(fields["uid"] == .string("carol") && fields["deactivatedAt"] != nil)
+        } else {
+            Issue.record("user.deactivate carries the user")
+        }
 
         // Once the server has recorded every answer, nothing is left waiting.
         _ = await server.application.webhookAttempts { $0.filter(\.delivered).count >= expected }

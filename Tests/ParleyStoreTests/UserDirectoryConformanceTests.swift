@@ -136,15 +136,19 @@ extension StoreConformanceTests {
         async throws
     {
         let store = try await prepared(backend, users: ["alice", "bob", "bobby"])
-        let deactivated = try await store.setUserDeactivated(appId: Self.appId, uid: "bob", at: 77)
+        let deactivated = try await store.setUserDeactivated(
+            appId: Self.appId, uid: "bob", deactivated: true, now: 77)
         #expect(deactivated?.deactivatedAt == 77 && deactivated?.uid == "bob")
+        let again = try await store.setUserDeactivated(appId: Self.appId, uid: "bob", deactivated: true, now: 88)
+        #expect(again?.deactivatedAt == 77, "already deactivated: the first time stays")
         #expect(try await store.user(appId: Self.appId, uid: "bob")?.deactivatedAt == 77)
         #expect(try await store.users(appId: Self.appId, after: nil, limit: 10).map(\.deactivatedAt) == [nil, 77, nil])
         #expect(try await directory(store, "bob") == ["bobby"], "other users no longer find them")
         #expect(try await directoryPage(store, "bob", viewer: nil).users.map(\.deactivatedAt) == [77, nil])
-        #expect(try await store.setUserDeactivated(appId: Self.appId, uid: "bob", at: nil)?.deactivatedAt == nil)
+        let back = try await store.setUserDeactivated(appId: Self.appId, uid: "bob", deactivated: false, now: 99)
+        #expect(back != nil && back?.deactivatedAt == nil)
         #expect(try await directory(store, "bob") == ["bob", "bobby"])
-        #expect(try await store.setUserDeactivated(appId: Self.appId, uid: "nobody", at: 1) == nil)
-        #expect(try await store.setUserDeactivated(appId: Self.otherApp, uid: "bob", at: 1) == nil)
+        #expect(try await store.setUserDeactivated(appId: Self.appId, uid: "nobody", deactivated: true, now: 1) == nil)
+        #expect(try await store.setUserDeactivated(appId: Self.otherApp, uid: "bob", deactivated: true, now: 1) == nil)
     }
 }

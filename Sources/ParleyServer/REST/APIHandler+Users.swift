@@ -134,16 +134,13 @@ extension APIHandler {
     func deactivateUser(_ input: Operations.DeactivateUser.Input) async throws -> Operations.DeactivateUser.Output {
         let appId = try await authenticator.server(apiKey: credentials.apiKey)
         try InputRules.uid(input.path.uid)
-        let existing = try await existingUser(appId: appId, uid: input.path.uid)
         let now = time.epochMilliseconds()
-        var user = existing
-        if existing.deactivatedAt == nil {
-            guard let changed = try await store.setUserDeactivated(appId: appId, uid: existing.uid, at: now) else {
-                throw DomainError.uidNotFound(existing.uid)
-            }
-            user = changed
-            logger.notice("User deactivated", metadata: ["app": "\(appId)", "uid": "\(user.uid)"])
-        }
+        guard
+            let user = try await store.setUserDeactivated(
+                appId: appId, uid: input.path.uid, deactivated: true, now: now)
+        else { throw DomainError.uidNotFound(input.path.uid) }
+        webhooksQueued()
+        logger.notice("User deactivated", metadata: ["app": "\(appId)", "uid": "\(user.uid)"])
         // Every time, after the flag: a token issued while it was being set is revoked here.
         let revoked = try await store.revokeTokens(appId: appId, uid: user.uid, now: now)
         logger.info("Tokens revoked", metadata: ["app": "\(appId)", "uid": "\(user.uid)", "count": "\(revoked.count)"])
@@ -159,9 +156,11 @@ extension APIHandler {
     func reactivateUser(_ input: Operations.ReactivateUser.Input) async throws -> Operations.ReactivateUser.Output {
         let appId = try await authenticator.server(apiKey: credentials.apiKey)
         try InputRules.uid(input.path.uid)
-        guard let user = try await store.setUserDeactivated(appId: appId, uid: input.path.uid, at: nil) else {
-            throw DomainError.uidNotFound(input.path.uid)
-        }
+        guard
+            let user = try await store.setUserDeactivated(
+                appId: appId, uid: input.path.uid, deactivated: false, now: time.epochMilliseconds())
+        else { throw DomainError.uidNotFound(input.path.uid) }
+        webhooksQueued()
         logger.notice("User reactivated", metadata: ["app": "\(appId)", "uid": "\(user.uid)"])
         return .ok(.init(body: .json(user)))
     }
