@@ -33,7 +33,8 @@ extension ParleyClient {
         let query = Operations.GetInbox.Input.Query(
             unreadOnly: filter.unreadOnly ? true : nil, _type: filter.type,
             mentionsOnly: filter.mentionsOnly ? true : nil,
-            archived: filter.archived ? true : nil, sort: sort, limit: limit, cursor: cursor
+            archived: filter.archived ? true : nil, conversationId: filter.conversationId, sort: sort, limit: limit,
+            cursor: cursor
         )
         return try await rest.call { try await $0.getInbox(query: query).ok.body.json }
     }
@@ -54,16 +55,13 @@ extension ParleyClient {
     /// One conversation's inbox row, read from the server (a conversation the inbox did not show yet). The device
     /// keeps it with the others.
     public func conversationSummary(id: String) async throws -> ConversationSummary {
-        let conversation = try await self.conversation(id: id)
-        let summary = try await summary(of: conversation, unread: try await unreadCounts())
+        let page = try await inboxPage(filter: InboxFilter(conversationId: id), limit: 1)
+        guard let entry = page.entries.first else {
+            throw ParleyError(.conversationNotFound, "No conversation \(id) in your inbox.", status: 404)
+        }
+        let summary = ConversationSummary(entry)
         offline.add(summary)
         return summary
-    }
-
-    private func summary(of conversation: Conversation, unread: UnreadSummary) async throws -> ConversationSummary {
-        let last = try await fetchMessages(conversationId: conversation.id, limit: 1).messages.last
-        let count = unread.conversations.first { $0.conversationId == conversation.id }?.unread ?? 0
-        return ConversationSummary(conversation: conversation, lastMessage: last, unread: count)
     }
 
     /// The conversations the device kept from the last ``inbox(limit:)`` and every event since, most recently active

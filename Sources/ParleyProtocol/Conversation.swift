@@ -265,11 +265,15 @@ public struct InboxFilter: Sendable, Hashable {
     public var mentionsOnly: Bool
     /// The archived conversations instead of the others.
     public var archived: Bool
+    /// This conversation alone, archived or not (`archived` is not read): one row of the inbox.
+    public var conversationId: String?
 
     /// Creates a filter; the default lists every conversation that is not archived.
     public init(
-        unreadOnly: Bool = false, type: ConversationType? = nil, mentionsOnly: Bool = false, archived: Bool = false
+        unreadOnly: Bool = false, type: ConversationType? = nil, mentionsOnly: Bool = false, archived: Bool = false,
+        conversationId: String? = nil
     ) {
+        self.conversationId = conversationId
         self.unreadOnly = unreadOnly
         self.type = type
         self.mentionsOnly = mentionsOnly
@@ -278,7 +282,8 @@ public struct InboxFilter: Sendable, Hashable {
 
     /// Whether `entry` is one this filter lists (how a client keeps a filtered list true as events change entries).
     public func matches(_ entry: InboxEntry) -> Bool {
-        entry.archived == archived && (type == nil || entry.conversation.type == type)
+        (conversationId.map { entry.id == $0 } ?? (entry.archived == archived))
+            && (type == nil || entry.conversation.type == type)
             && (!unreadOnly || entry.unread > 0) && (!mentionsOnly || entry.unreadMentions > 0)
     }
 }

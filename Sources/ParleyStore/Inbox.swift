@@ -103,11 +103,16 @@ public struct InboxRow: Sendable, Hashable {
 }
 
 extension InboxRequest {
-    /// The conditions a page's participations meet, over the columns both stores count (`archived`, `type`, `unread`,
-    /// `unread_mentions`, `last_activity_at`, `pk`): the filter, then the cursor. Each value is written by `bind` (a
+    /// The conditions a page's participations meet, over the columns both stores count (`id`, `archived`, `type`,
+    /// `unread`, `unread_mentions`, `last_activity_at`, `pk`): the filter, then the cursor. Each value is written by `bind` (a
     /// placeholder), called in the order the values appear (SQLite's `?` are positional).
     public func conditionsSQL(bind: (InboxSQLValue) -> String) -> String {
-        var conditions = ["archived = \(bind(.bool(filter.archived)))"]
+        var conditions: [String] = []
+        if let id = filter.conversationId {
+            conditions.append("id = \(bind(.text(id)))")
+        } else {
+            conditions.append("archived = \(bind(.bool(filter.archived)))")
+        }
         if let type = filter.type { conditions.append("type = \(bind(.text(type.rawValue)))") }
         if filter.unreadOnly { conditions.append("unread > 0") }
         if filter.mentionsOnly { conditions.append("unread_mentions > 0") }

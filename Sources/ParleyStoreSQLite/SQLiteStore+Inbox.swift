@@ -88,7 +88,7 @@ extension SQLiteStore {
             FROM (
                 SELECT * FROM (
                     SELECT *, sum(unread) OVER () AS total_unread FROM (
-                        SELECT c.pk, c.type, c.last_activity_at,
+                        SELECT c.pk, c.id, c.type, c.last_activity_at,
                             max(0, c.message_count - p.read_message_count - CASE WHEN c.deleted_message_count = 0 THEN 0
                             ELSE (
                                 SELECT COUNT(*) FROM deleted_messages d

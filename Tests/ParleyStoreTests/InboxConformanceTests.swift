@@ -128,6 +128,11 @@ extension StoreConformanceTests {
         let archived = try await inbox(store, filter: InboxFilter(archived: true))
         #expect(archived.entries.map(\.id) == ["c_g"] && archived.entries[0].archived)
         #expect(try await inbox(store, "bob").entries.map(\.id) == ["c_g"], "only for the one who archived it")
+        // One conversation by id, archived or not; never one the user is not in.
+        let one = try await inbox(store, filter: InboxFilter(conversationId: "c_g"))
+        #expect(one.entries.map(\.id) == ["c_g"] && one.entries[0].archived && one.totalUnread == 1)
+        #expect(try await inbox(store, filter: InboxFilter(conversationId: "c_x")).entries.isEmpty)
+        #expect(try await inbox(store, filter: InboxFilter(conversationId: "c_nope")).entries.isEmpty)
 
         _ = try await message(store, from: "bob", text: "two", at: 21)
         let back = try await inbox(store)

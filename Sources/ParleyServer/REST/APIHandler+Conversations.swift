@@ -279,9 +279,11 @@ extension APIHandler {
         let limit = try Self.pageSize(parameters.limit)
         let sort = parameters.sort ?? .activity
         let after = try parameters.cursor.map { try InboxCursor(parsing: $0, sort: sort) }
+        if let id = parameters.conversationId { try InputRules.identifier(id, "conversationId") }
         let filter = InboxFilter(
             unreadOnly: parameters.unreadOnly ?? false, type: parameters._type,
-            mentionsOnly: parameters.mentionsOnly ?? false, archived: parameters.archived ?? false
+            mentionsOnly: parameters.mentionsOnly ?? false, archived: parameters.archived ?? false,
+            conversationId: parameters.conversationId
         )
         let page = try await store.inbox(
             InboxRequest(

@@ -64,6 +64,8 @@ import Testing
         #expect(page.entries[0].lastMessage?.id == last.id && page.entries[0].otherMember?.uid == "carol")
         #expect(page.entries[1].unreadMentions == 1 && page.entries[1].membership.role == .owner)
         #expect(try await setup.page(["type": "group"]).entries.map(\.id) == [setup.group])
+        #expect(try await setup.page(["conversationId": setup.direct]).entries.map(\.id) == [setup.direct])
+        #expect(try await setup.page(["conversationId": setup.other]).entries.isEmpty, "not alice's")
         #expect(try await setup.page(["mentionsOnly": "true"]).entries.map(\.id) == [setup.group])
         #expect(try await setup.page(["unreadOnly": "true", "sort": "unread"]).entries.count == 2)
         let first = try await setup.page(["limit": "1"])
@@ -90,6 +92,7 @@ import Testing
             ["limit": "0"], ["limit": "201"], ["limit": "-1"], ["cursor": "garbage"], ["cursor": "u1.2.3"],
             ["sort": "unread", "cursor": "a1.2"], ["sort": "sideways"], ["type": "triangle"], ["unreadOnly": "maybe"],
             ["archived": "2"], ["cursor": "a9223372036854775808.1"],
+            ["conversationId": String(repeating: "c", count: 300)],
         ]
         for parameters in cases {
             let answer = try await setup.inbox(parameters)
