@@ -58,6 +58,9 @@ public protocol ParleyStore: Sendable {
     /// The users `request` finds (``UserDirectory``), in its order, at most `request.limit`. A user's words are
     /// written with the user, in the same transaction, and again when their name changes.
     func searchUsers(_ request: UserSearchRequest) async throws -> UserSearchPage
+    /// How many words of the app's users begin with each prefix, each counted to at most `cap` + 1 (the choice of
+    /// ``UserSearchRequest/lead``).
+    func userWordCounts(appId: String, prefixes: [String], cap: Int) async throws -> [Int]
 
     // MARK: Auth tokens
     func insertToken(_ token: TokenRecord) async throws

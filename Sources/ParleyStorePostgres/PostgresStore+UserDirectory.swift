@@ -54,6 +54,22 @@ extension PostgresStore {
         }
     }
 
+    public func userWordCounts(appId: String, prefixes: [String], cap: Int) async throws -> [Int] {
+        let ranges = prefixes.map { UserDirectory.range(of: $0) }
+        return try await rows(
+            """
+            SELECT (
+                SELECT count(*) FROM (
+                    SELECT 1 FROM user_words w
+                    WHERE w.app_id = \(appId) AND w.word >= r.lower AND w.word < r.upper LIMIT \(cap + 1)
+                ) found
+            ) FROM unnest(\(ranges.map(\.lower))::text[], \(ranges.map(\.upper))::text[]) WITH ORDINALITY
+                AS r(lower, upper, position)
+            ORDER BY r.position
+            """
+        ).map { Int(try $0.decode(Int64.self)) }
+    }
+
     public func searchUsers(_ request: UserSearchRequest) async throws -> UserSearchPage {
         let query = Self.userSearchQuery(request)
         return try await withSession { session in
@@ -61,7 +77,7 @@ extension PostgresStore {
                 let columns = row.makeRandomAccess()
                 return (word: try columns[0].decode(String.self), user: try Self.user(columns, from: 1))
             }
-            return UserSearchPage(rows: rows, limit: request.limit)
+            return UserSearchPage(rows: rows, request: request)
         }
     }
 

@@ -28,13 +28,29 @@ extension SQLiteStore {
         }
     }
 
+    public func userWordCounts(appId: String, prefixes: [String], cap: Int) async throws -> [Int] {
+        try await pool.read { db in
+            let statement = try db.cachedStatement(
+                sql: """
+                    SELECT count(*) FROM (
+                        SELECT 1 FROM user_words WHERE app_id = ? AND word >= ? AND word < ? LIMIT ?
+                    )
+                    """
+            )
+            return try prefixes.map { prefix in
+                let (lower, upper) = UserDirectory.range(of: prefix)
+                return try Int.fetchOne(statement, arguments: [appId, lower, upper, cap + 1]) ?? 0
+            }
+        }
+    }
+
     public func searchUsers(_ request: UserSearchRequest) async throws -> UserSearchPage {
         let (sql, arguments) = Self.userSearchSQL(request)
         return try await pool.read { db in
             let rows = try Row.fetchAll(db.cachedStatement(sql: sql), arguments: arguments).map { row in
                 (word: row[0] as String, user: try Self.user(row, from: 1))
             }
-            return UserSearchPage(rows: rows, limit: request.limit)
+            return UserSearchPage(rows: rows, request: request)
         }
     }
 

@@ -152,3 +152,32 @@ extension StoreConformanceTests {
         #expect(try await store.setUserDeactivated(appId: Self.otherApp, uid: "bob", deactivated: true, now: 1) == nil)
     }
 }
+
+extension StoreConformanceTests {
+    @Test(arguments: Backend.allCases) func theRarestQueryWordLeadsAndOrders(_ backend: Backend) async throws {
+        let store = try await prepared(backend, users: ["alice"])
+        for index in 0..<6 {
+            try await person(store, "m\(index)", "Martin \(["zed", "ann", "bo", "cy", "di", "ed"][index])")
+        }
+        try await person(store, "z9", "Zed Quinn")
+        // Each prefix's words, counted up to the cap + 1.
+        #expect(
+            try await store.userWordCounts(appId: Self.appId, prefixes: ["martin", "ze", "q"], cap: 100) == [6, 2, 1])
+        #expect(try await store.userWordCounts(appId: Self.appId, prefixes: ["martin", "m"], cap: 3) == [4, 4])
+        #expect(try await store.userWordCounts(appId: Self.otherApp, prefixes: ["martin"], cap: 3) == [0])
+        #expect(UserDirectory.lead(counts: [6, 2, 1]) == 2 && UserDirectory.lead(counts: [4, 4]) == 0)
+
+        // Led by `ze` (fewer words than `martin`): the same users, in the order of the word `ze` matched.
+        let prefixes = try UserDirectory.prefixes(of: "martin ze")
+        let request = UserSearchRequest(
+            appId: Self.appId, prefixes: prefixes, lead: 1, viewer: "alice", visibility: .everyone, limit: 1)
+        let first = try await store.searchUsers(request)
+        #expect(first.users.map(\.uid) == ["m0"])
+        let cursor = try UserSearchCursor(parsing: try #require(first.nextCursor))
+        #expect(cursor.lead == 1 && cursor.word == "zed")
+        var next = request
+        next.after = cursor
+        #expect(try await store.searchUsers(next).users.isEmpty, "z9 has `ze` but not `martin`")
+        #expect(try await directory(store, "martin ze") == ["m0"])
+    }
+}

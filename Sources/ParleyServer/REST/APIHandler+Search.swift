@@ -59,10 +59,22 @@ extension APIHandler {
             guard let app = try await store.app(id: caller.appId) else { throw Self.invalidApp(caller.appId) }
             (viewer, visibility) = (principal.uid, app.userDirectory)
         }
+        // The leading word: the cursor's, or the rarest (a few index entries counted for each word).
+        let lead: Int
+        if let after {
+            guard after.lead < prefixes.count else { throw DomainError(.badRequest, "Invalid cursor.") }
+            lead = after.lead
+        } else if prefixes.count > 1 {
+            lead = UserDirectory.lead(
+                counts: try await store.userWordCounts(
+                    appId: caller.appId, prefixes: prefixes, cap: UserDirectory.leadProbe))
+        } else {
+            lead = 0
+        }
         let page = try await store.searchUsers(
             UserSearchRequest(
-                appId: caller.appId, prefixes: prefixes, viewer: viewer, visibility: visibility, after: after,
-                limit: limit
+                appId: caller.appId, prefixes: prefixes, lead: lead, viewer: viewer, visibility: visibility,
+                after: after, limit: limit
             )
         )
         return .ok(.init(body: .json(UserList(users: page.users, nextCursor: page.nextCursor))))

@@ -116,6 +116,9 @@ import Testing
             (["q": "mar", "cursor": "p1.2.3"], 400, .badRequest),
             (["q": "mar", "cursor": "u" + String(repeating: "A", count: 600)], 400, .badRequest),
             (["q": "mar", "cursor": "u" + Data("marley\nnot a uid".utf8).base64EncodedString()], 400, .badRequest),
+            (["q": "mar", "cursor": "u" + Data("0\nmarley\nnot a uid".utf8).base64EncodedString()], 400, .badRequest),
+            (["q": "mar", "cursor": "u" + Data("1\nmarley\nbob".utf8).base64EncodedString()], 400, .badRequest),
+            (["q": "mar", "cursor": "u" + Data("9\nmarley\nbob".utf8).base64EncodedString()], 400, .badRequest),
         ]
         for (parameters, status, code) in cases {
             let answer = try await setup.search(parameters)
