@@ -279,13 +279,6 @@ public struct InboxFilter: Sendable, Hashable {
         self.mentionsOnly = mentionsOnly
         self.archived = archived
     }
-
-    /// Whether `entry` is one this filter lists (how a client keeps a filtered list true as events change entries).
-    public func matches(_ entry: InboxEntry) -> Bool {
-        (conversationId.map { entry.id == $0 } ?? (entry.archived == archived))
-            && (type == nil || entry.conversation.type == type)
-            && (!unreadOnly || entry.unread > 0) && (!mentionsOnly || entry.unreadMentions > 0)
-    }
 }
 
 /// One row of the inbox: a conversation with what an inbox screen shows about it, as the caller sees it.

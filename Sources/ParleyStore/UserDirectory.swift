@@ -23,7 +23,7 @@ public enum UserDirectory {
         Array(Set(MessageSearch.tokens(name) + MessageSearch.tokens(uid))).sorted()
     }
 
-    /// The folded words of a query, longest first (the first one leads the search: the fewest users have it). Throws
+    /// The folded words of a query, longest first (the first leads among words as rare as it, ``lead(counts:)``). Throws
     /// `ERR_FIELD_TOO_LARGE` over ``maxQueryCharacters`` or ``maxQueryWords``, `ERR_BAD_REQUEST` without a letter or
     /// a digit.
     public static func prefixes(of query: String) throws -> [String] {

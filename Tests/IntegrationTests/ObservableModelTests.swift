@@ -116,7 +116,19 @@ import Testing
         let first = try #require(unread.entries.first)
         try await bob.markRead(upTo: try #require(first.lastMessage?.seq), in: first.id)
         #expect(await eventually { unread.entries.count == 4 && !unread.entries.contains { $0.id == first.id } })
-        for model in [inbox, fresh, archived, unread] { model.stop() }
+        // A new message brings it back, read in one request with the model's filter.
+        try await send("once more", in: first.id, as: alice, on: server)
+        #expect(await eventually { unread.entries.first?.id == first.id && unread.entries.count == 5 })
+
+        // Groups only: a message in a direct conversation the list lacks is not added; one in a group is.
+        let groups = InboxModel(client: bob, filter: InboxFilter(type: .group))
+        await groups.load()
+        #expect(groups.entries.isEmpty && groups.error == nil)
+        let group = try await server.createConversation(token: alice, with: ["bob"])
+        try await send("direct", in: conversations[4], as: alice, on: server)
+        try await send("in a group", in: group.id, as: alice, on: server)
+        #expect(await eventually { groups.entries.map(\.id) == [group.id] && groups.entries[0].unread == 1 })
+        for model in [inbox, fresh, archived, unread, groups] { model.stop() }
         await bob.shutdown()
         try await server.stop()
     }

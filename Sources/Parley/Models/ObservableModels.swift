@@ -186,24 +186,23 @@ import Observation
         entries = sorted(entries)
     }
 
-    /// A conversation the list did not have (a first message in it, or it came back), when the filter lists it.
+    /// A conversation the list did not have (a first message in it, or it came back): its row, in one request, when the
+    /// model's filter lists it (the server applies the filter; a message brings an archived conversation back, so an
+    /// archived list never gains one).
     private func insert(conversationId: String) async {
-        if let type = filter.type, !(await conversationType(conversationId) == type) { return }
-        if filter.archived { return }
+        guard !filter.archived else { return }
+        var one = filter
+        one.conversationId = conversationId
         do {
-            let entry = try await client.conversationSummary(id: conversationId)
-            guard !entries.contains(where: { $0.id == conversationId }) else { return }
-            if filter.unreadOnly && entry.unread == 0 { return }
-            if filter.mentionsOnly && entry.unreadMentions == 0 { return }
+            let page = try await client.inboxPage(filter: one, sort: sort, limit: 1)
+            guard let found = page.entries.first, !entries.contains(where: { $0.id == conversationId }) else { return }
+            let entry = Entry(found)
+            client.offline.add(entry)
             entries.append(entry)
             entries = sorted(entries)
         } catch {
             self.error = RESTClient.parleyError(error)
         }
-    }
-
-    private func conversationType(_ id: String) async -> ConversationType? {
-        try? await client.conversation(id: id).type
     }
 
     private func sorted(_ entries: [Entry]) -> [Entry] {
