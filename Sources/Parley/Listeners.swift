@@ -58,6 +58,10 @@ public protocol ParleyEventListener: AnyObject, Sendable {
     func onReactionAdded(_ reaction: MessageReaction, event: Event)
     /// `conversationMessage.reactionRemoved`: `reaction.uid` removed `reaction.key`.
     func onReactionRemoved(_ reaction: MessageReaction, event: Event)
+    /// `conversationMessage.pinned`: a message was pinned to `event.conversationId` (by `event.context.createdBy`).
+    func onMessagePinned(_ pin: MessagePin, event: Event)
+    /// `conversationMessage.unpinned`: a message was unpinned; `pin` is the pin as it was.
+    func onMessageUnpinned(_ pin: MessagePin, event: Event)
     /// `presence.update`: a user went online or offline.
     func onPresenceUpdate(_ presence: Presence, event: Event)
     /// `unread.update`: your unread counts changed (`conversations` lists the ones that did).
@@ -90,6 +94,8 @@ extension ParleyEventListener {
     public func onMessageDeleted(_ message: Message, event: Event) {}
     public func onReactionAdded(_ reaction: MessageReaction, event: Event) {}
     public func onReactionRemoved(_ reaction: MessageReaction, event: Event) {}
+    public func onMessagePinned(_ pin: MessagePin, event: Event) {}
+    public func onMessageUnpinned(_ pin: MessagePin, event: Event) {}
     public func onPresenceUpdate(_ presence: Presence, event: Event) {}
     public func onUnreadUpdate(_ unread: UnreadSummary, event: Event) {}
     public func onCaughtUp(_ caughtUp: CaughtUpFrame, event: Event) {}
@@ -211,6 +217,8 @@ extension ParleyEventListener {
         case .messageDeleted(let message): onMessageDeleted(message, event: event)
         case .reactionAdded(let reaction): onReactionAdded(reaction, event: event)
         case .reactionRemoved(let reaction): onReactionRemoved(reaction, event: event)
+        case .messagePinned(let pin): onMessagePinned(pin, event: event)
+        case .messageUnpinned(let pin): onMessageUnpinned(pin, event: event)
         case .presenceUpdated(let presence): onPresenceUpdate(presence, event: event)
         case .unreadUpdated(let unread): onUnreadUpdate(unread, event: event)
         case .caughtUp(let caughtUp): onCaughtUp(caughtUp, event: event)

@@ -188,11 +188,12 @@ extension ParleyClient {
 ///
 /// - `conversationMessage.sent`: a new message is added (a thread list adds only replies to its thread); the message
 ///   it replies to counts one more reply.
-/// - `conversationMessage.update`: the message takes the new content (its reactions and thread summary stay).
-/// - `conversationMessage.delete`: the message becomes what remains of it and loses its reactions; the message it
-///   replied to counts one reply less.
+/// - `conversationMessage.update`: the message takes the new content (its reactions, pin and thread summary stay).
+/// - `conversationMessage.delete`: the message becomes what remains of it and loses its reactions and pin; the
+///   message it replied to counts one reply less.
 /// - `conversationMessage.reactionAdded` / `reactionRemoved`: the key's count becomes the event's; `reacted` follows
 ///   the reader's own reactions.
+/// - `conversationMessage.pinned` / `unpinned`: the message's `Message.pin` is set or cleared.
 ///
 /// An event applies to a message only when its `seq` is above the position the message was read at.
 struct MessageTimeline: Sendable, Hashable, Codable {
@@ -284,6 +285,7 @@ struct MessageTimeline: Sendable, Hashable, Codable {
                 current.replyCount = kept.replyCount
                 current.lastReplyAt = kept.lastReplyAt
                 current.reactions = kept.reactions
+                current.pin = kept.pin
             }
         case .messageDeleted(let message):
             var changed = update(message.id, at: seq) { current in
@@ -315,6 +317,10 @@ struct MessageTimeline: Sendable, Hashable, Codable {
                 }
                 message.reactions = reactions.isEmpty ? nil : reactions
             }
+        case .messagePinned(let pin):
+            return update(pin.messageId, at: seq) { $0.pin = pin }
+        case .messageUnpinned(let pin):
+            return update(pin.messageId, at: seq) { $0.pin = nil }
         default:
             return false
         }

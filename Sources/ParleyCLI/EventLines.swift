@@ -27,6 +27,8 @@ func describe(_ event: Event, me: String, in view: EventView) -> String? {
     case .reactionRemoved(let reaction):
         return
             "* \(reaction.uid) took back \(reaction.key) from #\(reaction.messageSeq)\(place) (\(reaction.count) now)"
+    case .messagePinned(let pin): return "* \(by ?? "the app") pinned #\(pin.messageSeq)\(place)"
+    case .messageUnpinned(let pin): return "* \(by ?? "the app") unpinned #\(pin.messageSeq)\(place)"
     case .participantAdded(let participant):
         let role = participant.role.rawValue
         if by == participant.uid { return "* \(participant.uid) joined\(place) as \(role)" }

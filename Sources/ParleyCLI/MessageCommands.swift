@@ -2,7 +2,7 @@ import ArgumentParser
 import Foundation
 import Parley
 
-// Edit, delete, react, reply, threads and mentions from the command line. A message is named by its number in the
+// Edit, delete, react, pin, reply, threads and mentions from the command line. A message is named by its number in the
 // conversation (`#12`, or `12`) or by its id (`m_...`).
 
 /// The conversation and message a command acts on.
@@ -70,6 +70,51 @@ struct React: AsyncParsableCommand {
                 ? try await client.removeReaction(key, from: .id(messageId), in: conversationId)
                 : try await client.addReaction(key, to: .id(messageId), in: conversationId)
             say(reactions.reactions.isEmpty ? "No reactions." : describe(reactions.reactions))
+            await client.shutdown()
+        }
+    }
+}
+
+struct Pin: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Pin a message to its conversation (with --undo, unpin it). In a group, owners and admins may."
+    )
+    @OptionGroup var target: MessageTarget
+    @Flag(help: "Unpin it instead.") var undo = false
+
+    func run() async throws {
+        try await reportingFailures {
+            let (client, _, conversationId, messageId) = try await target.resolve()
+            let seq = try await client.fetchMessage(messageId, in: conversationId).seq
+            if undo {
+                try await client.unpinMessage(messageId, in: conversationId)
+                say("Unpinned #\(seq).")
+            } else {
+                try await client.pinMessage(messageId, in: conversationId)
+                say("Pinned #\(seq).")
+            }
+            await client.shutdown()
+        }
+    }
+}
+
+struct Pins: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "List a conversation's pinned messages, the most recently pinned first."
+    )
+    @OptionGroup var options: ClientOptions
+    @OptionGroup var receiver: ReceiverOptions
+
+    func run() async throws {
+        try await reportingFailures {
+            let (client, _) = try await options.loggedInClient()
+            let conversationId = try await client.conversationId(of: receiver.receiver)
+            let page = try await client.fetchPinnedMessages(in: conversationId)
+            for message in page.messages {
+                let by = message.pin?.pinnedBy ?? "the app"
+                say("\(describe(message))  (pinned by \(by))")
+            }
+            if page.messages.isEmpty { say("No pinned messages.") }
             await client.shutdown()
         }
     }

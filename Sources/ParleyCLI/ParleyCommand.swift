@@ -23,7 +23,8 @@ struct ParleyCommand: AsyncParsableCommand {
         subcommands: [
             Login.self, Logout.self, WhoAmI.self, Profile.self, Conversations.self, Archive.self, Send.self,
             Download.self,
-            Reply.self, Edit.self, DeleteMessage.self, React.self, ThreadCommand.self, Mentions.self, Search.self,
+            Reply.self, Edit.self, DeleteMessage.self, React.self, Pin.self, Pins.self, ThreadCommand.self,
+            Mentions.self, Search.self,
             FindUsers.self,
             Outbox.self,
             History.self, Chat.self, Listen.self, Group.self, Block.self, Unblock.self, Blocks.self,

@@ -104,17 +104,20 @@ public struct RolePermissions: Codable, Sendable, Hashable {
     public var canEditOthersMessages: Bool
     /// Delete messages other participants sent.
     public var canDeleteOthersMessages: Bool
+    /// Pin and unpin messages of a group (in a direct conversation both participants may).
+    public var canPinMessages: Bool
 
     /// Creates one role's permissions.
     public init(
         canSend: Bool, canAddParticipants: Bool, canRemoveParticipants: Bool, canEditOthersMessages: Bool,
-        canDeleteOthersMessages: Bool
+        canDeleteOthersMessages: Bool, canPinMessages: Bool
     ) {
         self.canSend = canSend
         self.canAddParticipants = canAddParticipants
         self.canRemoveParticipants = canRemoveParticipants
         self.canEditOthersMessages = canEditOthersMessages
         self.canDeleteOthersMessages = canDeleteOthersMessages
+        self.canPinMessages = canPinMessages
     }
 }
 
@@ -134,20 +137,32 @@ public struct ConversationRoles: Codable, Sendable, Hashable {
         self.member = member
     }
 
-    /// Every conversation starts with these: everyone sends; the owner and admins add and remove participants and
-    /// delete others' messages; nobody edits others' messages.
+    private enum CodingKeys: String, CodingKey { case owner, admin, member }
+
+    /// Decodes roles; a permission left out (one an older release did not know, as `canPinMessages`) takes its
+    /// role's default, so that roles stored or sent before it was added keep their meaning.
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        let defaults = ConversationRoles.defaults
+        owner = defaults.owner.applying(try container.decode(RolePermissionsChange.self, forKey: .owner))
+        admin = defaults.admin.applying(try container.decode(RolePermissionsChange.self, forKey: .admin))
+        member = defaults.member.applying(try container.decode(RolePermissionsChange.self, forKey: .member))
+    }
+
+    /// Every conversation starts with these: everyone sends; the owner and admins add and remove participants,
+    /// delete others' messages and pin messages; nobody edits others' messages.
     public static let defaults = ConversationRoles(
         owner: RolePermissions(
             canSend: true, canAddParticipants: true, canRemoveParticipants: true, canEditOthersMessages: false,
-            canDeleteOthersMessages: true
+            canDeleteOthersMessages: true, canPinMessages: true
         ),
         admin: RolePermissions(
             canSend: true, canAddParticipants: true, canRemoveParticipants: true, canEditOthersMessages: false,
-            canDeleteOthersMessages: true
+            canDeleteOthersMessages: true, canPinMessages: true
         ),
         member: RolePermissions(
             canSend: true, canAddParticipants: false, canRemoveParticipants: false, canEditOthersMessages: false,
-            canDeleteOthersMessages: false
+            canDeleteOthersMessages: false, canPinMessages: false
         )
     )
 
@@ -187,7 +202,8 @@ extension RolePermissions {
             canAddParticipants: change.canAddParticipants ?? canAddParticipants,
             canRemoveParticipants: change.canRemoveParticipants ?? canRemoveParticipants,
             canEditOthersMessages: change.canEditOthersMessages ?? canEditOthersMessages,
-            canDeleteOthersMessages: change.canDeleteOthersMessages ?? canDeleteOthersMessages
+            canDeleteOthersMessages: change.canDeleteOthersMessages ?? canDeleteOthersMessages,
+            canPinMessages: change.canPinMessages ?? canPinMessages
         )
     }
 }
@@ -205,12 +221,15 @@ public struct RolePermissionsChange: Codable, Sendable, Hashable {
     public var canEditOthersMessages: Bool?
     /// Delete messages other participants sent; absent: unchanged.
     public var canDeleteOthersMessages: Bool?
+    /// Pin and unpin messages; absent: unchanged.
+    public var canPinMessages: Bool?
 
     /// Creates a change; what is left nil stays.
     public init(
         canSend: Bool? = nil, canAddParticipants: Bool? = nil, canRemoveParticipants: Bool? = nil,
-        canEditOthersMessages: Bool? = nil, canDeleteOthersMessages: Bool? = nil
+        canEditOthersMessages: Bool? = nil, canDeleteOthersMessages: Bool? = nil, canPinMessages: Bool? = nil
     ) {
+        self.canPinMessages = canPinMessages
         self.canSend = canSend
         self.canAddParticipants = canAddParticipants
         self.canRemoveParticipants = canRemoveParticipants

@@ -63,6 +63,10 @@ public struct EventName: RawRepresentable, Hashable, Sendable, Codable, CustomSt
     public static let reactionAdded: EventName = "conversationMessage.reactionAdded"
     /// A participant removed their reaction from a message.
     public static let reactionRemoved: EventName = "conversationMessage.reactionRemoved"
+    /// A message was pinned to its conversation.
+    public static let messagePinned: EventName = "conversationMessage.pinned"
+    /// A message was unpinned (deleting a pinned message unpins it without this event).
+    public static let messageUnpinned: EventName = "conversationMessage.unpinned"
     /// A user went online or offline.
     public static let presenceUpdate: EventName = "presence.update"
     /// The logged-in user's unread counts changed.
@@ -120,6 +124,10 @@ public enum EventPayload: Sendable, Hashable {
     case reactionAdded(MessageReaction)
     /// `conversationMessage.reactionRemoved`
     case reactionRemoved(MessageReaction)
+    /// `conversationMessage.pinned`: the pin.
+    case messagePinned(MessagePin)
+    /// `conversationMessage.unpinned`: the pin as it was.
+    case messageUnpinned(MessagePin)
     /// `presence.update`
     case presenceUpdated(Presence)
     /// `unread.update`
@@ -153,6 +161,8 @@ public enum EventPayload: Sendable, Hashable {
         case .messageDeleted: return .messageDelete
         case .reactionAdded: return .reactionAdded
         case .reactionRemoved: return .reactionRemoved
+        case .messagePinned: return .messagePinned
+        case .messageUnpinned: return .messageUnpinned
         case .presenceUpdated: return .presenceUpdate
         case .unreadUpdated: return .unreadUpdate
         case .caughtUp: return .caughtUp
@@ -186,6 +196,8 @@ public enum EventPayload: Sendable, Hashable {
         case .messageDelete: return .messageDeleted(try value(Message.self))
         case .reactionAdded: return .reactionAdded(try value(MessageReaction.self))
         case .reactionRemoved: return .reactionRemoved(try value(MessageReaction.self))
+        case .messagePinned: return .messagePinned(try value(MessagePin.self))
+        case .messageUnpinned: return .messageUnpinned(try value(MessagePin.self))
         case .presenceUpdate: return .presenceUpdated(try value(Presence.self))
         case .unreadUpdate: return .unreadUpdated(try value(UnreadSummary.self))
         case .caughtUp: return .caughtUp(try value(CaughtUpFrame.self))
@@ -211,6 +223,7 @@ public enum EventPayload: Sendable, Hashable {
             try container.encode(message, forKey: .payload)
         case .reactionAdded(let reaction), .reactionRemoved(let reaction):
             try container.encode(reaction, forKey: .payload)
+        case .messagePinned(let pin), .messageUnpinned(let pin): try container.encode(pin, forKey: .payload)
         case .presenceUpdated(let presence): try container.encode(presence, forKey: .payload)
         case .unreadUpdated(let unread): try container.encode(unread, forKey: .payload)
         case .caughtUp(let caughtUp): try container.encode(caughtUp, forKey: .payload)

@@ -86,14 +86,17 @@ public struct Message: Codable, Sendable, Hashable {
     public var lastReplyAt: Int64?
     /// The reactions, by key, in the order each key was first given (history reads only; nil when there are none).
     public var reactions: [ReactionSummary]?
+    /// Who pinned the message to its conversation, and when (history reads only; nil when it is not pinned).
+    public var pin: MessagePin?
 
     /// Creates a message from its fields.
     public init(
         id: String, conversationId: String, seq: Int64, sender: String, clientMessageId: String? = nil,
         parts: [MessagePart], metadata: JSONValue? = nil, alert: String? = nil, sentAt: Int64, replyTo: String? = nil,
         mentions: [String]? = nil, editedAt: Int64? = nil, deletedAt: Int64? = nil, deletedBy: String? = nil,
-        replyCount: Int? = nil, lastReplyAt: Int64? = nil, reactions: [ReactionSummary]? = nil
+        replyCount: Int? = nil, lastReplyAt: Int64? = nil, reactions: [ReactionSummary]? = nil, pin: MessagePin? = nil
     ) {
+        self.pin = pin
         self.id = id
         self.conversationId = conversationId
         self.seq = seq
@@ -124,12 +127,13 @@ public struct Message: Codable, Sendable, Hashable {
     /// Whether the message was deleted (its content is gone).
     public var isDeleted: Bool { deletedAt != nil }
 
-    /// The message without what history reads add for a reader (reply summary and reactions): what events carry.
+    /// The message without what history reads add for a reader (reply summary, reactions, pin): what events carry.
     public var stored: Message {
         var stored = self
         stored.replyCount = nil
         stored.lastReplyAt = nil
         stored.reactions = nil
+        stored.pin = nil
         return stored
     }
 }
@@ -172,5 +176,29 @@ public struct MessageReaction: Codable, Sendable, Hashable {
         self.key = key
         self.uid = uid
         self.count = count
+    }
+}
+
+/// A message pinned to its conversation: the payload of `conversationMessage.pinned` and
+/// `conversationMessage.unpinned` (the pin as it was), and ``Message/pin`` in history reads.
+///
+/// It names the message rather than carrying it, so that an edit or a deletion never leaves the old content in a
+/// pin's event.
+public struct MessagePin: Codable, Sendable, Hashable {
+    /// The message pinned.
+    public var messageId: String
+    /// The message's sequence number.
+    public var messageSeq: Int64
+    /// Who pinned it; nil for the app's server (REST API key).
+    public var pinnedBy: String?
+    /// When it was pinned (epoch ms).
+    public var pinnedAt: Int64
+
+    /// Creates a pin.
+    public init(messageId: String, messageSeq: Int64, pinnedBy: String?, pinnedAt: Int64) {
+        self.messageId = messageId
+        self.messageSeq = messageSeq
+        self.pinnedBy = pinnedBy
+        self.pinnedAt = pinnedAt
     }
 }

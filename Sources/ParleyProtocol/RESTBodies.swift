@@ -292,8 +292,8 @@ public struct ReactionList: Codable, Sendable, Hashable {
     }
 }
 
-/// A page of history (or of a thread), in ascending sequence order; or a page of the caller's unread mentions,
-/// newest first.
+/// A page of history (or of a thread), in ascending sequence order; a page of the caller's unread mentions, newest
+/// first; or a conversation's pinned messages, the most recently pinned first.
 public struct MessagePage: Codable, Sendable, Hashable {
     /// The messages of the page.
     public var messages: [Message]

@@ -1,7 +1,7 @@
 /// What a webhook endpoint receives: groups of event names (`messages`, `conversations`, `participants`, `reports`,
 /// `users`), or single event names of those groups.
 public enum WebhookTopic: String, Codable, Sendable, Hashable, CaseIterable {
-    /// `conversationMessage.sent`, `.update`, `.delete`, `.reactionAdded`, `.reactionRemoved`.
+    /// `conversationMessage.sent`, `.update`, `.delete`, `.reactionAdded`, `.reactionRemoved`, `.pinned`, `.unpinned`.
     case messages
     /// `conversation.create`, `.update`, `.delete`, `.undelete`.
     case conversations
@@ -18,7 +18,10 @@ public enum WebhookTopic: String, Codable, Sendable, Hashable, CaseIterable {
     public var eventNames: [EventName] {
         switch self {
         case .messages:
-            return [.messageSent, .messageUpdate, .messageDelete, .reactionAdded, .reactionRemoved]
+            return [
+                .messageSent, .messageUpdate, .messageDelete, .reactionAdded, .reactionRemoved, .messagePinned,
+                .messageUnpinned,
+            ]
         case .conversations:
             return [.conversationCreate, .conversationUpdate, .conversationDelete, .conversationUndelete]
         case .participants:

@@ -340,6 +340,19 @@ package enum WireJSON {
                 raw(#","reactions":"#)
                 self.reactions(reactions)
             }
+            if let pin = message.pin {
+                raw(#","pin":{"messageId":"#)
+                string(pin.messageId)
+                raw(#","messageSeq":"#)
+                integer(pin.messageSeq)
+                if let pinnedBy = pin.pinnedBy {
+                    raw(#","pinnedBy":"#)
+                    string(pinnedBy)
+                }
+                raw(#","pinnedAt":"#)
+                integer(pin.pinnedAt)
+                byte(UInt8(ascii: "}"))
+            }
             byte(UInt8(ascii: "}"))
         }
 

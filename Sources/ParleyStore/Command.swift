@@ -27,6 +27,8 @@ public enum Command: Sendable {
     case deleteMessage(MessageAction)
     /// Add or remove a reaction (any participant).
     case react(React)
+    /// Pin or unpin a message (where the conversation's roles allow, or the app's server).
+    case pin(Pin)
     /// Mute or unmute a participant (who may remove them, or the app's server).
     case muteParticipant(MuteParticipant)
     /// Ban or unban a user from a group (who may remove them, or the app's server).
@@ -47,6 +49,7 @@ public enum Command: Sendable {
         case .editMessage(let command): return command.conversationId
         case .deleteMessage(let command): return command.conversationId
         case .react(let command): return command.conversationId
+        case .pin(let command): return command.conversationId
         case .muteParticipant(let command): return command.conversationId
         case .banParticipant(let command): return command.conversationId
         }
@@ -166,6 +169,26 @@ public enum Command: Sendable {
             self.messageId = messageId
             self.key = key
             self.add = add
+            self.now = now
+        }
+    }
+
+    /// Pin (`pinned` true) or unpin a message. `actor` nil: the app's server.
+    public struct Pin: Sendable {
+        public var appId: String
+        public var conversationId: String
+        public var actor: String?
+        public var messageId: String
+        public var pinned: Bool
+        public var now: Int64
+        public init(
+            appId: String, conversationId: String, actor: String?, messageId: String, pinned: Bool, now: Int64
+        ) {
+            self.appId = appId
+            self.conversationId = conversationId
+            self.actor = actor
+            self.messageId = messageId
+            self.pinned = pinned
             self.now = now
         }
     }
@@ -376,6 +399,8 @@ public struct CommandResult: Sendable {
         case message(Message, duplicate: Bool)
         /// The message's reactions after a reaction was added or removed; `duplicate` when it changed nothing.
         case reactions(ReactionList, duplicate: Bool)
+        /// The message's pin after a pin (nil after an unpin); `duplicate` when it changed nothing.
+        case pin(MessagePin?, message: Message, duplicate: Bool)
     }
 
     public var outcome: Outcome

@@ -18,6 +18,8 @@ public enum MessageLifecycle {
     public static let maxMentions = 50
     /// Longest reaction key, in UTF-8 bytes.
     public static let maxReactionKeyBytes = 64
+    /// Most messages pinned to one conversation.
+    public static let maxPinsPerConversation = 50
 
     // MARK: Rules
 
@@ -44,6 +46,24 @@ public enum MessageLifecycle {
         guard message.sender != actor else { return }
         guard roles[role].canDeleteOthersMessages else {
             throw DomainError(.forbidden, "In this conversation a \(role.rawValue) may not delete others' messages.")
+        }
+    }
+
+    /// `role` pins or unpins a message of a conversation of `type`: in a group when its role may, in a direct
+    /// conversation either participant. (The app's server, with no role, always may.)
+    public static func requirePin(role: ParticipantRole, type: ConversationType, roles: ConversationRoles) throws {
+        guard type == .group else { return }
+        guard roles[role].canPinMessages else {
+            throw DomainError(.forbidden, "In this conversation a \(role.rawValue) may not pin messages.")
+        }
+    }
+
+    /// `message` is pinned to a conversation that has `pins` pinned messages.
+    public static func requirePinRoom(_ message: Message, pins: Int) throws {
+        guard !message.isDeleted else { throw deleted(message.id) }
+        guard pins < maxPinsPerConversation else {
+            throw DomainError(
+                .pinLimit, "A conversation has at most \(maxPinsPerConversation) pinned messages: unpin one first.")
         }
     }
 
@@ -227,8 +247,9 @@ public struct ThreadSummary: Sendable, Hashable {
 
 extension Message {
     /// The message as `viewer` reads it: with its thread's summary and its reactions.
-    public func reading(thread: ThreadSummary?, reactions: [ReactionSummary]?) -> Message {
+    public func reading(thread: ThreadSummary?, reactions: [ReactionSummary]?, pin: MessagePin?) -> Message {
         var message = stored
+        message.pin = pin
         if let thread, thread.lastReplyAt != nil {
             message.replyCount = thread.replyCount > 0 ? thread.replyCount : nil
             message.lastReplyAt = thread.lastReplyAt

@@ -147,6 +147,10 @@ public protocol ParleyStore: Sendable {
     /// One message in its latest state, with its thread summary and reactions as `viewer` sees them; nil when the
     /// conversation has no message with this id.
     func message(appId: String, conversationId: String, messageId: String, viewer: String?) async throws -> Message?
+    /// The conversation's pinned messages, the most recently pinned first, each in its latest state as `viewer` reads
+    /// it (``Message/pin`` set), and the conversation's last sequence number in the same read; empty for a
+    /// conversation that does not exist.
+    func pinnedMessages(appId: String, conversationId: String, viewer: String?) async throws -> MessageHistory
     /// The messages that mention `uid` and that `uid` has not read (after their read position, in conversations they
     /// still participate in, not deleted), newest first, after `after`, at most `limit`.
     func unreadMentions(appId: String, uid: String, after: MentionPosition?, limit: Int) async throws -> [MentionRow]

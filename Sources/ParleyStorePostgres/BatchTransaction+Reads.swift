@@ -95,6 +95,27 @@ extension BatchTransaction {
         return reads
     }
 
+    /// The message's pin, and how many messages its conversation has pinned.
+    func pinReads(_ conversationPK: Int64, message: Message) async throws -> (MessagePin?, Int) {
+        guard
+            let row = try await rows(
+                """
+                SELECT count(*), bool_or(message_seq = \(message.seq)),
+                    max(pinned_by) FILTER (WHERE message_seq = \(message.seq)),
+                    max(pinned_at) FILTER (WHERE message_seq = \(message.seq))
+                FROM pins WHERE conversation_pk = \(conversationPK)
+                """
+            ).first
+        else { return (nil, 0) }
+        let (count, pinned, pinnedBy, pinnedAt) = try row.decode((Int64, Bool?, String?, Int64?).self)
+        let pin =
+            pinned == true
+            ? pinnedAt.map {
+                MessagePin(messageId: message.id, messageSeq: message.seq, pinnedBy: pinnedBy, pinnedAt: $0)
+            } : nil
+        return (pin, Int(count))
+    }
+
     /// The newest message at or before `seq`; nil when there is none.
     func newestMessage(_ conversationPK: Int64, atOrBefore seq: Int64) async throws -> MessagePlace? {
         try await rows(

@@ -80,6 +80,7 @@ extension BatchTransaction {
             try await removeFiles(appId: appId, ids: ids, now: now)
         case .forgetMessage(let pk, let appId, let seq, let messageId, let messageIndex):
             try await execute("DELETE FROM reactions WHERE conversation_pk = \(pk) AND message_seq = \(seq)")
+            try await execute("DELETE FROM pins WHERE conversation_pk = \(pk) AND message_seq = \(seq)")
             try await execute("DELETE FROM mentions WHERE conversation_pk = \(pk) AND seq = \(seq)")
             try await execute("DELETE FROM push_outbox WHERE conversation_pk = \(pk) AND seq = \(seq)")
             try await execute("DELETE FROM push_jobs WHERE app_id = \(appId) AND collapse_id = \(messageId)")
@@ -101,6 +102,15 @@ extension BatchTransaction {
                 AND key = \(key) AND uid = \(uid)
                 """
             )
+        case .pinMessage(let pk, let pin):
+            try await execute(
+                """
+                INSERT INTO pins (conversation_pk, message_seq, pinned_by, pinned_at)
+                VALUES (\(pk), \(pin.messageSeq), \(pin.pinnedBy), \(pin.pinnedAt))
+                """
+            )
+        case .unpinMessage(let pk, let messageSeq):
+            try await execute("DELETE FROM pins WHERE conversation_pk = \(pk) AND message_seq = \(messageSeq)")
         case .putBan(let pk, let ban):
             try await execute(
                 """

@@ -207,6 +207,13 @@ struct BatchTransaction {
                 reads.reactions = try await reactionTallies(row.pk, seq: message.seq, actor: react.actor)
             }
             return try await perform(Decide.react(react, snapshot, reads))
+        case .pin(let pin):
+            let snapshot = try await snapshot(pin.appId, pin.conversationId, actor: pin.actor)
+            var reads = try await messageReads(pin.messageId, of: snapshot, actor: pin.actor)
+            if let row = snapshot?.row, let message = reads.stored?.message {
+                (reads.pin, reads.pinCount) = try await pinReads(row.pk, message: message)
+            }
+            return try await perform(Decide.pin(pin, snapshot, reads))
         case .muteParticipant(let mute):
             let snapshot = try await snapshot(mute.appId, mute.conversationId, actor: mute.actor)
             let target = try await participant(mute.uid, of: snapshot)
@@ -279,7 +286,7 @@ struct BatchTransaction {
         // A ban removes the user when they are a participant; lifting one changes no membership.
         case .banParticipant(let ban): return ban.banned ? [UserKey(appId: ban.appId, uid: ban.uid)] : []
         case .updateConversation, .deleteConversation, .undeleteConversation, .updateParticipant, .sendMessage,
-            .markReceipt, .editMessage, .deleteMessage, .react, .muteParticipant:
+            .markReceipt, .editMessage, .deleteMessage, .react, .pin, .muteParticipant:
             return []
         }
     }

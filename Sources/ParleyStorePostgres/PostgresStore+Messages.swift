@@ -82,14 +82,14 @@ extension PostgresStore {
         return StoredMessage(messageIndex: index, message: try MessageLifecycle.message(in: body.readableBytesView))
     }
 
-    /// The reactions on the messages with `fromSeq...throughSeq`, by message, as `viewer` sees them.
-    static func fetchReactions(
-        _ session: PostgresSession, conversationPK: Int64, fromSeq: Int64, throughSeq: Int64, viewer: String?
-    ) async throws -> [Int64: [ReactionSummary]] {
+    /// The reactions on the messages with the sequence numbers `seqs`, by message, as `viewer` sees them.
+    static func fetchReactions(_ session: PostgresSession, conversationPK: Int64, seqs: [Int64], viewer: String?)
+        async throws -> [Int64: [ReactionSummary]]
+    {
         let rows = try await session.rows(
             """
             SELECT message_seq, key, count(*), bool_or(uid = \(viewer ?? "")), min(created_at) FROM reactions
-            WHERE conversation_pk = \(conversationPK) AND message_seq >= \(fromSeq) AND message_seq <= \(throughSeq)
+            WHERE conversation_pk = \(conversationPK) AND message_seq = ANY(\(seqs))
             GROUP BY message_seq, key
             """
         )
@@ -101,9 +101,9 @@ extension PostgresStore {
         )
     }
 
-    /// The thread summaries of the messages with `fromSeq...throughSeq`, by message.
-    static func fetchThreads(_ session: PostgresSession, conversationPK: Int64, fromSeq: Int64, throughSeq: Int64)
-        async throws -> [Int64: ThreadSummary]
+    /// The thread summaries of the messages with the sequence numbers `seqs`, by message.
+    static func fetchThreads(_ session: PostgresSession, conversationPK: Int64, seqs: [Int64]) async throws
+        -> [Int64: ThreadSummary]
     {
         var threads: [Int64: ThreadSummary] = [:]
         for row in try await session.rows(
@@ -111,7 +111,7 @@ extension PostgresStore {
             SELECT e.thread_seq, count(*) - count(d.message_index), max(e.created_at)
             FROM events e LEFT JOIN deleted_messages d
                 ON d.conversation_pk = e.conversation_pk AND d.message_index = e.message_index
-            WHERE e.conversation_pk = \(conversationPK) AND e.thread_seq >= \(fromSeq) AND e.thread_seq <= \(throughSeq)
+            WHERE e.conversation_pk = \(conversationPK) AND e.thread_seq IS NOT NULL AND e.thread_seq = ANY(\(seqs))
             GROUP BY e.thread_seq
             """
         ) {
@@ -121,33 +121,59 @@ extension PostgresStore {
         return threads
     }
 
-    /// The messages (of one conversation) as `viewer` reads them: with thread summaries and reactions.
+    /// The pins of the messages with the sequence numbers `seqs`, by message.
+    static func fetchPins(_ session: PostgresSession, conversationPK: Int64, seqs: [Int64]) async throws
+        -> [Int64: MessagePin]
+    {
+        var pins: [Int64: MessagePin] = [:]
+        for row in try await session.rows(
+            """
+            SELECT p.message_seq, p.pinned_by, p.pinned_at, e.message_id FROM pins p
+            JOIN events e ON e.conversation_pk = p.conversation_pk AND e.seq = p.message_seq
+            WHERE p.conversation_pk = \(conversationPK) AND p.message_seq = ANY(\(seqs))
+            """
+        ) {
+            let (seq, pinnedBy, pinnedAt, messageId) = try row.decode((Int64, String?, Int64, String).self)
+            pins[seq] = MessagePin(messageId: messageId, messageSeq: seq, pinnedBy: pinnedBy, pinnedAt: pinnedAt)
+        }
+        return pins
+    }
+
+    /// The messages (of one conversation) as `viewer` reads them: with thread summaries, reactions and pins, read for
+    /// exactly their sequence numbers (a page of a thread, or of pins, is spread over the conversation).
     static func reading(_ messages: [Message], _ session: PostgresSession, conversationPK: Int64, viewer: String?)
         async throws -> [Message]
     {
-        guard let low = messages.map(\.seq).min(), let high = messages.map(\.seq).max() else { return messages }
-        let threads = try await fetchThreads(session, conversationPK: conversationPK, fromSeq: low, throughSeq: high)
-        let reactions = try await fetchReactions(
-            session, conversationPK: conversationPK, fromSeq: low, throughSeq: high, viewer: viewer
-        )
-        return messages.map { $0.reading(thread: threads[$0.seq], reactions: reactions[$0.seq]) }
+        guard !messages.isEmpty else { return messages }
+        let seqs = messages.map(\.seq)
+        let threads = try await fetchThreads(session, conversationPK: conversationPK, seqs: seqs)
+        let reactions = try await fetchReactions(session, conversationPK: conversationPK, seqs: seqs, viewer: viewer)
+        let pins = try await fetchPins(session, conversationPK: conversationPK, seqs: seqs)
+        return messages.map {
+            $0.reading(thread: threads[$0.seq], reactions: reactions[$0.seq], pin: pins[$0.seq])
+        }
     }
 
     // MARK: Reads
+
+    /// A conversation as a read sees it (no lock); nil when the app has none with this id.
+    static func readConversation(_ session: PostgresSession, appId: String, id: String) async throws
+        -> ConversationRow?
+    {
+        try await session.rows(
+            """
+            SELECT \(unescaped: conversationColumns()) FROM conversations WHERE id = \(id) AND app_id = \(appId)
+            """
+        ).first.map(conversationRow)
+    }
 
     public func messages(appId: String, conversationId: String, query: HistoryQuery) async throws -> MessageHistory {
         try await withSession { session in
             // One snapshot: the page, its reactions and threads, and the position they are at agree.
             try await session.transaction(isolation: .repeatableReadOnly) {
-                guard
-                    let found = try await session.rows(
-                        """
-                        SELECT \(unescaped: Self.conversationColumns()) FROM conversations
-                        WHERE id = \(conversationId) AND app_id = \(appId)
-                        """
-                    ).first
-                else { return MessageHistory(messages: [], lastSeq: 0) }
-                let row = try Self.conversationRow(found)
+                guard let row = try await Self.readConversation(session, appId: appId, id: conversationId) else {
+                    return MessageHistory(messages: [], lastSeq: 0)
+                }
                 var parent: Message?
                 let bodies: [PostgresRow]
                 if let thread = query.thread {
@@ -207,6 +233,31 @@ extension PostgresStore {
                     let stored = try await Self.fetchStoredMessage(session, conversationPK: pk, messageId: messageId)
                 else { return nil }
                 return try await Self.reading([stored.message], session, conversationPK: pk, viewer: viewer).first
+            }
+        }
+    }
+
+    public func pinnedMessages(appId: String, conversationId: String, viewer: String?) async throws -> MessageHistory {
+        try await withSession { session in
+            // One snapshot: the pins, their messages and the position they are at agree.
+            try await session.transaction(isolation: .repeatableReadOnly) {
+                guard let row = try await Self.readConversation(session, appId: appId, id: conversationId) else {
+                    return MessageHistory(messages: [], lastSeq: 0)
+                }
+                let decoder = JSONDecoder()
+                let messages = try await session.rows(
+                    """
+                    SELECT e.body FROM pins p
+                    JOIN events e ON e.conversation_pk = p.conversation_pk AND e.seq = p.message_seq
+                    WHERE p.conversation_pk = \(row.pk) ORDER BY p.pinned_at DESC, p.message_seq DESC
+                    """
+                ).map {
+                    try MessageLifecycle.message(in: try $0.decode(ByteBuffer.self).readableBytesView, decoder: decoder)
+                }
+                return MessageHistory(
+                    messages: try await Self.reading(messages, session, conversationPK: row.pk, viewer: viewer),
+                    lastSeq: row.conversation.lastSeq
+                )
             }
         }
     }

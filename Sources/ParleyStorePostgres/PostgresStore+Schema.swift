@@ -593,6 +593,22 @@ extension PostgresStore {
             version: 20, name: "deactivated users",
             statements: ["ALTER TABLE users ADD COLUMN deactivated_at BIGINT"]
         ),
+        PostgresMigration(
+            version: 21, name: "pinned messages",
+            statements: [
+                // A conversation's pinned messages (`pinned_by` NULL: the app's server); a deleted message's pin goes
+                // with it.
+                """
+                CREATE TABLE pins (
+                    conversation_pk BIGINT NOT NULL REFERENCES conversations(pk),
+                    message_seq BIGINT NOT NULL,
+                    pinned_by TEXT,
+                    pinned_at BIGINT NOT NULL,
+                    PRIMARY KEY (conversation_pk, message_seq)
+                )
+                """
+            ]
+        ),
     ]
 
     /// The key of the advisory lock that serializes migrations of one database ("parley.schema").

@@ -160,6 +160,13 @@ extension SQLiteStore: SynchronousBatches {
                 reads.reactions = try reactionTallies(db, conversationPK: row.pk, seq: message.seq, actor: react.actor)
             }
             return try perform(Decide.react(react, snapshot, reads), in: db)
+        case .pin(let pin):
+            let snapshot = try snapshot(pin.appId, pin.conversationId, actor: pin.actor, in: db)
+            var reads = try messageReads(pin.messageId, of: snapshot, actor: pin.actor, in: db)
+            if let row = snapshot?.row, let message = reads.stored?.message {
+                (reads.pin, reads.pinCount) = try pinReads(db, conversationPK: row.pk, message: message)
+            }
+            return try perform(Decide.pin(pin, snapshot, reads), in: db)
         case .muteParticipant(let mute):
             let snapshot = try snapshot(mute.appId, mute.conversationId, actor: mute.actor, in: db)
             let target = try participant(mute.uid, of: snapshot, in: db)
@@ -289,6 +296,29 @@ extension SQLiteStore: SynchronousBatches {
                 """,
             arguments: [actor, actor, conversationPK, seq]
         ).map { ReactionTally(key: $0[0], count: $0[1], byActor: $0[2], firstAt: $0[3], firstByOthersAt: $0[4]) }
+    }
+
+    /// The message's pin, and how many messages its conversation has pinned.
+    static func pinReads(_ db: Database, conversationPK: Int64, message: Message) throws -> (MessagePin?, Int) {
+        guard
+            let row = try Row.fetchOne(
+                db,
+                sql: """
+                    SELECT COUNT(*), MAX(message_seq = ?), MAX(CASE WHEN message_seq = ? THEN pinned_by END),
+                        MAX(CASE WHEN message_seq = ? THEN pinned_at END)
+                    FROM pins WHERE conversation_pk = ?
+                    """,
+                arguments: [message.seq, message.seq, message.seq, conversationPK]
+            )
+        else { return (nil, 0) }
+        let pinned: Bool? = row[1]
+        let pinnedAt: Int64? = row[3]
+        let pin =
+            pinned == true
+            ? pinnedAt.map {
+                MessagePin(messageId: message.id, messageSeq: message.seq, pinnedBy: row[2], pinnedAt: $0)
+            } : nil
+        return (pin, row[0])
     }
 
     /// Runs `body` on `uids` in chunks of 500 (SQLite binds at most 32,766 parameters), each with its `?, ?, ...`.

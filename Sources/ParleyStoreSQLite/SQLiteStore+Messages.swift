@@ -58,56 +58,77 @@ extension SQLiteStore {
         }
     }
 
-    /// The reactions on the messages with `fromSeq...throughSeq`, by message, as `viewer` sees them.
-    static func fetchReactions(
-        _ db: Database, conversationPK: Int64, fromSeq: Int64, throughSeq: Int64, viewer: String?
-    ) throws -> [Int64: [ReactionSummary]] {
+    /// The reactions on the messages with the sequence numbers `seqs` (a JSON array), by message, as `viewer` sees
+    /// them.
+    static func fetchReactions(_ db: Database, conversationPK: Int64, seqs: String, viewer: String?) throws
+        -> [Int64: [ReactionSummary]]
+    {
         let rows = try Row.fetchAll(
             db.cachedStatement(
                 sql: """
                     SELECT message_seq, key, COUNT(*), MAX(uid = ?), MIN(created_at) FROM reactions
-                    WHERE conversation_pk = ? AND message_seq >= ? AND message_seq <= ?
+                    WHERE conversation_pk = ? AND message_seq IN (SELECT value FROM json_each(?))
                     GROUP BY message_seq, key
                     """
             ),
-            arguments: [viewer ?? "", conversationPK, fromSeq, throughSeq]
+            arguments: [viewer ?? "", conversationPK, seqs]
         )
         return ReactionRow.summaries(
             rows.map { ReactionRow(messageSeq: $0[0], key: $0[1], count: $0[2], reacted: $0[3], firstAt: $0[4]) }
         )
     }
 
-    /// The thread summaries of the messages with `fromSeq...throughSeq`, by message.
-    static func fetchThreads(_ db: Database, conversationPK: Int64, fromSeq: Int64, throughSeq: Int64) throws
-        -> [Int64: ThreadSummary]
-    {
+    /// The thread summaries of the messages with the sequence numbers `seqs` (a JSON array), by message.
+    static func fetchThreads(_ db: Database, conversationPK: Int64, seqs: String) throws -> [Int64: ThreadSummary] {
         let rows = try Row.fetchAll(
             db.cachedStatement(
                 sql: """
                     SELECT e.thread_seq, COUNT(*) - COUNT(d.message_index), MAX(e.created_at)
                     FROM events e LEFT JOIN deleted_messages d
                         ON d.conversation_pk = e.conversation_pk AND d.message_index = e.message_index
-                    WHERE e.conversation_pk = ? AND e.thread_seq >= ? AND e.thread_seq <= ?
+                    WHERE e.conversation_pk = ? AND e.thread_seq IS NOT NULL
+                        AND e.thread_seq IN (SELECT value FROM json_each(?))
                     GROUP BY e.thread_seq
                     """
             ),
-            arguments: [conversationPK, fromSeq, throughSeq]
+            arguments: [conversationPK, seqs]
         )
         var threads: [Int64: ThreadSummary] = [:]
         for row in rows { threads[row[0]] = ThreadSummary(replyCount: row[1], lastReplyAt: row[2]) }
         return threads
     }
 
-    /// The messages (of one conversation) as `viewer` reads them: with thread summaries and reactions.
+    /// The pins of the messages with the sequence numbers `seqs` (a JSON array), by message.
+    static func fetchPins(_ db: Database, conversationPK: Int64, seqs: String) throws -> [Int64: MessagePin] {
+        var pins: [Int64: MessagePin] = [:]
+        for row in try Row.fetchAll(
+            db.cachedStatement(
+                sql: """
+                    SELECT p.message_seq, p.pinned_by, p.pinned_at, e.message_id FROM pins p
+                    JOIN events e ON e.conversation_pk = p.conversation_pk AND e.seq = p.message_seq
+                    WHERE p.conversation_pk = ? AND p.message_seq IN (SELECT value FROM json_each(?))
+                    """
+            ),
+            arguments: [conversationPK, seqs]
+        ) {
+            pins[row[0]] = MessagePin(messageId: row[3], messageSeq: row[0], pinnedBy: row[1], pinnedAt: row[2])
+        }
+        return pins
+    }
+
+    /// The messages (of one conversation) as `viewer` reads them: with thread summaries, reactions and pins, read for
+    /// exactly their sequence numbers (a page of a thread, or of pins, is spread over the conversation).
     static func reading(_ messages: [Message], _ db: Database, conversationPK: Int64, viewer: String?) throws
         -> [Message]
     {
-        guard let low = messages.map(\.seq).min(), let high = messages.map(\.seq).max() else { return messages }
-        let threads = try fetchThreads(db, conversationPK: conversationPK, fromSeq: low, throughSeq: high)
-        let reactions = try fetchReactions(
-            db, conversationPK: conversationPK, fromSeq: low, throughSeq: high, viewer: viewer
-        )
-        return messages.map { $0.reading(thread: threads[$0.seq], reactions: reactions[$0.seq]) }
+        guard !messages.isEmpty else { return messages }
+        let seqs = "[" + messages.map { String($0.seq) }.joined(separator: ",") + "]"
+        let threads = try fetchThreads(db, conversationPK: conversationPK, seqs: seqs)
+        let reactions = try fetchReactions(db, conversationPK: conversationPK, seqs: seqs, viewer: viewer)
+        let pins = try fetchPins(db, conversationPK: conversationPK, seqs: seqs)
+        return messages.map {
+            $0.reading(thread: threads[$0.seq], reactions: reactions[$0.seq], pin: pins[$0.seq])
+        }
     }
 
     // MARK: Reads
@@ -166,6 +187,29 @@ extension SQLiteStore {
                 let stored = try Self.fetchStoredMessage(db, conversationPK: row.pk, messageId: messageId)
             else { return nil }
             return try Self.reading([stored.message], db, conversationPK: row.pk, viewer: viewer).first
+        }
+    }
+
+    public func pinnedMessages(appId: String, conversationId: String, viewer: String?) async throws -> MessageHistory {
+        try await pool.read { db in
+            guard let row = try Self.fetchConversation(db, appId: appId, id: conversationId) else {
+                return MessageHistory(messages: [], lastSeq: 0)
+            }
+            let bodies = try Data.fetchAll(
+                db,
+                sql: """
+                    SELECT e.body FROM pins p
+                    JOIN events e ON e.conversation_pk = p.conversation_pk AND e.seq = p.message_seq
+                    WHERE p.conversation_pk = ? ORDER BY p.pinned_at DESC, p.message_seq DESC
+                    """,
+                arguments: [row.pk]
+            )
+            let decoder = JSONDecoder()
+            let messages = try bodies.map { try MessageLifecycle.message(in: $0, decoder: decoder) }
+            return MessageHistory(
+                messages: try Self.reading(messages, db, conversationPK: row.pk, viewer: viewer),
+                lastSeq: row.conversation.lastSeq
+            )
         }
     }
 

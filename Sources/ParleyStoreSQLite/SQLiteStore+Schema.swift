@@ -490,6 +490,21 @@ extension SQLiteStore {
         migrator.registerMigration("v18: deactivated users") { db in
             try db.execute(sql: "ALTER TABLE users ADD COLUMN deactivated_at INTEGER")
         }
+        migrator.registerMigration("v19: pinned messages") { db in
+            // A conversation's pinned messages (`pinned_by` NULL: the app's server); a deleted message's pin goes
+            // with it.
+            try db.execute(
+                sql: """
+                    CREATE TABLE pins (
+                        conversation_pk INTEGER NOT NULL REFERENCES conversations(pk),
+                        message_seq INTEGER NOT NULL,
+                        pinned_by TEXT,
+                        pinned_at INTEGER NOT NULL,
+                        PRIMARY KEY (conversation_pk, message_seq)
+                    ) WITHOUT ROWID;
+                    """
+            )
+        }
         return migrator
     }
 }

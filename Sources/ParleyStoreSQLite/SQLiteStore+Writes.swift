@@ -85,13 +85,14 @@ extension SQLiteStore {
             try db.execute(
                 sql: """
                     DELETE FROM reactions WHERE conversation_pk = ? AND message_seq = ?;
+                    DELETE FROM pins WHERE conversation_pk = ? AND message_seq = ?;
                     DELETE FROM mentions WHERE conversation_pk = ? AND seq = ?;
                     DELETE FROM push_outbox WHERE conversation_pk = ? AND seq = ?;
                     DELETE FROM push_jobs WHERE app_id = ? AND collapse_id = ?;
                     INSERT INTO deleted_messages (conversation_pk, message_index) VALUES (?, ?);
                     UPDATE conversations SET deleted_message_count = deleted_message_count + 1 WHERE pk = ?;
                     """,
-                arguments: [pk, seq, pk, seq, pk, seq, appId, messageId, pk, messageIndex, pk]
+                arguments: [pk, seq, pk, seq, pk, seq, pk, seq, appId, messageId, pk, messageIndex, pk]
             )
         case .addReaction(let pk, let messageSeq, let key, let uid, let at):
             try db.execute(
@@ -104,6 +105,14 @@ extension SQLiteStore {
                 sql: "DELETE FROM reactions WHERE conversation_pk = ? AND message_seq = ? AND key = ? AND uid = ?",
                 arguments: [pk, messageSeq, key, uid]
             )
+        case .pinMessage(let pk, let pin):
+            try db.execute(
+                sql: "INSERT INTO pins (conversation_pk, message_seq, pinned_by, pinned_at) VALUES (?, ?, ?, ?)",
+                arguments: [pk, pin.messageSeq, pin.pinnedBy, pin.pinnedAt]
+            )
+        case .unpinMessage(let pk, let messageSeq):
+            try db.execute(
+                sql: "DELETE FROM pins WHERE conversation_pk = ? AND message_seq = ?", arguments: [pk, messageSeq])
         case .putBan(let pk, let ban):
             try db.execute(
                 sql: """

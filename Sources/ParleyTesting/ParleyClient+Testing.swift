@@ -103,6 +103,8 @@ public final class RecordingListener: ParleyEventListener, ConnectionListener {
     public func onMessageDeleted(_ message: Message, event: Event) { called("onMessageDeleted", event) }
     public func onReactionAdded(_ reaction: MessageReaction, event: Event) { called("onReactionAdded", event) }
     public func onReactionRemoved(_ reaction: MessageReaction, event: Event) { called("onReactionRemoved", event) }
+    public func onMessagePinned(_ pin: MessagePin, event: Event) { called("onMessagePinned", event) }
+    public func onMessageUnpinned(_ pin: MessagePin, event: Event) { called("onMessageUnpinned", event) }
     public func onPresenceUpdate(_ presence: Presence, event: Event) { called("onPresenceUpdate", event) }
     public func onUnreadUpdate(_ unread: UnreadSummary, event: Event) { called("onUnreadUpdate", event) }
     public func onCaughtUp(_ caughtUp: CaughtUpFrame, event: Event) { called("onCaughtUp", event) }
@@ -119,7 +121,8 @@ public final class RecordingListener: ParleyEventListener, ConnectionListener {
         .messageDelivered: "onMessageDelivered", .messageRead: "onMessageRead", .messageSent: "onMessageSent",
         .messageUpdate: "onMessageEdited", .messageDelete: "onMessageDeleted", .reactionAdded: "onReactionAdded",
         .reactionRemoved: "onReactionRemoved", .presenceUpdate: "onPresenceUpdate", .unreadUpdate: "onUnreadUpdate",
-        .caughtUp: "onCaughtUp", .resyncRequired: "onResyncRequired",
+        .caughtUp: "onCaughtUp", .resyncRequired: "onResyncRequired", .messagePinned: "onMessagePinned",
+        .messageUnpinned: "onMessageUnpinned",
     ]
 
     /// Whether every event received so far called its kind's method, once, in order (unknown kinds call none).

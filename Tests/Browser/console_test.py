@@ -743,6 +743,34 @@ def scenario_console():
     run.check(sorted(participants) == ["alice", "bob"], f"participants {participants}")
     screenshot("console-05-conversation")
 
+    # Pins: the operator pins the newest message from the card; GET .../pins lists it (no pinnedBy: the app); alice's
+    # chat, open on the conversation, gets conversationMessage.pinned and shows the message in its pinned bar and marked
+    # in the list; unpinning takes both away.
+    console_window = driver.current_window_handle
+    newest_id = els("#messages-log .log-item")[-1].get_attribute("data-id")
+    pin_button = f'#messages-log .log-item[data-id="{newest_id}"] [data-action="pin"]'
+    driver.switch_to.window(chat_window)
+    js("location.hash = arguments[0]", "#c=" + urllib.parse.quote(cid))
+    wait_until(lambda: els(f'.msg[data-id="{newest_id}"]'), "alice's chat open on the conversation")
+    driver.switch_to.window(console_window)
+    el(pin_button).click()
+    wait_until(lambda: "pinned by the app" in el(f'#messages-log .log-item[data-id="{newest_id}"]').text, "the pin badge")
+    pins = rest("GET", f"/v1/conversations/{cid}/pins", api_key=API_KEY)[1]["messages"]
+    run.check([m["id"] for m in pins] == [newest_id] and "pinnedBy" not in pins[0]["pin"], f"GET .../pins: {pins}")
+    driver.switch_to.window(chat_window)
+    wait_until(lambda: visible("#pinned") and el("#pinned").get_attribute("data-count") == "1", "the chat's pinned bar")
+    pinned_text = el("#pinned .pinned-text").text
+    run.check(pinned_text and pinned_text in el(f'.msg[data-id="{newest_id}"] .msg-text').text, f"the pinned bar shows {pinned_text!r}")
+    run.check(els(f'.msg[data-id="{newest_id}"] .msg-pin'), "the pinned message is marked in the chat")
+    screenshot("console-05a-chat-pinned")
+    driver.switch_to.window(console_window)
+    el(pin_button).click()
+    wait_until(lambda: "pinned by" not in el(f'#messages-log .log-item[data-id="{newest_id}"]').text, "the badge gone")
+    run.check(rest("GET", f"/v1/conversations/{cid}/pins", api_key=API_KEY)[1]["messages"] == [], "no pin left")
+    driver.switch_to.window(chat_window)
+    wait_until(lambda: not visible("#pinned") and not els(".msg .msg-pin"), "the chat's pin gone")
+    driver.switch_to.window(console_window)
+
     # Search: exactly what GET /v1/search/messages finds (once the indexer filed the messages), the matches marked, the
     # HTML message's words as text; a result links to its conversation.
     def api_search(query):

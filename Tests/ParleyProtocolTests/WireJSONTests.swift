@@ -58,11 +58,12 @@ import Testing
                 reactions: [
                     ReactionSummary(key: "👍", count: 3, reacted: true),
                     ReactionSummary(key: "a\"b", count: 1, reacted: false),
-                ]
+                ],
+                pin: MessagePin(messageId: "m_4", messageSeq: 9, pinnedBy: "al\"ice", pinnedAt: -7)
             ),
             Message(
                 id: "m_5", conversationId: "c_1", seq: 10, sender: "dave", parts: [], sentAt: 3, mentions: [],
-                reactions: []),
+                reactions: [], pin: MessagePin(messageId: "m_5", messageSeq: 10, pinnedBy: nil, pinnedAt: 1)),
         ]
         for (index, text) in awkwardStrings.enumerated() {
             messages.append(
@@ -116,6 +117,14 @@ import Testing
                 .reactionRemoved,
                 .reactionRemoved(MessageReaction(messageId: "m_1", messageSeq: 1, key: "x", uid: "b", count: 0))
             ),
+            (
+                .messagePinned,
+                .messagePinned(MessagePin(messageId: "m_1", messageSeq: 1, pinnedBy: "bob", pinnedAt: 5))
+            ),
+            (
+                .messageUnpinned,
+                .messageUnpinned(MessagePin(messageId: "m_1", messageSeq: 1, pinnedBy: nil, pinnedAt: 5))
+            ),
             (.presenceUpdate, .presenceUpdated(Presence(uid: "bob", online: false, lastSeenAt: 9))),
             (
                 .unreadUpdate,
@@ -136,7 +145,7 @@ import Testing
         payloads += Self.messages().map { (.messageUpdate, .messageUpdated($0)) }
         payloads += Self.messages().map { (.messageDelete, .messageDeleted($0)) }
         // Every kind is covered (the unknown one included).
-        #expect(Set(payloads.compactMap { $0.1.eventName }).count == 21)
+        #expect(Set(payloads.compactMap { $0.1.eventName }).count == 23)
         for (name, payload) in payloads {
             for createdBy in ["alice", nil, "quote\"d"] as [String?] {
                 for durable in [true, false] {

@@ -230,7 +230,7 @@ package final class OfflineStore: Sendable {
                     state.inbox[message.conversationId] = summary
                     inboxChanged = true
                 }
-            case .reactionAdded, .reactionRemoved:
+            case .reactionAdded, .reactionRemoved, .messagePinned, .messageUnpinned:
                 if let conversationId = event.conversationId { append(event, to: conversationId, in: &state) }
             case .conversationCreated(let conversation), .conversationUpdated(let conversation),
                 .conversationUndeleted(let conversation):

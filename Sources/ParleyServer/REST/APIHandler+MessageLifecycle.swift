@@ -41,14 +41,7 @@ extension APIHandler {
     /// A user deletes a message where their role lets them; the app's server (REST API key) any message of its app.
     func deleteMessage(_ input: Operations.DeleteMessage.Input) async throws -> Operations.DeleteMessage.Output {
         let caller = try await authenticator.caller(credentials)
-        let actor: String?
-        switch caller {
-        case .user(let principal):
-            try limits.sends?.take(appId: principal.appId, uid: principal.uid)
-            actor = principal.uid
-        case .server:
-            actor = nil
-        }
+        let actor = try messageActor(caller)
         try InputRules.identifier(input.path.conversationId, "conversationId")
         try InputRules.identifier(input.path.messageId, "messageId")
         let command = Command.MessageAction(
@@ -56,6 +49,13 @@ extension APIHandler {
             messageId: input.path.messageId, now: time.epochMilliseconds()
         )
         return .ok(.init(body: .json(try await message(of: .deleteMessage(command)))))
+    }
+
+    /// Who changes a message: a user (whose message budget the change takes from), or nil for the app's server.
+    private func messageActor(_ caller: Caller) throws -> String? {
+        guard case .user(let principal) = caller else { return nil }
+        try limits.sends?.take(appId: principal.appId, uid: principal.uid)
+        return principal.uid
     }
 
     /// The message a command left.
@@ -110,6 +110,49 @@ extension APIHandler {
             throw DomainError(.internalError, "Unexpected outcome of a reaction.")
         }
         return reactions
+    }
+
+    // MARK: Pins
+
+    func pinMessage(_ input: Operations.PinMessage.Input) async throws -> Operations.PinMessage.Output {
+        guard let pin = try await setPinned(input.path.conversationId, input.path.messageId, true) else {
+            throw DomainError(.internalError, "A pin left no pin.")
+        }
+        return .ok(.init(body: .json(pin)))
+    }
+
+    func unpinMessage(_ input: Operations.UnpinMessage.Input) async throws -> Operations.UnpinMessage.Output {
+        _ = try await setPinned(input.path.conversationId, input.path.messageId, false)
+        return .noContent(.init())
+    }
+
+    /// A user pins or unpins where their role lets them; the app's server (REST API key) in any conversation of its
+    /// app. Returns the message's pin after the command.
+    private func setPinned(_ conversationId: String, _ messageId: String, _ pinned: Bool) async throws -> MessagePin? {
+        let caller = try await authenticator.caller(credentials)
+        let actor = try messageActor(caller)
+        try InputRules.identifier(conversationId, "conversationId")
+        try InputRules.identifier(messageId, "messageId")
+        let command = Command.Pin(
+            appId: caller.appId, conversationId: conversationId, actor: actor, messageId: messageId, pinned: pinned,
+            now: time.epochMilliseconds()
+        )
+        guard case .pin(let pin, _, _) = try await writer.submit(.pin(command)).outcome else {
+            throw DomainError(.internalError, "Unexpected outcome of a pin.")
+        }
+        return pin
+    }
+
+    /// The pinned messages, for whoever may read the conversation's history.
+    func listPins(_ input: Operations.ListPins.Input) async throws -> Operations.ListPins.Output {
+        let caller = try await authenticator.caller(credentials)
+        _ = try await visibleConversation(caller, conversationId: input.path.conversationId)
+        let viewer: String
+        if case .user(let principal) = caller { viewer = principal.uid } else { viewer = "" }
+        let pins = try await store.pinnedMessages(
+            appId: caller.appId, conversationId: input.path.conversationId, viewer: viewer
+        )
+        return .ok(.init(body: .json(MessagePage(messages: pins.messages, lastSeq: pins.lastSeq))))
     }
 
     // MARK: Mentions

@@ -17,7 +17,8 @@ extension ErrorCode {
         case .invalidAppID, .uidNotFound, .tokenNotFound, .deviceNotFound, .conversationNotFound, .messageNotFound,
             .reportNotFound, .webhookNotFound, .banNotFound, .notFound:
             return .notFound
-        case .uidAlreadyExists, .reactionLimit, .blockLimit, .webhookLimit, .attachmentInUse: return .conflict
+        case .uidAlreadyExists, .reactionLimit, .pinLimit, .blockLimit, .webhookLimit, .attachmentInUse:
+            return .conflict
         case .messageDeleted: return .gone
         case .messageTooLarge: return .contentTooLarge
         case .rateLimited: return .tooManyRequests

@@ -164,3 +164,49 @@ extension CommandDecisions {
         )
     }
 }
+
+extension CommandDecisions {
+    /// Pin or unpin a message (in a group where the actor's role may, in a direct conversation either participant;
+    /// the app's server on any conversation of the app).
+    public static func pin(_ pin: Command.Pin, _ snapshot: ConversationSnapshot?, _ reads: CommandReads.OnMessage)
+        throws -> CommandPlan
+    {
+        let (snapshot, role) = try acting(snapshot, id: pin.conversationId, actor: pin.actor)
+        let row = snapshot.row
+        let message = try stored(reads, id: pin.messageId).message
+        if let role {
+            try MessageLifecycle.requirePin(role: role, type: row.conversation.type, roles: row.conversation.roles)
+        }
+        guard (reads.pin != nil) != pin.pinned else {
+            return unchanged(.pin(reads.pin, message: message, duplicate: true), snapshot)
+        }
+        // A user's pin is a write (refused to the muted and across a block); the app's server has no participation.
+        if let participant = snapshot.actor {
+            try requireMayWrite(participant, snapshot, blockers: reads.blockers, now: pin.now)
+        }
+        var log = EventLog(row: row, now: pin.now, actor: pin.actor)
+        let write: StoreWrite
+        let after: MessagePin?
+        if pin.pinned {
+            try MessageLifecycle.requirePinRoom(message, pins: reads.pinCount)
+            let made = MessagePin(
+                messageId: message.id, messageSeq: message.seq, pinnedBy: pin.actor, pinnedAt: pin.now)
+            write = .pinMessage(conversationPK: row.pk, made)
+            try log.append(.messagePinned, .messagePinned(made))
+            after = made
+        } else if let was = reads.pin {
+            write = .unpinMessage(conversationPK: row.pk, messageSeq: message.seq)
+            try log.append(.messageUnpinned, .messageUnpinned(was))
+            after = nil
+        } else {
+            return unchanged(.pin(nil, message: message, duplicate: true), snapshot)
+        }
+        return CommandPlan(
+            writes: [write, log.write(participantCount: nil, activity: false)],
+            result: CommandResult(
+                outcome: .pin(after, message: message, duplicate: false), events: log.events,
+                recipients: snapshot.members
+            )
+        )
+    }
+}

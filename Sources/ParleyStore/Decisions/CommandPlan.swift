@@ -41,11 +41,13 @@ public enum StoreWrite: Sendable {
     case attachFiles(appId: String, ids: [String], messageId: String)
     /// These uploads leave their message and are removed (the sweeper deletes their bytes).
     case removeFiles(appId: String, ids: [String], now: Int64)
-    /// What hung on a deleted message goes with it: reactions, unread mentions, pushes not sent yet; it counts as
-    /// deleted in the conversation's message counts.
+    /// What hung on a deleted message goes with it: reactions, its pin, unread mentions, pushes not sent yet; it
+    /// counts as deleted in the conversation's message counts.
     case forgetMessage(conversationPK: Int64, appId: String, seq: Int64, messageId: String, messageIndex: Int64)
     case addReaction(conversationPK: Int64, messageSeq: Int64, key: String, uid: String, at: Int64)
     case removeReaction(conversationPK: Int64, messageSeq: Int64, key: String, uid: String)
+    case pinMessage(conversationPK: Int64, MessagePin)
+    case unpinMessage(conversationPK: Int64, messageSeq: Int64)
     /// A ban made or replaced.
     case putBan(conversationPK: Int64, ConversationBan)
     case liftBan(conversationPK: Int64, uid: String)

@@ -109,11 +109,16 @@ public enum CommandReads {
         public var attachments: [String: AttachmentRecord]
         /// The message's reactions (a reaction command).
         public var reactions: [ReactionTally]
+        /// The message's pin, and how many messages the conversation has pinned (a pin command).
+        public var pin: MessagePin?
+        public var pinCount: Int
 
         public init(
             stored: StoredMessage?, blockers: [String] = [], attachments: [String: AttachmentRecord] = [:],
-            reactions: [ReactionTally] = []
+            reactions: [ReactionTally] = [], pin: MessagePin? = nil, pinCount: Int = 0
         ) {
+            self.pin = pin
+            self.pinCount = pinCount
             self.stored = stored
             self.blockers = blockers
             self.attachments = attachments

@@ -37,11 +37,11 @@ import Yams
         )
         let permissions = RolePermissions(
             canSend: true, canAddParticipants: false, canRemoveParticipants: true, canEditOthersMessages: false,
-            canDeleteOthersMessages: true
+            canDeleteOthersMessages: true, canPinMessages: false
         )
         let permissionsChange = RolePermissionsChange(
             canSend: false, canAddParticipants: true, canRemoveParticipants: false, canEditOthersMessages: true,
-            canDeleteOthersMessages: false
+            canDeleteOthersMessages: false, canPinMessages: true
         )
         let rolesChange = ConversationRolesChange(
             owner: permissionsChange, admin: permissionsChange, member: permissionsChange)
@@ -69,7 +69,8 @@ import Yams
             metadata: ["a": true],
             alert: "New message", sentAt: 5, replyTo: "m_0", mentions: ["bob"], editedAt: 6, deletedAt: 7,
             deletedBy: "alice",
-            replyCount: 2, lastReplyAt: 8, reactions: [reaction]
+            replyCount: 2, lastReplyAt: 8, reactions: [reaction],
+            pin: MessagePin(messageId: "m_1", messageSeq: 4, pinnedBy: "alice", pinnedAt: 9)
         )
         let bareMessage = Message(
             id: "m_2", conversationId: "c_1", seq: 5, sender: "bob", parts: [.text("hi")], sentAt: 6)
@@ -220,6 +221,10 @@ import Yams
             (
                 "ReactionList", ReactionList(messageId: "m_1", reactions: [reaction]),
                 ReactionList(messageId: "m_1", reactions: [])
+            ),
+            (
+                "MessagePin", MessagePin(messageId: "m_1", messageSeq: 4, pinnedBy: "alice", pinnedAt: 9),
+                MessagePin(messageId: "m_1", messageSeq: 4, pinnedBy: nil, pinnedAt: 9)
             ),
             ("RolePermissions", permissions, permissions),
             ("ConversationRoles", ConversationRoles.defaults, ConversationRoles.defaults),
@@ -418,7 +423,7 @@ import Yams
                 checked += 1
             }
         }
-        #expect(checked == 75)
+        #expect(checked == 78)
         try await server.stop()
     }
 

@@ -232,6 +232,7 @@ function record(id, conversation) {
             loading: false,
             buffer: [],
             messages: new Map(),
+            pins: new Map(),
             syncedSeq: 0,
             olderCursor: null,
             typing: new Map(),
@@ -394,10 +395,15 @@ async function loadHistory(entry) {
     entry.buffer = [];
     replace(byId('message-list'), h('div', { class: 'pane-note' }, 'Loading messages…'));
     try {
-        const page = await api('GET', `/v1/conversations/${seg(entry.id)}/messages`, { token: session.token, query: { limit: PAGE_SIZE } });
+        const [page, pins] = await Promise.all([
+            api('GET', `/v1/conversations/${seg(entry.id)}/messages`, { token: session.token, query: { limit: PAGE_SIZE } }),
+            api('GET', `/v1/conversations/${seg(entry.id)}/pins`, { token: session.token }),
+        ]);
         if (conversations.get(entry.id) !== entry) return;
         entry.messages = new Map(page.messages.map((message) => [message.id, message]));
-        entry.syncedSeq = page.lastSeq || 0;
+        entry.pins = new Map(pins.messages.map((message) => [message.id, message]));
+        // Events after the earlier of the two reads apply to both (applying one twice changes nothing).
+        entry.syncedSeq = Math.min(page.lastSeq || 0, pins.lastSeq || 0);
         entry.olderCursor = page.nextCursor || null;
         entry.loaded = true;
         const last = page.messages[page.messages.length - 1];
@@ -469,7 +475,20 @@ function applyToView(entry, event) {
         case 'conversationMessage.update':
         case 'conversationMessage.delete':
             if (entry.messages.has(payload.id)) entry.messages.set(payload.id, { ...entry.messages.get(payload.id), ...payload, parts: payload.parts });
+            // Deleting a pinned message unpins it.
+            if (event.name === 'conversationMessage.delete') entry.pins.delete(payload.id);
+            else if (entry.pins.has(payload.id)) entry.pins.set(payload.id, { ...entry.pins.get(payload.id), ...payload, parts: payload.parts });
             break;
+        case 'conversationMessage.pinned':
+        case 'conversationMessage.unpinned': {
+            const pinned = event.name === 'conversationMessage.pinned';
+            const message = entry.messages.get(payload.messageId);
+            if (message) entry.messages.set(message.id, { ...message, pin: pinned ? payload : undefined });
+            if (!pinned) entry.pins.delete(payload.messageId);
+            else if (message) entry.pins.set(message.id, { ...message, pin: payload });
+            else loadPinned(entry, payload);
+            break;
+        }
         case 'conversationMessage.reactionAdded':
         case 'conversationMessage.reactionRemoved': {
             const message = entry.messages.get(payload.messageId);
@@ -488,6 +507,19 @@ function applyToView(entry, event) {
         }
         default:
             break;
+    }
+}
+
+/** A message pinned that the open page does not hold: read it, and show it as pinned unless it changed since. */
+async function loadPinned(entry, pin) {
+    try {
+        const message = await api('GET', `/v1/conversations/${seg(entry.id)}/messages/${seg(pin.messageId)}`, { token: session.token });
+        if (message.pin && !message.deletedAt) {
+            entry.pins.set(message.id, message);
+            scheduleRender();
+        }
+    } catch {
+        // Gone or no longer readable: nothing to show.
     }
 }
 
@@ -526,6 +558,8 @@ function onEvent(event) {
         }
         case 'conversationMessage.reactionAdded':
         case 'conversationMessage.reactionRemoved':
+        case 'conversationMessage.pinned':
+        case 'conversationMessage.unpinned':
             applyToView(record(id), event);
             break;
         case 'conversation.create':
@@ -831,6 +865,7 @@ function renderMessage(entry, message, { mine, receipt, label, follow, showSende
             h(
                 'div',
                 { class: 'msg-meta' },
+                message.pin ? h('span', { class: 'msg-pin', title: `Pinned by ${message.pin.pinnedBy ? names.get(message.pin.pinnedBy) || message.pin.pinnedBy : 'the app'}` }, 'pinned') : null,
                 message.editedAt && !message.deletedAt ? h('span', {}, 'edited') : null,
                 h('span', { class: 'msg-time', title: new Date(message.sentAt).toLocaleString() }, formatTime(message.sentAt)),
                 receipt ? h('span', { class: 'ticks', title: label }, receipt.status === 'sent' ? '✓' : '✓✓') : null,
@@ -881,6 +916,22 @@ function renderPane() {
     byId('typing').dataset.uids = typing.join(',');
 
     if (!entry.loaded) return;
+
+    // Pinned: the most recently pinned message, and how many there are.
+    const pinned = Array.from(entry.pins.values()).sort((a, b) => b.pin.pinnedAt - a.pin.pinnedAt || b.seq - a.seq);
+    const pinBar = byId('pinned');
+    pinBar.hidden = !pinned.length;
+    pinBar.dataset.count = String(pinned.length);
+    replace(
+        pinBar,
+        pinned.length
+            ? [
+                  h('span', { class: 'pinned-label' }, 'Pinned'),
+                  h('span', { class: 'pinned-text' }, messageText(pinned[0], { files: true })),
+                  pinned.length > 1 ? h('span', { class: 'pinned-more' }, `+${pinned.length - 1} pinned`) : null,
+              ]
+            : null,
+    );
 
     // Messages
     const scroller = byId('messages');

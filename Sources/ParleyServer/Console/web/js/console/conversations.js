@@ -318,16 +318,35 @@ class MessageLog {
                             h('span', { class: 'log-seq' }, `#${message.seq}`),
                             message.replyTo ? h('span', { class: 'badge' }, 'reply') : null,
                             message.editedAt ? h('span', { class: 'badge' }, 'edited') : null,
+                            message.pin ? h('span', { class: 'badge badge-warning', title: formatDateTime(message.pin.pinnedAt) }, message.pin.pinnedBy ? `pinned by ${message.pin.pinnedBy}` : 'pinned by the app') : null,
                             message.deletedAt ? h('span', { class: 'badge badge-danger' }, message.deletedBy ? `deleted by ${message.deletedBy}` : 'deleted by the app') : null,
                         ),
                         h('div', { class: message.deletedAt ? 'log-text deleted' : 'log-text' }, messageText(message)),
                     ),
                     message.deletedAt
                         ? null
-                        : h('div', { class: 'log-actions' }, h('button', { class: 'btn btn-ghost btn-sm', type: 'button', onclick: () => this.remove(message) }, 'Delete')),
+                        : h(
+                              'div',
+                              { class: 'log-actions' },
+                              h('button', { class: 'btn btn-ghost btn-sm', type: 'button', dataset: { action: 'pin' }, onclick: () => this.setPinned(message, !message.pin) }, message.pin ? 'Unpin' : 'Pin'),
+                              h('button', { class: 'btn btn-ghost btn-sm', type: 'button', onclick: () => this.remove(message) }, 'Delete'),
+                          ),
                 ),
             ),
         );
+    }
+
+    /** Pins or unpins a message as the app (every participant gets `conversationMessage.pinned` / `.unpinned`). */
+    async setPinned(message, pinned) {
+        try {
+            const path = `${this.base}/messages/${seg(message.id)}/pin`;
+            const pin = pinned ? await this.context.call('PUT', path) : (await this.context.call('DELETE', path), undefined);
+            this.messages = this.messages.map((item) => (item.id === message.id ? { ...item, pin } : item));
+            this.render();
+            this.say(h('div', { class: 'alert alert-success', role: 'status' }, `Message #${message.seq} was ${pinned ? 'pinned' : 'unpinned'}.`));
+        } catch (error) {
+            this.say(errorBox(error instanceof ApiError ? error : new ApiError(0, 'ERROR', String(error))));
+        }
     }
 
     async remove(message) {
@@ -340,6 +359,7 @@ class MessageLog {
         if (!ok) return;
         try {
             const tombstone = await this.context.call('DELETE', `${this.base}/messages/${seg(message.id)}`);
+            // Deleting a message unpins it.
             this.messages = this.messages.map((item) => (item.id === tombstone.id ? tombstone : item));
             this.render();
             this.say(h('div', { class: 'alert alert-success', role: 'status' }, `Message #${message.seq} was deleted.`));
