@@ -57,6 +57,22 @@ extension ParleyClient {
         return try await expectMessage(try await outbox.perform(queued))
     }
 
+    /// Sends a silent message: it is stored and delivered like any other, but raises nobody's unread count, records
+    /// no unread mention and sends no push (a "sent silently" note, a bot's update). It arrives with `silent` true.
+    /// Otherwise as ``sendMessage(parts:to:metadata:alert:replyTo:mentions:clientMessageId:)``.
+    @discardableResult
+    public func sendSilentMessage(
+        parts: [MessagePart], to receiver: Receiver, metadata: JSONValue? = nil, replyTo: String? = nil,
+        mentions: [String]? = nil, clientMessageId: String = TimeOrderedUUID.make().uuidString
+    ) async throws -> Message {
+        var queued = try makeOutgoing(
+            .send, parts: parts, to: receiver, metadata: metadata, replyTo: replyTo, mentions: mentions,
+            id: clientMessageId
+        )
+        queued.silent = true
+        return try await expectMessage(try await outbox.perform(queued))
+    }
+
     /// Callback form of ``sendMessage(parts:to:metadata:alert:replyTo:mentions:clientMessageId:)``.
     public func sendMessage(
         parts: [MessagePart], to receiver: Receiver, metadata: JSONValue? = nil, alert: String? = nil,
@@ -409,12 +425,13 @@ extension ParleyClient {
             ref: ref, conversationId: conversationId, clientMessageId: outgoing.clientMessageId,
             parts: outgoing.partsToSend(), metadata: outgoing.metadata, alert: outgoing.alert,
             replyTo: outgoing.replyTo,
-            mentions: outgoing.mentions
+            mentions: outgoing.mentions, silent: outgoing.silent ? true : nil
         )
         if let ack = try await overSocket(.send(frame), ref: ref) { return .message(try Self.message(in: ack)) }
         let body = SendMessageRequest(
             clientMessageId: outgoing.clientMessageId, parts: outgoing.partsToSend(), metadata: outgoing.metadata,
-            alert: outgoing.alert, replyTo: outgoing.replyTo, mentions: outgoing.mentions
+            alert: outgoing.alert, replyTo: outgoing.replyTo, mentions: outgoing.mentions,
+            silent: outgoing.silent ? true : nil
         )
         return .message(
             try await rest.call { api in

@@ -9,9 +9,28 @@ struct Admin: AsyncParsableCommand {
         subcommands: [
             CreateUser.self, IssueToken.self, ListTokens.self, RevokeTokens.self, Reports.self, ResolveReport.self,
             DeleteMessage.self, WebhookCommands.self, AppInfo.self, Users.self, RotateKeys.self, Deactivate.self,
-            Reactivate.self,
+            Reactivate.self, SystemMessage.self,
         ]
     )
+
+    struct SystemMessage: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "say",
+            abstract: "Send a system message of the app to a conversation (no participant needed; shown as the app's)."
+        )
+        @OptionGroup var key: KeyOptions
+        @Argument(help: "The conversation's id.") var conversationId: String
+        @Argument(help: "The text.") var words: [String]
+        @Flag(help: "Send it silently: no unread count and no push for anyone.") var silent = false
+
+        func run() async throws {
+            try await reportingFailures {
+                let message = try await key.admin().sendSystemMessage(
+                    parts: [.text(words.joined(separator: " "))], to: conversationId, silent: silent)
+                say("Sent #\(message.seq) as the app\(silent ? ", silently" : "").")
+            }
+        }
+    }
 
     struct KeyOptions: ParsableArguments {
         @Option(help: "The server's URL (env PARLEY_SERVER).")

@@ -243,8 +243,12 @@ func describe(_ message: Message) -> String {
     }
     if let reactions = message.reactions, !reactions.isEmpty { content += " " + describe(reactions) }
     if let replies = message.replyCount { content += " (\(replies) \(replies == 1 ? "reply" : "replies"))" }
+    if message.silent == true { content += " (silent)" }
+    if message.pin != nil { content += " (pinned)" }
     let thread = message.replyTo != nil ? "↳ " : ""
-    return "[\(time)] \(thread)#\(message.seq) \(message.sender): \(content)"
+    // A system message is the app's: no sender.
+    let sender = message.system == true ? "[the app]" : message.sender
+    return "[\(time)] \(thread)#\(message.seq) \(sender): \(content)"
 }
 
 /// `[👍 2*, ❤️ 1]`: each key with its count, `*` where you are among them.

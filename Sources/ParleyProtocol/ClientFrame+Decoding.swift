@@ -81,13 +81,13 @@ struct ClientFrameReader {
             guard
                 fields.only([
                     "type", "ref", "conversationId", "clientMessageId", "parts", "metadata", "alert", "replyTo",
-                    "mentions",
+                    "mentions", "silent",
                 ]),
                 let ref = fields.string("ref"), let conversationId = fields.string("conversationId"),
                 let clientMessageId = fields.optionalString("clientMessageId"),
                 let partNodes = fields.array("parts"), let metadata = fields.optionalJSON("metadata", reader),
                 let alert = fields.optionalString("alert"), let replyTo = fields.optionalString("replyTo"),
-                let mentions = fields.optionalStrings("mentions")
+                let mentions = fields.optionalStrings("mentions"), let silent = fields.optionalBool("silent")
             else { return nil }
             var parts: [MessagePart] = []
             parts.reserveCapacity(partNodes.count)
@@ -98,7 +98,7 @@ struct ClientFrameReader {
             return .send(
                 SendFrame(
                     ref: ref, conversationId: conversationId, clientMessageId: clientMessageId, parts: parts,
-                    metadata: metadata, alert: alert, replyTo: replyTo, mentions: mentions
+                    metadata: metadata, alert: alert, replyTo: replyTo, mentions: mentions, silent: silent
                 )
             )
         case "receipt":

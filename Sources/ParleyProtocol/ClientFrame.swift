@@ -108,12 +108,16 @@ public struct SendFrame: Codable, Sendable, Hashable {
     public var replyTo: String?
     /// uids to mention.
     public var mentions: [String]?
+    /// True sends a silent message: no unread count, unread mention or push.
+    public var silent: Bool?
 
     /// Creates a `send` frame.
     public init(
         ref: String, conversationId: String, clientMessageId: String? = nil, parts: [MessagePart],
-        metadata: JSONValue? = nil, alert: String? = nil, replyTo: String? = nil, mentions: [String]? = nil
+        metadata: JSONValue? = nil, alert: String? = nil, replyTo: String? = nil, mentions: [String]? = nil,
+        silent: Bool? = nil
     ) {
+        self.silent = silent
         self.replyTo = replyTo
         self.mentions = mentions
         self.ref = ref

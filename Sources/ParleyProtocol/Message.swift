@@ -56,7 +56,7 @@ public struct Message: Codable, Sendable, Hashable {
     public var conversationId: String
     /// The conversation sequence number of this message.
     public var seq: Int64
-    /// uid of the sender.
+    /// uid of the sender; empty for a system message (``system``).
     public var sender: String
     /// The sender's own id for this message; the server keeps one message per sender and client id.
     public var clientMessageId: String?
@@ -88,15 +88,22 @@ public struct Message: Codable, Sendable, Hashable {
     public var reactions: [ReactionSummary]?
     /// Who pinned the message to its conversation, and when (history reads only; nil when it is not pinned).
     public var pin: MessagePin?
+    /// True for a silent message: it raised no unread count, unread mention or push (nil otherwise).
+    public var silent: Bool?
+    /// True for a system message: the app's server sent it (REST API key); its `sender` is empty (nil otherwise).
+    public var system: Bool?
 
     /// Creates a message from its fields.
     public init(
         id: String, conversationId: String, seq: Int64, sender: String, clientMessageId: String? = nil,
         parts: [MessagePart], metadata: JSONValue? = nil, alert: String? = nil, sentAt: Int64, replyTo: String? = nil,
         mentions: [String]? = nil, editedAt: Int64? = nil, deletedAt: Int64? = nil, deletedBy: String? = nil,
-        replyCount: Int? = nil, lastReplyAt: Int64? = nil, reactions: [ReactionSummary]? = nil, pin: MessagePin? = nil
+        replyCount: Int? = nil, lastReplyAt: Int64? = nil, reactions: [ReactionSummary]? = nil, pin: MessagePin? = nil,
+        silent: Bool? = nil, system: Bool? = nil
     ) {
         self.pin = pin
+        self.silent = silent
+        self.system = system
         self.id = id
         self.conversationId = conversationId
         self.seq = seq

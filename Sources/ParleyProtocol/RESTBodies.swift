@@ -248,11 +248,15 @@ public struct SendMessageRequest: Codable, Sendable, Hashable {
     public var replyTo: String?
     /// uids to mention (at most 50); those who are not participants are left out.
     public var mentions: [String]?
+    /// True sends a silent message: no unread count, unread mention or push for anyone (docs/PROTOCOL.md, "Silent
+    /// and system messages").
+    public var silent: Bool?
     /// Creates a request.
     public init(
         clientMessageId: String? = nil, parts: [MessagePart], metadata: JSONValue? = nil, alert: String? = nil,
-        replyTo: String? = nil, mentions: [String]? = nil
+        replyTo: String? = nil, mentions: [String]? = nil, silent: Bool? = nil
     ) {
+        self.silent = silent
         self.clientMessageId = clientMessageId
         self.parts = parts
         self.metadata = metadata

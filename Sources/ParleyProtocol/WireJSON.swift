@@ -340,6 +340,8 @@ package enum WireJSON {
                 raw(#","reactions":"#)
                 self.reactions(reactions)
             }
+            if let silent = message.silent { raw(silent ? #","silent":true"# : #","silent":false"#) }
+            if let system = message.system { raw(system ? #","system":true"# : #","system":false"#) }
             if let pin = message.pin {
                 raw(#","pin":{"messageId":"#)
                 string(pin.messageId)

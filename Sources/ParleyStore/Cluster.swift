@@ -116,7 +116,8 @@ public struct EventFacts: Sendable, Hashable {
     public init(_ event: Event) {
         let kind: Kind
         switch event.payload {
-        case .messageSent: kind = .messageSent
+        // A silent message moves nobody's count: it passes like an edit.
+        case .messageSent(let message): kind = message.silent == true ? .other : .messageSent
         case .messageRead(let receipt): kind = .messageRead(uid: receipt.uid, seq: receipt.seq)
         case .messageDeleted(let message): kind = .messageDeleted(sender: message.sender)
         case .participantAdded(let participant): kind = .participantAdded(uid: participant.uid)

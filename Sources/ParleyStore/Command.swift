@@ -359,6 +359,10 @@ public enum Command: Sendable {
         public var now: Int64
         /// Records a new message in the push outbox, in the same transaction (set by the server when push is on).
         public var queuesPush: Bool = false
+        /// A silent message: no unread count, unread mention or push (``CommandDecisions/sentEffects(of:_:messageCount:)``).
+        public var silent: Bool = false
+        /// A system message of the app's server: `sender` is empty, and no participant's rules apply.
+        public var system: Bool = false
 
         public init(
             appId: String, conversationId: String, sender: String, messageId: String, clientMessageId: String?,

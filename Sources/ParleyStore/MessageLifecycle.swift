@@ -171,7 +171,7 @@ public enum MessageLifecycle {
         Message(
             id: message.id, conversationId: message.conversationId, seq: message.seq, sender: message.sender,
             clientMessageId: message.clientMessageId, parts: [], sentAt: message.sentAt, replyTo: message.replyTo,
-            deletedAt: max(now, message.sentAt), deletedBy: actor
+            deletedAt: max(now, message.sentAt), deletedBy: actor, silent: message.silent, system: message.system
         )
     }
 

@@ -52,7 +52,7 @@ extension BatchTransaction {
                 """
                 UPDATE participants SET delivered_seq = \(delivered), read_seq = \(read), read_message_count = COALESCE(
                     (SELECT message_index FROM events WHERE conversation_pk = \(pk) AND seq <= \(read)
-                     AND message_index IS NOT NULL ORDER BY seq DESC LIMIT 1), 0)
+                     AND message_index > 0 ORDER BY seq DESC LIMIT 1), 0)
                 WHERE conversation_pk = \(pk) AND uid = \(uid)
                 """
             )

@@ -469,7 +469,7 @@ struct BatchTransaction {
                     members: memberRoles[row.pk] ?? [:], mutes: mutes[row.pk] ?? [:]
                 )
             }
-            let access: (target: SendTarget, role: ParticipantRole)
+            let access: (target: SendTarget, role: ParticipantRole?)
             do {
                 access = try CommandDecisions.sendAccess(send, target)
             } catch let refusal as DomainError {
@@ -521,8 +521,9 @@ struct BatchTransaction {
                     lastSeq: row.conversation.lastSeq, messageCount: messageCounts[row.pk] ?? 0,
                     lastActivityAt: row.lastActivityAt
                 )
+            let effects = CommandDecisions.sentEffects(of: message, send, messageCount: position.messageCount)
             position.lastSeq = message.seq
-            position.messageCount += 1
+            position.messageCount = effects.messageCount
             position.lastActivityAt = send.now
             positions[row.pk] = position
             let files = Attachments.ids(in: message.parts)
@@ -535,16 +536,18 @@ struct BatchTransaction {
             let json = stored.json
             inserts.append(
                 conversationPK: row.pk, seq: message.seq, name: .messageSent, actor: send.sender, createdAt: send.now,
-                clientMessageId: send.clientMessageId, messageIndex: position.messageCount, messageId: message.id,
+                clientMessageId: send.clientMessageId, messageIndex: effects.messageIndex, messageId: message.id,
                 threadSeq: parent?.seq, body: json, search: MessageSearch.words(of: message),
                 searchHasFile: MessageSearch.hasFile(message)
             )
-            for uid in message.mentions ?? [] {
+            for uid in effects.recordsMentions ? message.mentions ?? [] : [] {
                 mentions.append((row.appId, uid, row.pk, message.seq, message.sentAt))
             }
             // Writing a message implies having read the conversation up to it.
-            readers[ReaderKey(conversationPK: row.pk, uid: send.sender)] = (message.seq, position.messageCount)
-            if send.queuesPush { outbox.append((row.appId, row.pk, message.seq, send.now)) }
+            if effects.movesSenderRead {
+                readers[ReaderKey(conversationPK: row.pk, uid: send.sender)] = (message.seq, position.messageCount)
+            }
+            if effects.queuesPush { outbox.append((row.appId, row.pk, message.seq, send.now)) }
             if let key { sent[key] = message }
             results.append(
                 .success(
@@ -717,12 +720,15 @@ struct EventColumns {
     static func binds(from first: Int) -> [Int] { Array(first..<first + 13) }
 
     /// The INSERT, reading its thirteen arrays from the given parameter numbers. A message (its `sent` event) gets its
-    /// search document (``PostgresStore/searchDocumentSQL(words:hasFile:)``), other events none.
+    /// search document (``PostgresStore/searchDocumentSQL(words:hasFile:)``), other events none. An empty actor is
+    /// the app's server (NULL), but for a message: a system message's sender is the empty string, so that a retry of
+    /// it finds it by (conversation, sender, client message id) as any other.
     static func insertSQL(binds p: [Int]) -> String {
         """
         INSERT INTO events (conversation_pk, seq, name, actor, created_at, client_message_id, message_index, message_id,
             thread_seq, body, search)
-        SELECT pk, seq, name, NULLIF(actor, ''), created_at, CASE WHEN has_client_message_id THEN client_message_id END,
+        SELECT pk, seq, name, CASE WHEN message_index <> 0 THEN actor ELSE NULLIF(actor, '') END, created_at,
+            CASE WHEN has_client_message_id THEN client_message_id END,
             NULLIF(message_index, 0), NULLIF(message_id, ''), NULLIF(thread_seq, 0), body,
             CASE WHEN message_index <> 0 THEN \(PostgresStore.searchDocumentSQL(words: "words", hasFile: "has_file")) END
         FROM unnest($\(p[0])::bigint[], $\(p[1])::bigint[], $\(p[2])::text[], $\(p[3])::text[], $\(p[4])::bigint[],

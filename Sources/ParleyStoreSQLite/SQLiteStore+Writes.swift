@@ -48,7 +48,7 @@ extension SQLiteStore {
                 sql: """
                     UPDATE participants SET delivered_seq = ?, read_seq = ?, read_message_count = COALESCE(
                         (SELECT message_index FROM events WHERE conversation_pk = ? AND seq <= ?
-                         AND message_index IS NOT NULL ORDER BY seq DESC LIMIT 1), 0)
+                         AND message_index > 0 ORDER BY seq DESC LIMIT 1), 0)
                     WHERE conversation_pk = ? AND uid = ?
                     """
             ).execute(arguments: [delivered, read, pk, read, pk, uid])

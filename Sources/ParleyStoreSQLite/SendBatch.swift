@@ -154,7 +154,7 @@ struct SendBatch {
         typealias Decide = CommandDecisions
         let found = try self.conversation(send.conversationId, in: db)
         let target: SendTarget
-        let role: ParticipantRole
+        let role: ParticipantRole?
         do {
             (target, role) = try Decide.sendAccess(send, found?.target)
         } catch let refusal as DomainError {
@@ -192,7 +192,7 @@ struct SendBatch {
             return .failure(refusal)
         }
         let seq = message.seq
-        let messageIndex = conversation.messageCount + 1
+        let effects = Decide.sentEffects(of: message, send, messageCount: conversation.messageCount)
         let files = Attachments.ids(in: message.parts)
         let stored = try Decide.sentEvent(message, appId: target.appId)
         let json = stored.json
@@ -216,7 +216,7 @@ struct SendBatch {
         try insertEvent!.execute(
             arguments: [
                 conversation.pk, seq, EventName.messageSent.rawValue, send.sender, send.now, send.clientMessageId,
-                messageIndex, message.id, threadSeq, Data(json),
+                effects.messageIndex, message.id, threadSeq, Data(json),
             ]
         )
         if let clientMessageId = send.clientMessageId {
@@ -227,11 +227,11 @@ struct SendBatch {
         if !files.isEmpty {
             try SQLiteStore.attachFiles(db, appId: conversation.appId, ids: files, messageId: message.id)
         }
-        if message.mentions != nil {
+        if effects.recordsMentions {
             try SQLiteStore.insertMentions(
                 db, appId: conversation.appId, conversationPK: conversation.pk, message: message)
         }
-        if send.queuesPush {
+        if effects.queuesPush {
             try db.cachedStatement(
                 sql: "INSERT INTO push_outbox (app_id, conversation_pk, seq, created_at) VALUES (?, ?, ?, ?)"
             ).execute(arguments: [send.appId, conversation.pk, seq, send.now])
@@ -241,12 +241,14 @@ struct SendBatch {
             moved.append(send.conversationId)
         }
         conversation.lastSeq = seq
-        conversation.messageCount = messageIndex
+        conversation.messageCount = effects.messageCount
         conversation.lastActivityAt = send.now
-        let read = ReadPosition(seq: seq, messageCount: messageIndex)
-        conversation.reads[send.sender] = read
+        if effects.movesSenderRead {
+            let read = ReadPosition(seq: seq, messageCount: effects.messageCount)
+            conversation.reads[send.sender] = read
+            readers[ReaderKey(conversationPK: conversation.pk, uid: send.sender)] = read
+        }
         conversations[send.conversationId] = conversation
-        readers[ReaderKey(conversationPK: conversation.pk, uid: send.sender)] = read
         return .success(
             CommandResult(
                 outcome: .message(message, duplicate: false), events: [stored],

@@ -769,6 +769,15 @@ def scenario_console():
     run.check(rest("GET", f"/v1/conversations/{cid}/pins", api_key=API_KEY)[1]["messages"] == [], "no pin left")
     driver.switch_to.window(chat_window)
     wait_until(lambda: not visible("#pinned") and not els(".msg .msg-pin"), "the chat's pin gone")
+
+    # A system message of the app (REST API key): alice's chat shows it as the app's note, not as anyone's message.
+    status, notice = rest(
+        "POST", f"/v1/conversations/{cid}/messages", api_key=API_KEY, body={"parts": [{"type": "text", "text": "Maintenance tonight"}]}
+    )
+    run.check(status == 201 and notice.get("system") is True and notice.get("sender") == "", f"a system message: {status} {notice}")
+    wait_until(lambda: els(f'.msg-system[data-id="{notice["id"]}"]'), "the system message in alice's chat")
+    run.check("Maintenance tonight" in el(f'.msg-system[data-id="{notice["id"]}"]').text, "the system message's text")
+    run.check(not els(f'.msg[data-id="{notice["id"]}"]'), "the system message is not shown as a user's message")
     driver.switch_to.window(console_window)
 
     # Search: exactly what GET /v1/search/messages finds (once the indexer filed the messages), the matches marked, the

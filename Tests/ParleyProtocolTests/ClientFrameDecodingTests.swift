@@ -83,6 +83,8 @@ import Testing
                 )
             ),
             .send(SendFrame(ref: "r5", conversationId: "c_1", parts: [.text("x")], mentions: [])),
+            .send(SendFrame(ref: "r5s", conversationId: "c_1", parts: [.text("x")], silent: true)),
+            .send(SendFrame(ref: "r5n", conversationId: "c_1", parts: [.text("x")], silent: false)),
             .send(
                 SendFrame(
                     ref: "r6", conversationId: "c_1", clientMessageId: "cm-2",
@@ -169,6 +171,8 @@ import Testing
             #"{"type":"send","ref":"r","conversationId":"c","parts":[],"mentions":[1]}"#,
             #"{"type":"send","ref":"r","conversationId":"c","parts":[],"mentions":"bob"}"#,
             #"{"type":"send","ref":"r","conversationId":"c","parts":[],"replyTo":7}"#,
+            #"{"type":"send","ref":"r","conversationId":"c","parts":[],"silent":"yes"}"#,
+            #"{"type":"send","ref":"r","conversationId":"c","parts":[],"silent":1}"#,
             #"{"type":"edit","ref":"r","conversationId":"c","parts":[]}"#,
             #"{"type":"reaction","ref":"r","conversationId":"c","messageId":"m"}"#,
             #"{"type":"delete","ref":"r","messageId":"m"}"#,

@@ -59,11 +59,13 @@ import Testing
                     ReactionSummary(key: "👍", count: 3, reacted: true),
                     ReactionSummary(key: "a\"b", count: 1, reacted: false),
                 ],
-                pin: MessagePin(messageId: "m_4", messageSeq: 9, pinnedBy: "al\"ice", pinnedAt: -7)
+                pin: MessagePin(messageId: "m_4", messageSeq: 9, pinnedBy: "al\"ice", pinnedAt: -7), silent: true,
+                system: false
             ),
             Message(
                 id: "m_5", conversationId: "c_1", seq: 10, sender: "dave", parts: [], sentAt: 3, mentions: [],
-                reactions: [], pin: MessagePin(messageId: "m_5", messageSeq: 10, pinnedBy: nil, pinnedAt: 1)),
+                reactions: [], pin: MessagePin(messageId: "m_5", messageSeq: 10, pinnedBy: nil, pinnedAt: 1),
+                silent: false, system: true),
         ]
         for (index, text) in awkwardStrings.enumerated() {
             messages.append(

@@ -50,6 +50,9 @@ public struct OutgoingMessage: Sendable, Hashable, Codable, Identifiable {
     public var replyTo: String?
     /// The uids a send or an edit mentions.
     public var mentions: [String]?
+    /// A silent send (``ParleyClient/sendSilentMessage(parts:to:metadata:replyTo:mentions:clientMessageId:)``): no
+    /// unread count, unread mention or push for anyone.
+    public var silent: Bool = false
     /// When the app made it (epoch ms, device clock).
     public var createdAt: Int64
     /// Pending, sent, reacted, failed or cancelled.
@@ -87,8 +90,8 @@ public struct OutgoingMessage: Sendable, Hashable, Codable, Identifiable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case clientMessageId, receiver, action, parts, metadata, alert, replyTo, mentions, createdAt, state, attempts,
-            file
+        case clientMessageId, receiver, action, parts, metadata, alert, replyTo, mentions, silent, createdAt, state,
+            attempts, file
     }
 
     /// Decodes an entry; one saved by an earlier version without action or file is a send without a file.
@@ -103,6 +106,8 @@ public struct OutgoingMessage: Sendable, Hashable, Codable, Identifiable {
         alert = try container.decodeIfPresent(String.self, forKey: .alert)
         replyTo = try container.decodeIfPresent(String.self, forKey: .replyTo)
         mentions = try container.decodeIfPresent([String].self, forKey: .mentions)
+        // Outboxes saved before silent messages hold none.
+        silent = try container.decodeIfPresent(Bool.self, forKey: .silent) ?? false
         createdAt = try container.decode(Int64.self, forKey: .createdAt)
         state = try container.decode(State.self, forKey: .state)
         attempts = try container.decode(Int.self, forKey: .attempts)

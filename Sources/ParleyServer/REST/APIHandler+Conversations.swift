@@ -85,22 +85,33 @@ extension APIHandler {
 
     // MARK: Messages
 
+    /// A user's message; with the REST API key, a system message of the app's server (`sender` empty, `system` true).
     func sendMessage(_ input: Operations.SendMessage.Input) async throws -> Operations.SendMessage.Output {
-        let principal = try await currentUser()
+        let caller = try await authenticator.caller(credentials)
         guard case .json(let request) = input.body else { throw DomainError(.badRequest, "Expected JSON.") }
-        try limits.sends?.take(appId: principal.appId, uid: principal.uid)
+        let sender: String
+        switch caller {
+        case .user(let principal):
+            try limits.sends?.take(appId: principal.appId, uid: principal.uid)
+            sender = principal.uid
+        case .server:
+            sender = ""
+        }
+        try InputRules.identifier(input.path.conversationId, "conversationId")
         try MessageRules.validate(
             parts: request.parts, metadata: request.metadata, alert: request.alert,
             clientMessageId: request.clientMessageId, replyTo: request.replyTo, mentions: request.mentions,
             limits: configuration.messageLimits
         )
         let now = time.epochMilliseconds()
-        let command = Command.SendMessage(
-            appId: principal.appId, conversationId: input.path.conversationId, sender: principal.uid,
+        var command = Command.SendMessage(
+            appId: caller.appId, conversationId: input.path.conversationId, sender: sender,
             messageId: Secrets.messageID(at: now), clientMessageId: request.clientMessageId, parts: request.parts,
             metadata: request.metadata, alert: request.alert, replyTo: request.replyTo, mentions: request.mentions,
             now: now
         )
+        command.silent = request.silent ?? false
+        command.system = sender.isEmpty
         guard case .message(let message, let duplicate) = try await writer.submit(.sendMessage(command)).outcome else {
             throw DomainError(.internalError, "Unexpected outcome of sendMessage.")
         }

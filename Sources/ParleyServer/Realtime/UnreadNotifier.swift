@@ -594,7 +594,7 @@ final class UnreadNotifier: Service {
     static func affected(by event: Event, recipients: [String]) -> (conversationId: String, uids: [String])? {
         guard let conversationId = event.conversationId else { return nil }
         switch event.payload {
-        case .messageSent:
+        case .messageSent(let message) where message.silent != true:
             let actor = event.context.createdBy
             return (conversationId, recipients.filter { $0 != actor })
         case .messageDeleted(let message):

@@ -161,12 +161,13 @@ struct FrameSession {
         else { return }
         let principal = connection.principal
         let now = time.epochMilliseconds()
-        let command = Command.SendMessage(
+        var command = Command.SendMessage(
             appId: principal.appId, conversationId: frame.conversationId, sender: principal.uid,
             messageId: Secrets.messageID(at: now), clientMessageId: frame.clientMessageId, parts: frame.parts,
             metadata: frame.metadata, alert: frame.alert, replyTo: frame.replyTo, mentions: frame.mentions,
             now: now
         )
+        command.silent = frame.silent ?? false
         submit(.sendMessage(command), ref: frame.ref)
     }
 

@@ -54,7 +54,8 @@ extension CommandDecisions {
             writes.append(.attachFiles(appId: row.appId, ids: files.added, messageId: message.id))
         }
         if !files.dropped.isEmpty { writes.append(.removeFiles(appId: row.appId, ids: files.dropped, now: edit.now)) }
-        if edited.mentions != message.mentions {
+        // A silent message's mentions are never unread (``CommandDecisions/sentEffects(of:_:messageCount:)``).
+        if edited.mentions != message.mentions && message.silent != true {
             writes.append(.replaceMentions(conversationPK: row.pk, appId: row.appId, edited))
         }
         var log = EventLog(row: row, now: edit.now, actor: edit.actor)

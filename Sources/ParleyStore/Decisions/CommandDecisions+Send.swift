@@ -73,13 +73,15 @@ extension CommandDecisions {
 
     /// Whether the sender may send to the conversation at all: `ERR_CONVERSATION_NOT_FOUND` for one that does not
     /// exist, is of another app, is deleted, or is private and not theirs; `ERR_NOT_A_PARTICIPANT` for a public one
-    /// they have not joined. These refusals hold even for a repeat of a message stored before.
+    /// they have not joined. These refusals hold even for a repeat of a message stored before. The sender's role; nil
+    /// for a system message (the app's server, in any conversation of the app that is not deleted).
     public static func sendAccess(_ send: Command.SendMessage, _ target: SendTarget?) throws -> (
-        SendTarget, ParticipantRole
+        SendTarget, ParticipantRole?
     ) {
         guard let target, target.appId == send.appId, !target.isDeleted else {
             throw DomainError.conversationNotFound(send.conversationId)
         }
+        if send.system { return (target, nil) }
         guard let role = target.members[send.sender] else {
             throw target.isPublic
                 ? DomainError(.notAParticipant, "Join the conversation first.")
@@ -91,15 +93,20 @@ extension CommandDecisions {
     /// The message a send stores as the conversation's next event, or the refusal of the rules (what the sender's
     /// role may do, a mute, a block, the message replied to, the uploads named). A store answers a refusal of a
     /// repeat with the message stored the first time (a repeat of a message stored before its parent was deleted, or
-    /// the sender's role changed, is still that message).
+    /// the sender's role changed, is still that message). A system message (`role` nil) follows no participant's
+    /// rules, and carries no file (the app's server uploads none).
     public static func sentMessage(
-        _ send: Command.SendMessage, to target: SendTarget, role: ParticipantRole, _ reads: SendReads
+        _ send: Command.SendMessage, to target: SendTarget, role: ParticipantRole?, _ reads: SendReads
     ) throws -> Message {
-        try ConversationRules.requireSend(role, roles: target.roles)
-        if let until = target.mutes[send.sender], until.map({ $0 > send.now }) ?? true {
-            throw Safety.mutedRefusal(until: until)
+        if let role {
+            try ConversationRules.requireSend(role, roles: target.roles)
+            if let until = target.mutes[send.sender], until.map({ $0 > send.now }) ?? true {
+                throw Safety.mutedRefusal(until: until)
+            }
+            if target.isDirect { try Safety.requireNoBlock(actor: send.sender, blockers: reads.blockers) }
+        } else if !Attachments.ids(in: send.parts).isEmpty {
+            throw DomainError(.badRequest, "A system message carries no file.")
         }
-        if target.isDirect { try Safety.requireNoBlock(actor: send.sender, blockers: reads.blockers) }
         if let replyTo = send.replyTo { try MessageLifecycle.requireReplyTarget(reads.parent, id: replyTo) }
         var parts = send.parts
         if !Attachments.ids(in: parts).isEmpty {
@@ -113,7 +120,37 @@ extension CommandDecisions {
             id: send.messageId, conversationId: target.id, seq: target.lastSeq + 1, sender: send.sender,
             clientMessageId: send.clientMessageId, parts: parts, metadata: send.metadata, alert: send.alert,
             sentAt: send.now, replyTo: send.replyTo,
-            mentions: MessageLifecycle.keptMentions(send.mentions, sender: send.sender) { members[$0] != nil }
+            mentions: MessageLifecycle.keptMentions(send.mentions, sender: send.sender) { members[$0] != nil },
+            silent: send.silent ? true : nil, system: send.system ? true : nil
+        )
+    }
+
+    /// What storing a message does beside its event, the same in every store.
+    public struct SentEffects: Sendable, Equatable {
+        /// The message's `message_index`: the conversation's message count after it (1, 2, ...) for a message that
+        /// counts as unread; `-seq` for a silent one, which counts for nobody (unread counts are message counts
+        /// between read positions, and a negative index is below every read position).
+        public var messageIndex: Int64
+        /// The conversation's message count after it.
+        public var messageCount: Int64
+        /// Whether its mentions are recorded as unread mentions.
+        public var recordsMentions: Bool
+        /// Whether it goes to the push outbox.
+        public var queuesPush: Bool
+        /// Whether its sender has read the conversation up to it (a participant's message; not the app's server's).
+        public var movesSenderRead: Bool
+    }
+
+    /// What storing `message` (of `send`) does, in a conversation with `messageCount` counted messages before it.
+    public static func sentEffects(of message: Message, _ send: Command.SendMessage, messageCount: Int64)
+        -> SentEffects
+    {
+        let counted = message.silent != true
+        return SentEffects(
+            messageIndex: counted ? messageCount + 1 : -message.seq,
+            messageCount: counted ? messageCount + 1 : messageCount,
+            recordsMentions: counted && message.mentions != nil,
+            queuesPush: counted && send.queuesPush, movesSenderRead: message.system != true
         )
     }
 
@@ -122,7 +159,8 @@ extension CommandDecisions {
         let event = Event(
             id: Event.durableID(conversationId: message.conversationId, seq: message.seq), appId: appId,
             name: .messageSent, conversationId: message.conversationId, seq: message.seq, timestamp: message.sentAt,
-            context: EventContext(createdBy: message.sender), payload: .messageSent(message)
+            context: EventContext(createdBy: message.system == true ? nil : message.sender),
+            payload: .messageSent(message)
         )
         return StoredEvent(event: event, json: try WireJSON.encode(event))
     }

@@ -70,7 +70,8 @@ import Yams
             alert: "New message", sentAt: 5, replyTo: "m_0", mentions: ["bob"], editedAt: 6, deletedAt: 7,
             deletedBy: "alice",
             replyCount: 2, lastReplyAt: 8, reactions: [reaction],
-            pin: MessagePin(messageId: "m_1", messageSeq: 4, pinnedBy: "alice", pinnedAt: 9)
+            pin: MessagePin(messageId: "m_1", messageSeq: 4, pinnedBy: "alice", pinnedAt: 9), silent: true,
+            system: false
         )
         let bareMessage = Message(
             id: "m_2", conversationId: "c_1", seq: 5, sender: "bob", parts: [.text("hi")], sentAt: 6)
@@ -182,7 +183,7 @@ import Yams
                 "SendMessageRequest",
                 SendMessageRequest(
                     clientMessageId: "x", parts: [part], metadata: ["m": 1], alert: "a", replyTo: "m_0",
-                    mentions: ["bob"]),
+                    mentions: ["bob"], silent: true),
                 SendMessageRequest(parts: [.text("hi")])
             ),
             (

@@ -741,7 +741,7 @@ function previewOf(entry) {
     if (entry.typing.size) return { text: `${Array.from(entry.typing.keys()).join(', ')} typing…`, typing: true };
     const message = entry.lastMessage;
     if (!message) return { text: 'No messages yet', typing: false };
-    const who = message.sender === session.uid ? 'You: ' : isDirect(entry) ? '' : `${message.sender}: `;
+    const who = message.system ? '' : message.sender === session.uid ? 'You: ' : isDirect(entry) ? '' : `${message.sender}: `;
     return { text: who + messageText(message).replace(/\s+/g, ' '), typing: false };
 }
 
@@ -852,6 +852,15 @@ function fileChips(message) {
 }
 
 function renderMessage(entry, message, { mine, receipt, label, follow, showSender, showReceipt }) {
+    // A system message is the app's, shown as a note across the conversation.
+    if (message.system) {
+        return h(
+            'div',
+            { class: ['msg-system', message.deletedAt ? 'deleted' : null], dataset: { id: message.id, seq: String(message.seq), system: 'true' } },
+            h('span', { class: 'msg-system-text' }, messageText(message, { files: false })),
+            h('span', { class: 'msg-time', title: new Date(message.sentAt).toLocaleString() }, formatTime(message.sentAt)),
+        );
+    }
     const classes = ['msg', mine ? 'mine' : 'theirs', message.deletedAt ? 'deleted' : null, follow ? 'follow' : null];
     return h(
         'div',

@@ -306,14 +306,15 @@ class MessageLog {
                 h(
                     'div',
                     { class: 'log-item', dataset: { id: message.id, seq: String(message.seq) } },
-                    avatar(message.sender, true),
+                    avatar(message.system ? 'app' : message.sender, true),
                     h(
                         'div',
                         { class: 'log-main' },
                         h(
                             'div',
                             { class: 'log-meta' },
-                            h('span', { class: 'log-sender' }, message.sender),
+                            h('span', { class: 'log-sender' }, message.system ? 'the app (system)' : message.sender),
+                            message.silent ? h('span', { class: 'badge' }, 'silent') : null,
                             h('span', { class: 'log-time' }, formatDateTime(message.sentAt)),
                             h('span', { class: 'log-seq' }, `#${message.seq}`),
                             message.replyTo ? h('span', { class: 'badge' }, 'reply') : null,

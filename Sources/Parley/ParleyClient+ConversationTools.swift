@@ -57,3 +57,29 @@ extension ParleyAdmin {
         try await rest.call { try await $0.listPins(path: .init(conversationId: conversationId)).ok.body.json }
     }
 }
+
+extension ParleyAdmin {
+    /// Sends a system message of the app to any conversation of the app that is not deleted: it needs no
+    /// participant, has an empty `sender` and `system` true, and counts as unread for every participant (unless
+    /// `silent`). `clientMessageId` makes a retry store it once.
+    ///
+    /// - Throws: `ERR_CONVERSATION_NOT_FOUND`, `ERR_MESSAGE_EMPTY`, `ERR_MESSAGE_TOO_LARGE`, `ERR_BAD_REQUEST` (a
+    ///   file part: the app's server uploads none).
+    @discardableResult
+    public func sendSystemMessage(
+        parts: [MessagePart], to conversationId: String, metadata: JSONValue? = nil, alert: String? = nil,
+        mentions: [String]? = nil, silent: Bool = false, clientMessageId: String? = nil
+    ) async throws -> Message {
+        let body = SendMessageRequest(
+            clientMessageId: clientMessageId, parts: parts, metadata: metadata, alert: alert, mentions: mentions,
+            silent: silent ? true : nil
+        )
+        return try await rest.call { api in
+            switch try await api.sendMessage(path: .init(conversationId: conversationId), body: .json(body)) {
+            case .created(let created): return try created.body.json
+            case .ok(let existing): return try existing.body.json
+            default: throw ParleyError(.unexpectedResponse, "Unexpected answer to sendMessage.")
+            }
+        }
+    }
+}
