@@ -13,10 +13,13 @@ import ParleyAPIClient
 /// ```
 public struct ParleyAdmin: Sendable {
     let rest: RESTClient
+    /// The attachment routes, with the same key.
+    let files: FileTransfer
 
     /// A client of the server at `serverURL` with the app's REST API key.
     public init(serverURL: URL, restAPIKey: String) {
         rest = RESTClient(serverURL: serverURL) { (nil, restAPIKey) }
+        files = FileTransfer(serverURL: serverURL) { (nil, restAPIKey) }
     }
 
     /// Creates a user; `ERR_UID_ALREADY_EXISTS` when the uid is taken.

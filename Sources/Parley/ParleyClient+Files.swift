@@ -252,25 +252,7 @@ extension ParleyClient {
         _ fileId: String, in conversationId: String, to destination: URL,
         progress: (@Sendable (FileTransferProgress) -> Void)? = nil
     ) async throws -> URL {
-        let link = try await fileLink(fileId, in: conversationId)
-        var target = destination
-        var isDirectory: ObjCBool = false
-        if FileManager.default.fileExists(atPath: destination.path, isDirectory: &isDirectory), isDirectory.boolValue {
-            try Self.validateFileName(link.attachment.name)
-            guard link.attachment.name != ".", link.attachment.name != ".." else {
-                throw ParleyError(.invalidArgument, "The file's name cannot name a file here; give a file name.")
-            }
-            target = destination.appendingPathComponent(link.attachment.name)
-        }
-        let temporary = target.deletingLastPathComponent()
-            .appendingPathComponent(".\(UUID().uuidString).parley-download")
-        try await fileTransfer.download(link, into: temporary, progress: progress)
-        guard rename(temporary.path, target.path) == 0 else {
-            let reason = String(cString: strerror(errno))
-            try? FileManager.default.removeItem(at: temporary)
-            throw ParleyError(.storageError, "The download could not be saved at \(target.path).", underlying: reason)
-        }
-        return target
+        try await fileTransfer.save(try await fileLink(fileId, in: conversationId), to: destination, progress: progress)
     }
 
     /// ``downloadFile(_:in:to:progress:)-(String,_,_,_)`` for a message's `FileInfo`.
@@ -286,7 +268,7 @@ extension ParleyClient {
 
     var fileTransfer: FileTransfer {
         let state = self.state
-        return FileTransfer(serverURL: settings.serverURL) { state.withLockedValue { $0.session?.authToken } }
+        return FileTransfer(serverURL: settings.serverURL) { (state.withLockedValue { $0.session?.authToken }, nil) }
     }
 
     /// The size of a regular, readable file.

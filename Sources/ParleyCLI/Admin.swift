@@ -9,7 +9,7 @@ struct Admin: AsyncParsableCommand {
         subcommands: [
             CreateUser.self, IssueToken.self, ListTokens.self, RevokeTokens.self, Reports.self, ResolveReport.self,
             DeleteMessage.self, WebhookCommands.self, AppInfo.self, Users.self, RotateKeys.self, Deactivate.self,
-            Reactivate.self, SystemMessage.self,
+            Reactivate.self, SystemMessage.self, Export.self,
         ]
     )
 

@@ -47,3 +47,40 @@ public struct User: Codable, Sendable, Hashable {
         }
     }
 }
+
+/// A conversation a user is in, with their membership: part of an export (`GET /v1/users/{uid}/export`).
+public struct UserMembership: Codable, Sendable, Hashable {
+    /// The conversation (deleted ones included, with `deletedAt`).
+    public var conversation: Conversation
+    /// The user's participation: role, when they joined, their read and delivered positions, a mute.
+    public var participant: Participant
+
+    /// Creates a membership.
+    public init(conversation: Conversation, participant: Participant) {
+        self.conversation = conversation
+        self.participant = participant
+    }
+}
+
+/// A page of one user's data (`GET /v1/users/{uid}/export`): their profile on every page, the conversations they are
+/// in on the first, and the messages they sent (docs/PROTOCOL.md, "Exporting a user").
+public struct UserExportPage: Codable, Sendable, Hashable {
+    /// The user's profile.
+    public var user: User
+    /// The conversations the user is in (the first page only; nil on the others).
+    public var memberships: [UserMembership]?
+    /// Messages the user sent, by conversation then sequence number, each in its latest state (deleted ones as
+    /// tombstones); their `file` parts name the files to download.
+    public var messages: [Message]
+    /// Pass as `cursor` for the next page; nil when there is none. A page may hold fewer messages than asked, even
+    /// none, and still have a next one: each reads a bounded part of the user's conversations.
+    public var nextCursor: String?
+
+    /// Creates a page.
+    public init(user: User, memberships: [UserMembership]? = nil, messages: [Message], nextCursor: String? = nil) {
+        self.user = user
+        self.memberships = memberships
+        self.messages = messages
+        self.nextCursor = nextCursor
+    }
+}

@@ -170,6 +170,14 @@ public protocol ParleyStore: Sendable {
     /// The participants of a conversation that is not deleted; nil when there is no such conversation.
     func activeParticipants(appId: String, conversationId: String) async throws -> [String]?
 
+    // MARK: Exports
+    /// The conversations `uid` is in now (deleted ones included), with their participation, by conversation key.
+    func memberships(appId: String, uid: String) async throws -> [UserMembership]
+    /// A page of the messages `uid` sent, walked as ``UserExport/Walk`` walks (every conversation the user ever
+    /// joined, from `after`), at most `limit` messages and `scan` events.
+    func exportMessages(appId: String, uid: String, after: UserExport.Position?, limit: Int, scan: Int) async throws
+        -> UserExport.Page
+
     // MARK: Safety
     /// `blocker` blocks `blocked`; blocking again keeps the first block. Throws `ERR_UID_NOT_FOUND` when `blocked` is
     /// not a user of the app, `ERR_BLOCK_LIMIT` past ``Safety/maxBlocks``.

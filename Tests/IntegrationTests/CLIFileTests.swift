@@ -99,4 +99,50 @@ struct CLIFileTests {
         #expect(after.output.contains("bob: back to you [file data.bin, application/octet-stream, 20.0 KB, f_"))
         try await server.stop()
     }
+
+    /// `parley admin export`: export.json with the user's profile, memberships and messages (not others'), and each
+    /// file of their messages saved and equal to what was sent.
+    @Test func anExportHoldsTheUsersDataAndTheirFiles() async throws {
+        let server = try await TestServer.start()
+        let home = try TemporaryDirectory(prefix: "parley-cli-home")
+        for uid in ["alice", "bob"] {
+            #expect(try await Self.parley(["login", uid, "--profile", uid], server: server, home: home).status == 0)
+        }
+        let folder = try TemporaryDirectory(prefix: "parley-cli-files")
+        let bytes = (0..<5_000).map { UInt8(truncatingIfNeeded: $0 &* 7) }
+        let source = folder.url.appendingPathComponent("notes.txt")
+        try Data(bytes).write(to: source)
+        for arguments in [
+            ["send", "bob", "hello bob", "--profile", "alice"], ["send", "alice", "hi alice", "--profile", "bob"],
+            ["send", "bob", "--file", source.path, "--text", "my notes", "--profile", "alice"],
+        ] {
+            let sent = try await Self.parley(arguments, server: server, home: home)
+            #expect(sent.status == 0, "\(sent.errors)")
+        }
+        let output = folder.url.appendingPathComponent("alice-export")
+        var environment = ["export", "alice", "--output", output.path, "--api-key", server.app.restAPIKey]
+        let exported = try await Self.parley(["admin"] + environment, server: server, home: home)
+        #expect(exported.status == 0, "\(exported.errors)")
+        #expect(exported.output.contains("Exported alice: 1 conversations, 2 messages, 1 files"), "\(exported.output)")
+        let document =
+            try JSONSerialization.jsonObject(
+                with: Data(contentsOf: output.appendingPathComponent("export.json"))) as? [String: Any]
+        let messages = try #require(document?["messages"] as? [[String: Any]])
+        #expect(messages.map { $0["sender"] as? String } == ["alice", "alice"])
+        #expect((document?["user"] as? [String: Any])?["uid"] as? String == "alice")
+        #expect((document?["memberships"] as? [Any])?.count == 1)
+        let files = try #require(document?["files"] as? [[String: Any]])
+        let path = try #require(files.first?["path"] as? String)
+        #expect(try [UInt8](Data(contentsOf: output.appendingPathComponent(path))) == bytes)
+        // A folder that is not empty is refused; an unknown user is an error.
+        let again = try await Self.parley(["admin"] + environment, server: server, home: home)
+        #expect(again.status == 2 && again.errors.contains("not an empty folder"), "\(again.errors)")
+        environment = [
+            "export", "nobody", "--output", folder.url.appendingPathComponent("x").path, "--api-key",
+            server.app.restAPIKey,
+        ]
+        let unknown = try await Self.parley(["admin"] + environment, server: server, home: home)
+        #expect(unknown.status != 0 && unknown.errors.contains("ERR_UID_NOT_FOUND"), "\(unknown.errors)")
+        try await server.stop()
+    }
 }

@@ -12,8 +12,9 @@ import NIOConcurrencyHelpers
 /// memory.
 struct FileTransfer: Sendable {
     let serverURL: URL
-    /// The logged-in user's token, read at each request.
-    let authToken: @Sendable () -> String?
+    /// The credentials, read at each request: the logged-in user's token, or the app's REST API key
+    /// (``ParleyAdmin``).
+    let credentials: @Sendable () -> (token: String?, apiKey: String?)
 
     /// Answers longer than this (JSON or an error body) are cut: they are not what the server sends.
     static let maxAnswerBytes = 1 << 20
@@ -43,6 +44,32 @@ struct FileTransfer: Sendable {
             )
         )
         return try Self.decode(AttachmentLink.self, try await run(request, total: 0, progress: nil))
+    }
+
+    /// Downloads the bytes of `link` to `destination` (a file, created or replaced once the download is complete and
+    /// checked, or an existing folder: the file then goes into it under its own name). Returns where the file is;
+    /// nothing is left at the destination on failure.
+    func save(
+        _ link: AttachmentLink, to destination: URL, progress: (@Sendable (FileTransferProgress) -> Void)?
+    ) async throws -> URL {
+        var target = destination
+        var isDirectory: ObjCBool = false
+        if FileManager.default.fileExists(atPath: destination.path, isDirectory: &isDirectory), isDirectory.boolValue {
+            try ParleyClient.validateFileName(link.attachment.name)
+            guard link.attachment.name != ".", link.attachment.name != ".." else {
+                throw ParleyError(.invalidArgument, "The file's name cannot name a file here; give a file name.")
+            }
+            target = destination.appendingPathComponent(link.attachment.name)
+        }
+        let temporary = target.deletingLastPathComponent()
+            .appendingPathComponent(".\(UUID().uuidString).parley-download")
+        try await download(link, into: temporary, progress: progress)
+        guard rename(temporary.path, target.path) == 0 else {
+            let reason = String(cString: strerror(errno))
+            try? FileManager.default.removeItem(at: temporary)
+            throw ParleyError(.storageError, "The download could not be saved at \(target.path).", underlying: reason)
+        }
+        return target
     }
 
     /// Downloads the bytes of `link` into `file` (created or replaced), checking their size and SHA-256 against the
@@ -118,8 +145,11 @@ struct FileTransfer: Sendable {
         progress: (@Sendable (FileTransferProgress) -> Void)?
     ) async throws -> Answer {
         var request = request
-        if let token = authToken(), request.url.map({ !$0.path.hasPrefix("/v1/files/") }) ?? true {
-            request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization")
+        // A signed link needs no credentials, and is not given them.
+        if request.url.map({ !$0.path.hasPrefix("/v1/files/") }) ?? true {
+            let (token, apiKey) = credentials()
+            if let token { request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization") }
+            if let apiKey { request.setValue(apiKey, forHTTPHeaderField: "X-Parley-Api-Key") }
         }
         let delegate = TransferDelegate(sink: sink, total: total, progress: progress)
         let configuration = URLSessionConfiguration.ephemeral

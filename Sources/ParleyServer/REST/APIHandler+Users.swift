@@ -152,6 +152,35 @@ extension APIHandler {
         return .ok(.init(body: .json(user)))
     }
 
+    /// `GET /v1/users/{uid}/export`: a page of the user's data (``UserExport``).
+    func exportUser(_ input: Operations.ExportUser.Input) async throws -> Operations.ExportUser.Output {
+        let appId = try await authenticator.server(apiKey: credentials.apiKey)
+        try InputRules.uid(input.path.uid)
+        let limit = try Self.pageSize(input.query.limit)
+        let after = try input.query.cursor.map { cursor in
+            guard let position = UserExport.Position(cursor: cursor) else {
+                throw DomainError(.badRequest, "Invalid cursor.")
+            }
+            return position
+        }
+        guard let user = try await store.user(appId: appId, uid: input.path.uid) else {
+            throw DomainError.uidNotFound(input.path.uid)
+        }
+        let memberships = after == nil ? try await store.memberships(appId: appId, uid: user.uid) : nil
+        let page = try await store.exportMessages(
+            appId: appId, uid: user.uid, after: after, limit: limit, scan: UserExport.scanPerPage
+        )
+        return .ok(
+            .init(
+                body: .json(
+                    UserExportPage(
+                        user: user, memberships: memberships, messages: page.messages, nextCursor: page.next?.cursor
+                    )
+                )
+            )
+        )
+    }
+
     /// `POST /v1/users/{uid}/reactivate`.
     func reactivateUser(_ input: Operations.ReactivateUser.Input) async throws -> Operations.ReactivateUser.Output {
         let appId = try await authenticator.server(apiKey: credentials.apiKey)

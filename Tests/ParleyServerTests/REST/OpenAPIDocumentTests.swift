@@ -224,6 +224,18 @@ import Yams
                 ReactionList(messageId: "m_1", reactions: [])
             ),
             (
+                "UserMembership", UserMembership(conversation: conversation, participant: participant),
+                UserMembership(conversation: bareConversation, participant: participant)
+            ),
+            (
+                "UserExportPage",
+                UserExportPage(
+                    user: user, memberships: [UserMembership(conversation: conversation, participant: participant)],
+                    messages: [message], nextCursor: "x1.2"
+                ),
+                UserExportPage(user: bareUser, messages: [])
+            ),
+            (
                 "MessagePin", MessagePin(messageId: "m_1", messageSeq: 4, pinnedBy: "alice", pinnedAt: 9),
                 MessagePin(messageId: "m_1", messageSeq: 4, pinnedBy: nil, pinnedAt: 9)
             ),
@@ -424,7 +436,7 @@ import Yams
                 checked += 1
             }
         }
-        #expect(checked == 78)
+        #expect(checked == 79)
         try await server.stop()
     }
 

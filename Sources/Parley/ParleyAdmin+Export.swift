@@ -1,0 +1,31 @@
+import Foundation
+import ParleyAPI
+import ParleyAPIClient
+
+extension ParleyAdmin {
+    /// A page of one user's data (docs/PROTOCOL.md, "Exporting a user"): their profile, on the first page the
+    /// conversations they are in, and the messages they sent. Follow `nextCursor` until it is nil: a page may hold
+    /// fewer messages than `limit`, even none, and still have a next one.
+    ///
+    /// - Throws: `ERR_UID_NOT_FOUND`, `ERR_BAD_REQUEST` (a cursor that is not one of this call's).
+    public func exportUser(_ uid: String, limit: Int = 100, cursor: String? = nil) async throws -> UserExportPage {
+        try await rest.call {
+            try await $0.exportUser(path: .init(uid: uid), query: .init(limit: limit, cursor: cursor)).ok.body.json
+        }
+    }
+
+    /// A short-lived link to the bytes of a file of any conversation of the app, with the attachment it names.
+    public func fileLink(_ fileId: String, in conversationId: String) async throws -> AttachmentLink {
+        try await files.link(fileId, in: conversationId)
+    }
+
+    /// Downloads a file of any conversation of the app to `destination` (a file, or an existing folder: then under
+    /// the file's name), checking its size and SHA-256; as ``ParleyClient/downloadFile(_:in:to:progress:)-(String,_,_,_)``.
+    @discardableResult
+    public func downloadFile(
+        _ fileId: String, in conversationId: String, to destination: URL,
+        progress: (@Sendable (FileTransferProgress) -> Void)? = nil
+    ) async throws -> URL {
+        try await files.save(try await fileLink(fileId, in: conversationId), to: destination, progress: progress)
+    }
+}
