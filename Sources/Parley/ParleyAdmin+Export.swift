@@ -29,3 +29,24 @@ extension ParleyAdmin {
         try await files.save(try await fileLink(fileId, in: conversationId), to: destination, progress: progress)
     }
 }
+
+extension ParleyAdmin {
+    /// Deletes a user and their data (docs/PROTOCOL.md, "Deleting a user"): deactivated, taken out of every
+    /// conversation (a group they owned passes to another member), each message they sent deleted (or erased, as
+    /// ``setDeletedUserMessages(_:)`` says), their files removed, then their reactions, mentions, blocks, reports,
+    /// devices, tokens and the user, with a `user.delete` webhook event. When it fails part way, calling it again
+    /// finishes it.
+    ///
+    /// - Throws: `ERR_UID_NOT_FOUND` (no such user, or already deleted), `ERR_INVALID_UID`.
+    @discardableResult
+    public func deleteUser(uid: String) async throws -> UserDeletion {
+        try await rest.call { try await $0.deleteUser(path: .init(uid: uid)).ok.body.json }
+    }
+
+    /// Sets what becomes of a deleted user's messages: tombstones that keep their sender (the default), or erased
+    /// (tombstones that no longer name them).
+    public func setDeletedUserMessages(_ mode: DeletedUserMessages) async throws -> AppOverview {
+        let body = UpdateAppSettingsRequest(deletedUserMessages: mode)
+        return try await rest.call { try await $0.updateAppSettings(body: .json(body)).ok.body.json }
+    }
+}

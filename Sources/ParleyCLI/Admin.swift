@@ -9,7 +9,7 @@ struct Admin: AsyncParsableCommand {
         subcommands: [
             CreateUser.self, IssueToken.self, ListTokens.self, RevokeTokens.self, Reports.self, ResolveReport.self,
             DeleteMessage.self, WebhookCommands.self, AppInfo.self, Users.self, RotateKeys.self, Deactivate.self,
-            Reactivate.self, SystemMessage.self, Export.self,
+            Reactivate.self, SystemMessage.self, Export.self, DeleteUser.self,
         ]
     )
 
@@ -66,6 +66,11 @@ struct Admin: AsyncParsableCommand {
             help: "Whom users find by searching for users: everyone, or contacts (who shares a conversation)."
         )
         var userDirectory: UserDirectoryVisibility?
+        @Option(
+            name: .customLong("deleted-user-messages"),
+            help: "What becomes of a deleted user's messages: tombstone (keeps the sender), or erase."
+        )
+        var deletedUserMessages: DeletedUserMessages?
 
         func run() async throws {
             try await reportingFailures {
@@ -75,6 +80,7 @@ struct Admin: AsyncParsableCommand {
                     app = try await admin.setAllowedOrigins(noOrigins ? [] : origins)
                 }
                 if let userDirectory { app = try await admin.setUserDirectory(userDirectory) }
+                if let deletedUserMessages { app = try await admin.setDeletedUserMessages(deletedUserMessages) }
                 if app == nil { app = try await admin.app() }
                 if let app { show(app) }
             }
@@ -90,6 +96,7 @@ struct Admin: AsyncParsableCommand {
             let origins = app.allowedOrigins.isEmpty ? "none" : app.allowedOrigins.joined(separator: " ")
             say("Allowed web origins: \(origins)")
             say("User directory: \(app.userDirectory.rawValue)")
+            say("Deleted users' messages: \(app.deletedUserMessages.rawValue)")
         }
     }
 
@@ -131,6 +138,30 @@ struct Admin: AsyncParsableCommand {
                 let user = try await key.admin().deactivateUser(uid: uid)
                 say(
                     "\(user.uid) deactivated (since \(user.deactivatedAt ?? 0)); `parley admin reactivate \(user.uid)` undoes it"
+                )
+            }
+        }
+    }
+
+    struct DeleteUser: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "delete-user",
+            abstract: "Delete a user and their data (messages as the app's --deleted-user-messages says). Needs --yes."
+        )
+        @OptionGroup var key: KeyOptions
+        @Argument(help: "The user's uid.") var uid: String
+        @Flag(help: "Confirm: this cannot be undone.") var yes = false
+
+        func validate() throws {
+            guard yes else { throw ValidationError("Deleting a user cannot be undone: add --yes to go on.") }
+        }
+
+        func run() async throws {
+            try await reportingFailures {
+                let deletion = try await key.admin().deleteUser(uid: uid)
+                say(
+                    "\(deletion.user.uid) deleted: out of \(deletion.conversationsLeft) conversation(s), "
+                        + "\(deletion.messagesDeleted) message(s) \(deletion.messages == .erase ? "erased" : "deleted")"
                 )
             }
         }

@@ -57,6 +57,7 @@ struct Blocks: AsyncParsableCommand {
 extension ReportReason: ExpressibleByArgument {}
 extension ReportState: ExpressibleByArgument {}
 extension UserDirectoryVisibility: ExpressibleByArgument {}
+extension DeletedUserMessages: ExpressibleByArgument {}
 extension ConversationType: ExpressibleByArgument {}
 
 struct ReportCommand: AsyncParsableCommand {

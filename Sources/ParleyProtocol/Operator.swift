@@ -15,15 +15,19 @@ public struct AppOverview: Codable, Sendable, Hashable {
     public var hasOwnFileLimit: Bool
     /// Whom the app's users find when they search for users.
     public var userDirectory: UserDirectoryVisibility
+    /// What becomes of a deleted user's messages.
+    public var deletedUserMessages: DeletedUserMessages
     /// Stored and live figures of the app.
     public var stats: AppStats
 
     /// Creates an overview.
     public init(
         appId: String, name: String, createdAt: Int64, allowedOrigins: [String], maxFileBytes: Int64,
-        hasOwnFileLimit: Bool = false, userDirectory: UserDirectoryVisibility = .everyone, stats: AppStats
+        hasOwnFileLimit: Bool = false, userDirectory: UserDirectoryVisibility = .everyone,
+        deletedUserMessages: DeletedUserMessages = .tombstone, stats: AppStats
     ) {
         self.userDirectory = userDirectory
+        self.deletedUserMessages = deletedUserMessages
         self.appId = appId
         self.name = name
         self.createdAt = createdAt
@@ -66,15 +70,19 @@ public struct UpdateAppSettingsRequest: Codable, Sendable, Hashable {
     public var maxFileBytes: Int64?
     /// Whom the app's users find when they search for users.
     public var userDirectory: UserDirectoryVisibility?
+    /// What becomes of a deleted user's messages.
+    public var deletedUserMessages: DeletedUserMessages?
 
     /// The most origins an app may allow.
     public static let maxAllowedOrigins = 20
 
     /// Creates a change; what is left nil keeps its value.
     public init(
-        allowedOrigins: [String]? = nil, maxFileBytes: Int64? = nil, userDirectory: UserDirectoryVisibility? = nil
+        allowedOrigins: [String]? = nil, maxFileBytes: Int64? = nil, userDirectory: UserDirectoryVisibility? = nil,
+        deletedUserMessages: DeletedUserMessages? = nil
     ) {
         self.userDirectory = userDirectory
+        self.deletedUserMessages = deletedUserMessages
         self.allowedOrigins = allowedOrigins
         self.maxFileBytes = maxFileBytes
     }
@@ -108,5 +116,34 @@ public struct UserList: Codable, Sendable, Hashable {
     public init(users: [User], nextCursor: String? = nil) {
         self.users = users
         self.nextCursor = nextCursor
+    }
+}
+
+/// What becomes of the messages of a user the app's server deletes (`DELETE /v1/users/{uid}`).
+public enum DeletedUserMessages: String, Codable, Sendable, Hashable, CaseIterable {
+    /// Each becomes a tombstone: no content, its place and sender kept (the default).
+    case tombstone
+    /// Each becomes a tombstone that no longer names its sender either (`sender` empty, no `clientMessageId`, no
+    /// `createdBy` in its events).
+    case erase
+}
+
+/// `DELETE /v1/users/{uid}`: what deleting the user did.
+public struct UserDeletion: Codable, Sendable, Hashable {
+    /// The user as they were.
+    public var user: User
+    /// What became of their messages.
+    public var messages: DeletedUserMessages
+    /// The conversations they were taken out of.
+    public var conversationsLeft: Int
+    /// Their messages deleted (or erased) by this request.
+    public var messagesDeleted: Int
+
+    /// Creates a summary.
+    public init(user: User, messages: DeletedUserMessages, conversationsLeft: Int, messagesDeleted: Int) {
+        self.user = user
+        self.messages = messages
+        self.conversationsLeft = conversationsLeft
+        self.messagesDeleted = messagesDeleted
     }
 }

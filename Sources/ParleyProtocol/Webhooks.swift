@@ -30,7 +30,7 @@ public enum WebhookTopic: String, Codable, Sendable, Hashable, CaseIterable {
                 .participantUnbanned,
             ]
         case .reports: return [.reportCreate, .reportUpdate]
-        case .users: return [.userCreate, .profileUpdate, .userDeactivate, .userReactivate]
+        case .users: return [.userCreate, .profileUpdate, .userDeactivate, .userReactivate, .userDelete]
         }
     }
 
@@ -62,6 +62,8 @@ extension EventName {
     public static let userCreate: EventName = "user.create"
     /// Webhooks only: the app's server deactivated a user (the payload is the ``User``, with `deactivatedAt`).
     public static let userDeactivate: EventName = "user.deactivate"
+    /// The app's server deleted a user: the payload is the user as they were.
+    public static let userDelete: EventName = "user.delete"
     /// Webhooks only: the app's server reactivated a user (the payload is the ``User``).
     public static let userReactivate: EventName = "user.reactivate"
 }

@@ -29,6 +29,8 @@ public enum Command: Sendable {
     case react(React)
     /// Pin or unpin a message (where the conversation's roles allow, or the app's server).
     case pin(Pin)
+    /// A user being deleted leaves a conversation (the app's server: a group they owned passes to another member).
+    case removeDeletedUser(RemoveDeletedUser)
     /// Mute or unmute a participant (who may remove them, or the app's server).
     case muteParticipant(MuteParticipant)
     /// Ban or unban a user from a group (who may remove them, or the app's server).
@@ -50,6 +52,7 @@ public enum Command: Sendable {
         case .deleteMessage(let command): return command.conversationId
         case .react(let command): return command.conversationId
         case .pin(let command): return command.conversationId
+        case .removeDeletedUser(let command): return command.conversationId
         case .muteParticipant(let command): return command.conversationId
         case .banParticipant(let command): return command.conversationId
         }
@@ -142,12 +145,22 @@ public enum Command: Sendable {
         public var actor: String?
         public var messageId: String
         public var now: Int64
-        public init(appId: String, conversationId: String, actor: String?, messageId: String, now: Int64) {
+        /// A deletion that also takes the sender's name off the tombstone and its events (the app's server deleting
+        /// a user with `deletedUserMessages = erase`).
+        public var erasesSender: Bool
+        /// The app's server deleting a deleted user's message: also in a deleted conversation.
+        public var ofDeletedUser: Bool
+        public init(
+            appId: String, conversationId: String, actor: String?, messageId: String, now: Int64,
+            erasesSender: Bool = false, ofDeletedUser: Bool = false
+        ) {
+            self.ofDeletedUser = ofDeletedUser
             self.appId = appId
             self.conversationId = conversationId
             self.actor = actor
             self.messageId = messageId
             self.now = now
+            self.erasesSender = erasesSender
         }
     }
 
@@ -169,6 +182,20 @@ public enum Command: Sendable {
             self.messageId = messageId
             self.key = key
             self.add = add
+            self.now = now
+        }
+    }
+
+    /// Takes `uid`, a user being deleted, out of a conversation (``CommandDecisions/removeDeletedUser(_:_:participants:)``).
+    public struct RemoveDeletedUser: Sendable {
+        public var appId: String
+        public var conversationId: String
+        public var uid: String
+        public var now: Int64
+        public init(appId: String, conversationId: String, uid: String, now: Int64) {
+            self.appId = appId
+            self.conversationId = conversationId
+            self.uid = uid
             self.now = now
         }
     }

@@ -175,6 +175,13 @@ public enum MessageLifecycle {
         )
     }
 
+    /// A stored event's body without `uid` as its `createdBy` (a deleted user's erased message).
+    public static func withoutCreator(_ body: some Collection<UInt8>, uid: String) throws -> [UInt8] {
+        var event = try JSONDecoder().decode(Event.self, from: Data(body))
+        if event.context.createdBy == uid { event.context.createdBy = nil }
+        return try WireJSON.encode(event)
+    }
+
     /// A stored message event's body (`sent`, `update` or `delete`) with its payload replaced by `message`, the rest
     /// (id, seq, timestamp, context) as it was.
     public static func rewritten(_ body: some Collection<UInt8>, to message: Message) throws -> [UInt8] {

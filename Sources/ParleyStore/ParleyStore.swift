@@ -35,6 +35,9 @@ public protocol ParleyStore: Sendable {
     /// Sets whom the app's users find by searching for users (``AppRecord/userDirectory``). Returns false when there is
     /// no such app.
     func updateAppUserDirectory(appId: String, visibility: UserDirectoryVisibility) async throws -> Bool
+    /// Sets what becomes of a deleted user's messages (``AppRecord/deletedUserMessages``). Returns false when there is
+    /// no such app.
+    func updateAppDeletedUserMessages(appId: String, _ mode: DeletedUserMessages) async throws -> Bool
     /// The app's users in uid order, those after `after` (exclusive), at most `limit`.
     func users(appId: String, after: String?, limit: Int) async throws -> [User]
     /// Every conversation of the app that is not deleted, newest first (by `pk`), those before `beforePK`.
@@ -169,6 +172,14 @@ public protocol ParleyStore: Sendable {
     func contacts(of users: [UserRef]) async throws -> [[String]]
     /// The participants of a conversation that is not deleted; nil when there is no such conversation.
     func activeParticipants(appId: String, conversationId: String) async throws -> [String]?
+
+    // MARK: Deleting users
+    /// The last step of deleting a user, in one transaction, once they participate in no conversation and their
+    /// messages are deleted: their reactions, unread mentions, archives, membership stream, blocks both ways, reports
+    /// by or about them, bans, tokens, devices and pending pushes, directory words and uploads no message carries
+    /// (marked removed: the sweeper deletes their bytes) go, then the user, with a `user.delete` webhook event.
+    /// ``UserPurge/stillParticipates`` (and nothing done) when they participate in a conversation again.
+    func purgeUser(appId: String, uid: String, now: Int64) async throws -> UserPurge
 
     // MARK: Exports
     /// The conversations `uid` is in now (deleted ones included), with their participation, by conversation key.

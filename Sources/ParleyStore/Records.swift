@@ -16,11 +16,15 @@ public struct AppRecord: Sendable, Hashable {
     public var maxFileBytes: Int64?
     /// Whom the app's users find when they search for users.
     public var userDirectory: UserDirectoryVisibility
+    /// What becomes of a deleted user's messages.
+    public var deletedUserMessages: DeletedUserMessages
 
     public init(
         id: String, name: String, authKeyHash: [UInt8], restAPIKeyHash: [UInt8], createdAt: Int64,
-        allowedOrigins: [String] = [], maxFileBytes: Int64? = nil, userDirectory: UserDirectoryVisibility = .everyone
+        allowedOrigins: [String] = [], maxFileBytes: Int64? = nil, userDirectory: UserDirectoryVisibility = .everyone,
+        deletedUserMessages: DeletedUserMessages = .tombstone
     ) {
+        self.deletedUserMessages = deletedUserMessages
         self.userDirectory = userDirectory
         self.maxFileBytes = maxFileBytes
         self.id = id

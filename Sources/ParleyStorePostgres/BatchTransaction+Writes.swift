@@ -102,6 +102,20 @@ extension BatchTransaction {
                 AND key = \(key) AND uid = \(uid)
                 """
             )
+        case .eraseSender(let pk, let messageId, let uid):
+            for row in try await rows(
+                "SELECT seq, body FROM events WHERE conversation_pk = \(pk) AND message_id = \(messageId)"
+            ) {
+                let (seq, body) = try row.decode((Int64, ByteBuffer).self)
+                let erased = ByteBuffer(bytes: try MessageLifecycle.withoutCreator(body.readableBytesView, uid: uid))
+                try await execute(
+                    """
+                    UPDATE events SET body = \(erased), actor = CASE WHEN actor = \(uid) THEN NULL ELSE actor END,
+                        client_message_id = NULL
+                    WHERE conversation_pk = \(pk) AND seq = \(seq)
+                    """
+                )
+            }
         case .pinMessage(let pk, let pin):
             try await execute(
                 """

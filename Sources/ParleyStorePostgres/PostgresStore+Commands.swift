@@ -207,6 +207,11 @@ struct BatchTransaction {
                 reads.reactions = try await reactionTallies(row.pk, seq: message.seq, actor: react.actor)
             }
             return try await perform(Decide.react(react, snapshot, reads))
+        case .removeDeletedUser(let remove):
+            let snapshot = try await snapshot(remove.appId, remove.conversationId, actor: nil)
+            var participants: [Participant] = []
+            if let snapshot { participants = try await fetchParticipants(snapshot.row.pk) }
+            return try await perform(Decide.removeDeletedUser(remove, snapshot, participants: participants))
         case .pin(let pin):
             let snapshot = try await snapshot(pin.appId, pin.conversationId, actor: pin.actor)
             var reads = try await messageReads(pin.messageId, of: snapshot, actor: pin.actor)
@@ -283,6 +288,7 @@ struct BatchTransaction {
         case .join(let action): return [UserKey(appId: action.appId, uid: action.actor)]
         case .addParticipants(let add): return add.entries.map { UserKey(appId: add.appId, uid: $0.uid) }
         case .removeParticipant(let remove): return [UserKey(appId: remove.appId, uid: remove.uid)]
+        case .removeDeletedUser(let remove): return [UserKey(appId: remove.appId, uid: remove.uid)]
         // A ban removes the user when they are a participant; lifting one changes no membership.
         case .banParticipant(let ban): return ban.banned ? [UserKey(appId: ban.appId, uid: ban.uid)] : []
         case .updateConversation, .deleteConversation, .undeleteConversation, .updateParticipant, .sendMessage,

@@ -78,3 +78,49 @@ extension PostgresStore {
         }
     }
 }
+
+extension PostgresStore {
+    public func purgeUser(appId: String, uid: String, now: Int64) async throws -> UserPurge {
+        try await withSession { session in
+            try await session.transaction {
+                guard
+                    let user = try await session.rows(
+                        """
+                        SELECT \(unescaped: Self.userColumns) FROM users WHERE app_id = \(appId) AND uid = \(uid)
+                        FOR UPDATE
+                        """
+                    ).first.map(Self.user)
+                else { return .notFound }
+                let participates = try await session.rows(
+                    """
+                    SELECT 1 FROM participants p JOIN conversations c ON c.pk = p.conversation_pk
+                    WHERE p.uid = \(uid) AND c.app_id = \(appId) LIMIT 1
+                    """
+                )
+                guard participates.isEmpty else { return .stillParticipates }
+                for statement in PurgeStatement.allCases {
+                    var bindings = PostgresBindings()
+                    var sql = ""
+                    var number = 0
+                    var parameters = statement.parameters.makeIterator()
+                    for character in statement.sql {
+                        guard character == "?", let parameter = parameters.next() else {
+                            sql.append(character)
+                            continue
+                        }
+                        number += 1
+                        sql += "$\(number)"
+                        switch parameter {
+                        case .appId: bindings.append(appId)
+                        case .uid: bindings.append(uid)
+                        case .now: bindings.append(now)
+                        }
+                    }
+                    try await session.execute(PostgresQuery(unsafeSQL: sql, binds: bindings))
+                }
+                try await Self.queueUserEvent(appId: appId, user, name: .userDelete, at: now, run: session.rows)
+                return .purged(user)
+            }
+        }
+    }
+}

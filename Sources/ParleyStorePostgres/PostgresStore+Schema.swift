@@ -609,6 +609,10 @@ extension PostgresStore {
                 """
             ]
         ),
+        PostgresMigration(
+            version: 22, name: "deleted users' messages",
+            statements: ["ALTER TABLE apps ADD COLUMN deleted_user_messages TEXT NOT NULL DEFAULT 'tombstone'"]
+        ),
     ]
 
     /// The key of the advisory lock that serializes migrations of one database ("parley.schema").

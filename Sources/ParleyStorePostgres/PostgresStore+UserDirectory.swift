@@ -14,6 +14,11 @@ extension PostgresStore {
             .isEmpty
     }
 
+    public func updateAppDeletedUserMessages(appId: String, _ mode: DeletedUserMessages) async throws -> Bool {
+        try await !rows("UPDATE apps SET deleted_user_messages = \(mode.rawValue) WHERE id = \(appId) RETURNING id")
+            .isEmpty
+    }
+
     /// Replaces the words `uid` is found by with those of `name` and the uid.
     static func fileUserWords(_ session: PostgresSession, appId: String, uid: String, name: String) async throws {
         try await session.execute("DELETE FROM user_words WHERE app_id = \(appId) AND uid = \(uid)")

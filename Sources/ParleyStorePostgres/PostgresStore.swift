@@ -202,7 +202,10 @@ public final class PostgresStore: ParleyStore {
     // MARK: Apps
 
     static let appColumns =
-        "id, name, auth_key_hash, rest_api_key_hash, created_at, allowed_origins, max_file_bytes, user_directory"
+        """
+        id, name, auth_key_hash, rest_api_key_hash, created_at, allowed_origins, max_file_bytes, user_directory,
+        deleted_user_messages
+        """
 
     public func insertApp(_ app: AppRecord) async throws {
         try await execute(
@@ -261,14 +264,14 @@ public final class PostgresStore: ParleyStore {
     }
 
     static func appRecord(_ row: PostgresRow) throws -> AppRecord {
-        let (id, name, authKeyHash, restAPIKeyHash, createdAt, origins, maxFileBytes, directory) = try row.decode(
-            (String, String, ByteBuffer, ByteBuffer, Int64, String, Int64?, String).self
-        )
+        let (id, name, authKeyHash, restAPIKeyHash, createdAt, origins, maxFileBytes, directory, deleted) =
+            try row.decode((String, String, ByteBuffer, ByteBuffer, Int64, String, Int64?, String, String).self)
         return AppRecord(
             id: id, name: name, authKeyHash: Array(authKeyHash.readableBytesView),
             restAPIKeyHash: Array(restAPIKeyHash.readableBytesView), createdAt: createdAt,
             allowedOrigins: AppRecord.origins(stored: origins), maxFileBytes: maxFileBytes,
-            userDirectory: UserDirectoryVisibility(rawValue: directory) ?? .everyone
+            userDirectory: UserDirectoryVisibility(rawValue: directory) ?? .everyone,
+            deletedUserMessages: DeletedUserMessages(rawValue: deleted) ?? .tombstone
         )
     }
 

@@ -77,6 +77,8 @@ extension SQLiteStore: SynchronousBatches {
             results.append(result)
             // A receipt moves one participant's read position; anything else may have changed any conversation.
             if case .markReceipt(let mark) = command { sends.forget(mark.conversationId) } else { sends.forget() }
+            // An erased message's client message id is free again: the tail is read from the log next time.
+            if case .deleteMessage(let action) = command, action.erasesSender { sends.forgetClientIds() }
         }
         try sends.flush(db)
         return results
@@ -160,6 +162,10 @@ extension SQLiteStore: SynchronousBatches {
                 reads.reactions = try reactionTallies(db, conversationPK: row.pk, seq: message.seq, actor: react.actor)
             }
             return try perform(Decide.react(react, snapshot, reads), in: db)
+        case .removeDeletedUser(let remove):
+            let snapshot = try snapshot(remove.appId, remove.conversationId, actor: nil, in: db)
+            let participants = try snapshot.map { try fetchParticipants(db, conversationPK: $0.row.pk) } ?? []
+            return try perform(Decide.removeDeletedUser(remove, snapshot, participants: participants), in: db)
         case .pin(let pin):
             let snapshot = try snapshot(pin.appId, pin.conversationId, actor: pin.actor, in: db)
             var reads = try messageReads(pin.messageId, of: snapshot, actor: pin.actor, in: db)

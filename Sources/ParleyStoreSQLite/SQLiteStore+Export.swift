@@ -59,3 +59,32 @@ extension SQLiteStore {
         }
     }
 }
+
+extension SQLiteStore {
+    public func purgeUser(appId: String, uid: String, now: Int64) async throws -> UserPurge {
+        try await pool.write { db in
+            guard let user = try Self.fetchUser(db, appId: appId, uid: uid) else { return .notFound }
+            let participates = try Bool.fetchOne(
+                db,
+                sql: """
+                    SELECT EXISTS (SELECT 1 FROM participants p CROSS JOIN conversations c ON c.pk = p.conversation_pk
+                    WHERE p.uid = ? AND c.app_id = ?)
+                    """,
+                arguments: [uid, appId]
+            )
+            guard participates != true else { return .stillParticipates }
+            for statement in PurgeStatement.allCases {
+                let values: [(any DatabaseValueConvertible)?] = statement.parameters.map {
+                    switch $0 {
+                    case .appId: appId
+                    case .uid: uid
+                    case .now: now
+                    }
+                }
+                try db.execute(sql: statement.sql, arguments: StatementArguments(values))
+            }
+            try Self.queueUserEvent(db, appId: appId, user, name: .userDelete, at: now)
+            return .purged(user)
+        }
+    }
+}

@@ -505,6 +505,9 @@ extension SQLiteStore {
                     """
             )
         }
+        migrator.registerMigration("v20: deleted users' messages") { db in
+            try db.execute(sql: "ALTER TABLE apps ADD COLUMN deleted_user_messages TEXT NOT NULL DEFAULT 'tombstone'")
+        }
         return migrator
     }
 }

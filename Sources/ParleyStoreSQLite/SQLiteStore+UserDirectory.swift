@@ -17,6 +17,15 @@ extension SQLiteStore {
         }
     }
 
+    public func updateAppDeletedUserMessages(appId: String, _ mode: DeletedUserMessages) async throws -> Bool {
+        try await pool.write { db in
+            try db.execute(
+                sql: "UPDATE apps SET deleted_user_messages = ? WHERE id = ?", arguments: [mode.rawValue, appId]
+            )
+            return db.changesCount > 0
+        }
+    }
+
     /// Replaces the words `uid` is found by with those of `name` and the uid.
     static func fileUserWords(_ db: Database, appId: String, uid: String, name: String) throws {
         try db.execute(

@@ -105,6 +105,22 @@ extension SQLiteStore {
                 sql: "DELETE FROM reactions WHERE conversation_pk = ? AND message_seq = ? AND key = ? AND uid = ?",
                 arguments: [pk, messageSeq, key, uid]
             )
+        case .eraseSender(let pk, let messageId, let uid):
+            for seq in try messageEventSeqs(db, conversationPK: pk, messageId: messageId) {
+                guard
+                    let body = try Data.fetchOne(
+                        db, sql: "SELECT body FROM events WHERE conversation_pk = ? AND seq = ?", arguments: [pk, seq])
+                else { continue }
+                try db.execute(
+                    sql: """
+                        UPDATE events SET body = ?, actor = CASE WHEN actor = ? THEN NULL ELSE actor END,
+                            client_message_id = NULL
+                        WHERE conversation_pk = ? AND seq = ?;
+                        DELETE FROM client_message_ids WHERE conversation_pk = ? AND actor = ? AND seq = ?;
+                        """,
+                    arguments: [Data(try MessageLifecycle.withoutCreator(body, uid: uid)), uid, pk, seq, pk, uid, seq]
+                )
+            }
         case .pinMessage(let pk, let pin):
             try db.execute(
                 sql: "INSERT INTO pins (conversation_pk, message_seq, pinned_by, pinned_at) VALUES (?, ?, ?, ?)",

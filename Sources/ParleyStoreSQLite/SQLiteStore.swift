@@ -192,7 +192,8 @@ public final class SQLiteStore: ParleyStore {
             id: row["id"], name: row["name"], authKeyHash: [UInt8](row["auth_key_hash"] as Data),
             restAPIKeyHash: [UInt8](row["rest_api_key_hash"] as Data), createdAt: row["created_at"],
             allowedOrigins: AppRecord.origins(stored: row["allowed_origins"]), maxFileBytes: row["max_file_bytes"],
-            userDirectory: UserDirectoryVisibility(rawValue: row["user_directory"]) ?? .everyone
+            userDirectory: UserDirectoryVisibility(rawValue: row["user_directory"]) ?? .everyone,
+            deletedUserMessages: DeletedUserMessages(rawValue: row["deleted_user_messages"]) ?? .tombstone
         )
     }
 

@@ -117,6 +117,12 @@ struct SendBatch {
         conversations.removeAll(keepingCapacity: true)
     }
 
+    /// Forgets the client message ids of the log's tail, after a command that took one off a message (an erase).
+    mutating func forgetClientIds() {
+        precondition(moved.isEmpty && readers.isEmpty, "SendBatch: forgetClientIds() before flush()")
+        tail = nil
+    }
+
     /// Forgets one conversation, after a command that changed only it (a receipt moves a read position).
     mutating func forget(_ conversationId: String) {
         precondition(moved.isEmpty && readers.isEmpty, "SendBatch: forget(_:) before flush()")

@@ -37,10 +37,10 @@ import Testing
             }
         }
 
-        /// Every client posts to its own notes group and waits for the echo. Events published before the fence
-        /// (and after the action completed) have then reached every client they were sent to.
-        func fence() async throws {
-            for (uid, client) in clients {
+        /// Every client (of `only`, when given) posts to its own notes group and waits for the echo. Events published
+        /// before the fence (and after the action completed) have then reached every client they were sent to.
+        func fence(_ only: Set<String>? = nil) async throws {
+            for (uid, client) in clients where only?.contains(uid) ?? true {
                 let text = "fence \(UUID().uuidString)"
                 let sent = try await client.sendTextMessage(text, to: .conversation(notes[uid]!))
                 _ = await listeners[uid]!.next { event in

@@ -50,6 +50,10 @@ extension APIHandler {
             }
             logger.info("User directory changed", metadata: ["app": "\(appId)", "userDirectory": "\(visibility)"])
         }
+        if let mode = request.deletedUserMessages {
+            guard try await store.updateAppDeletedUserMessages(appId: appId, mode) else { throw Self.invalidApp(appId) }
+            logger.info("Deleted users' messages changed", metadata: ["app": "\(appId)", "mode": "\(mode)"])
+        }
         return .ok(.init(body: .json(try await settings(of: appId))))
     }
 
@@ -101,6 +105,7 @@ extension APIHandler {
             appId: app.id, name: app.name, createdAt: app.createdAt, allowedOrigins: app.allowedOrigins,
             maxFileBytes: FileSettings.limit(server: configuration.files.maxFileBytes, app: app.maxFileBytes),
             hasOwnFileLimit: app.maxFileBytes != nil, userDirectory: app.userDirectory,
+            deletedUserMessages: app.deletedUserMessages,
             stats: AppStats(
                 users: counts.users, conversations: counts.conversations, liveConnections: live.connections,
                 connectedUsers: live.users, onlineUsers: presence.onlineCount(appId: appId)

@@ -134,11 +134,15 @@ extension APIHandler {
     func deactivateUser(_ input: Operations.DeactivateUser.Input) async throws -> Operations.DeactivateUser.Output {
         let appId = try await authenticator.server(apiKey: credentials.apiKey)
         try InputRules.uid(input.path.uid)
+        return .ok(.init(body: .json(try await deactivate(appId: appId, uid: input.path.uid))))
+    }
+
+    /// Deactivates a user (the first step of a deletion too): the flag, their tokens revoked, their sockets closed.
+    func deactivate(appId: String, uid: String) async throws -> User {
         let now = time.epochMilliseconds()
-        guard
-            let user = try await store.setUserDeactivated(
-                appId: appId, uid: input.path.uid, deactivated: true, now: now)
-        else { throw DomainError.uidNotFound(input.path.uid) }
+        guard let user = try await store.setUserDeactivated(appId: appId, uid: uid, deactivated: true, now: now) else {
+            throw DomainError.uidNotFound(uid)
+        }
         webhooksQueued()
         logger.notice("User deactivated", metadata: ["app": "\(appId)", "uid": "\(user.uid)"])
         // Every time, after the flag: a token issued while it was being set is revoked here.
@@ -149,7 +153,7 @@ extension APIHandler {
             appId: appId, uid: user.uid, tokenIds: nil, code: WebSocketCloseCode.authenticationFailed,
             reason: .userDeactivated
         )
-        return .ok(.init(body: .json(user)))
+        return user
     }
 
     /// `GET /v1/users/{uid}/export`: a page of the user's data (``UserExport``).

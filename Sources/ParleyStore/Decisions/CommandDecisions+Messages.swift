@@ -72,7 +72,14 @@ extension CommandDecisions {
     public static func deleteMessage(
         _ action: Command.MessageAction, _ snapshot: ConversationSnapshot?, _ reads: CommandReads.OnMessage
     ) throws -> CommandPlan {
-        let (snapshot, role) = try acting(snapshot, id: action.conversationId, actor: action.actor)
+        let access: (ConversationSnapshot, ParticipantRole?)
+        if action.ofDeletedUser, action.actor == nil, let found = snapshot {
+            // A deleted user's content goes from deleted conversations too.
+            access = (found, nil)
+        } else {
+            access = try acting(snapshot, id: action.conversationId, actor: action.actor)
+        }
+        let (snapshot, role) = access
         let row = snapshot.row
         let stored = try stored(reads, id: action.messageId)
         let message = stored.message
@@ -80,17 +87,27 @@ extension CommandDecisions {
         if let actor = action.actor, let role {
             try MessageLifecycle.requireDelete(message, actor: actor, role: role, roles: row.conversation.roles)
         }
-        guard !message.isDeleted else { return unchanged(.message(message, duplicate: true), snapshot) }
-        let tombstone = MessageLifecycle.tombstone(of: message, by: action.actor, at: action.now)
+        // Erasing the sender of a message deleted before is a change of its own; deleting it again is not.
+        let erases = action.erasesSender && !message.sender.isEmpty
+        guard !message.isDeleted || erases else { return unchanged(.message(message, duplicate: true), snapshot) }
+        var tombstone = MessageLifecycle.tombstone(of: message, by: action.actor, at: message.deletedAt ?? action.now)
+        if message.isDeleted { tombstone.deletedBy = message.deletedBy == message.sender ? nil : message.deletedBy }
+        if erases {
+            tombstone.sender = ""
+            tombstone.clientMessageId = nil
+        }
         var writes: [StoreWrite] = [.rewriteMessage(conversationPK: row.pk, tombstone)]
-        let files = Attachments.ids(in: message.parts)
-        if !files.isEmpty { writes.append(.removeFiles(appId: row.appId, ids: files, now: action.now)) }
-        writes.append(
-            .forgetMessage(
-                conversationPK: row.pk, appId: row.appId, seq: message.seq, messageId: message.id,
-                messageIndex: stored.messageIndex
+        if erases { writes.append(.eraseSender(conversationPK: row.pk, messageId: message.id, uid: message.sender)) }
+        if !message.isDeleted {
+            let files = Attachments.ids(in: message.parts)
+            if !files.isEmpty { writes.append(.removeFiles(appId: row.appId, ids: files, now: action.now)) }
+            writes.append(
+                .forgetMessage(
+                    conversationPK: row.pk, appId: row.appId, seq: message.seq, messageId: message.id,
+                    messageIndex: stored.messageIndex
+                )
             )
-        )
+        }
         var log = EventLog(row: row, now: action.now, actor: action.actor)
         try log.append(.messageDelete, .messageDeleted(tombstone))
         writes.append(log.write(participantCount: nil, activity: false))

@@ -188,3 +188,49 @@ extension CommandDecisions {
         )
     }
 }
+
+extension CommandDecisions {
+    /// Takes a user being deleted out of a conversation, as the app's server. They leave with
+    /// `conversation.participantRemoved` (no `createdBy`); a group they owned passes to its longest-standing admin, or
+    /// else its longest-standing member (`conversation.participantUpdated`), or is deleted when nobody is left. A
+    /// direct conversation keeps its other participant, who can no longer send there. `ERR_UID_NOT_FOUND` when they are
+    /// not a participant (a repeat).
+    public static func removeDeletedUser(
+        _ remove: Command.RemoveDeletedUser, _ snapshot: ConversationSnapshot?, participants: [Participant]
+    ) throws -> CommandPlan {
+        guard let snapshot else { throw DomainError.conversationNotFound(remove.conversationId) }
+        guard let removed = participants.first(where: { $0.uid == remove.uid }) else {
+            throw DomainError(.uidNotFound, "\(remove.uid) is not a participant.")
+        }
+        let row = snapshot.row
+        var log = EventLog(row: row, now: remove.now, actor: nil)
+        try log.append(.participantRemoved, .participantRemoved(removed))
+        var writes: [StoreWrite] = [.deleteParticipant(conversationPK: row.pk, appId: row.appId, uid: remove.uid)]
+        let others = participants.filter { $0.uid != remove.uid }
+        if removed.role == .owner && row.conversation.type == .group {
+            let byAge = others.sorted { ($0.joinedAt, $0.uid) < ($1.joinedAt, $1.uid) }
+            if var heir = byAge.first(where: { $0.role == .admin }) ?? byAge.first {
+                heir.role = .owner
+                writes.append(.updateParticipant(conversationPK: row.pk, heir))
+                try log.append(.participantUpdated, .participantUpdated(heir))
+            } else if row.deletedAt == nil {
+                var conversation = row.conversation
+                conversation.deletedAt = remove.now
+                conversation.updatedAt = remove.now
+                conversation.participantCount = 0
+                writes.append(.updateConversation(conversationPK: row.pk, conversation))
+                var published = conversation
+                published.lastSeq = log.lastSeq + 1
+                try log.append(.conversationDelete, .conversationDeleted(published))
+            }
+        }
+        writes.append(log.write(participantCount: others.count, activity: false))
+        let remaining = snapshot.members.filter { $0 != remove.uid }
+        return CommandPlan(
+            writes: writes,
+            result: CommandResult(
+                outcome: .removed, events: log.events, recipients: remaining + [remove.uid], participants: remaining
+            )
+        )
+    }
+}

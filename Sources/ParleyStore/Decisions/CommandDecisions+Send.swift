@@ -103,7 +103,13 @@ extension CommandDecisions {
             if let until = target.mutes[send.sender], until.map({ $0 > send.now }) ?? true {
                 throw Safety.mutedRefusal(until: until)
             }
-            if target.isDirect { try Safety.requireNoBlock(actor: send.sender, blockers: reads.blockers) }
+            if target.isDirect {
+                // The other participant's account was deleted: nobody is left to read it.
+                guard target.members.count == 2 else {
+                    throw DomainError(.forbidden, "The other participant of this conversation was deleted.")
+                }
+                try Safety.requireNoBlock(actor: send.sender, blockers: reads.blockers)
+            }
         } else if !Attachments.ids(in: send.parts).isEmpty {
             throw DomainError(.badRequest, "A system message carries no file.")
         }

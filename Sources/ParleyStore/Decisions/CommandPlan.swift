@@ -46,6 +46,8 @@ public enum StoreWrite: Sendable {
     case forgetMessage(conversationPK: Int64, appId: String, seq: Int64, messageId: String, messageIndex: Int64)
     case addReaction(conversationPK: Int64, messageSeq: Int64, key: String, uid: String, at: Int64)
     case removeReaction(conversationPK: Int64, messageSeq: Int64, key: String, uid: String)
+    /// The message's events no longer name `uid`, its sender: no `createdBy`, no actor, no client message id.
+    case eraseSender(conversationPK: Int64, messageId: String, uid: String)
     case pinMessage(conversationPK: Int64, MessagePin)
     case unpinMessage(conversationPK: Int64, messageSeq: Int64)
     /// A ban made or replaced.

@@ -223,6 +223,11 @@ import Yams
                 "ReactionList", ReactionList(messageId: "m_1", reactions: [reaction]),
                 ReactionList(messageId: "m_1", reactions: [])
             ),
+            ("DeletedUserMessages", DeletedUserMessages.erase, DeletedUserMessages.tombstone),
+            (
+                "UserDeletion", UserDeletion(user: user, messages: .erase, conversationsLeft: 2, messagesDeleted: 9),
+                UserDeletion(user: bareUser, messages: .tombstone, conversationsLeft: 0, messagesDeleted: 0)
+            ),
             (
                 "UserMembership", UserMembership(conversation: conversation, participant: participant),
                 UserMembership(conversation: bareConversation, participant: participant)
@@ -300,7 +305,7 @@ import Yams
                 "AppOverview",
                 AppOverview(
                     appId: "a", name: "A", createdAt: 1, allowedOrigins: ["https://x.example"], maxFileBytes: 10,
-                    hasOwnFileLimit: true, userDirectory: .contacts,
+                    hasOwnFileLimit: true, userDirectory: .contacts, deletedUserMessages: .erase,
                     stats: AppStats(users: 1, conversations: 2, liveConnections: 3, connectedUsers: 1, onlineUsers: 1)
                 ),
                 AppOverview(
@@ -314,7 +319,8 @@ import Yams
             ),
             (
                 "UpdateAppSettingsRequest",
-                UpdateAppSettingsRequest(allowedOrigins: ["*"], maxFileBytes: 0, userDirectory: .everyone),
+                UpdateAppSettingsRequest(
+                    allowedOrigins: ["*"], maxFileBytes: 0, userDirectory: .everyone, deletedUserMessages: .tombstone),
                 UpdateAppSettingsRequest()
             ),
             (
@@ -436,7 +442,7 @@ import Yams
                 checked += 1
             }
         }
-        #expect(checked == 79)
+        #expect(checked == 80)
         try await server.stop()
     }
 
