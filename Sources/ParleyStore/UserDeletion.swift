@@ -16,7 +16,7 @@ public enum UserPurge: Sendable, Equatable {
 /// The statements of a purge, in order, the same for both stores; each takes its parameters in the order of
 /// ``PurgeStatement/parameters``.
 public enum PurgeStatement: CaseIterable, Sendable {
-    case reactions, archives, mentions, memberships, blocks, reports, bans, tokens, devices, pushJobs, words
+    case reactions, pins, archives, mentions, memberships, blocks, reports, bans, tokens, devices, pushJobs, words
     case uploads, user
 
     /// The SQL, with `?` for each parameter.
@@ -24,6 +24,9 @@ public enum PurgeStatement: CaseIterable, Sendable {
         let theirConversations = "(SELECT conversation_pk FROM memberships WHERE app_id = ? AND uid = ?)"
         switch self {
         case .reactions: return "DELETE FROM reactions WHERE uid = ? AND conversation_pk IN \(theirConversations)"
+        case .pins:
+            // Pins they made stay, no longer naming them (as the app's).
+            return "UPDATE pins SET pinned_by = NULL WHERE pinned_by = ? AND conversation_pk IN \(theirConversations)"
         case .archives:
             return "DELETE FROM conversation_archives WHERE uid = ? AND conversation_pk IN \(theirConversations)"
         case .mentions: return "DELETE FROM mentions WHERE app_id = ? AND uid = ?"
@@ -51,7 +54,7 @@ public enum PurgeStatement: CaseIterable, Sendable {
 
     public var parameters: [Parameter] {
         switch self {
-        case .reactions, .archives: return [.uid, .appId, .uid]
+        case .reactions, .pins, .archives: return [.uid, .appId, .uid]
         case .mentions, .memberships, .tokens, .devices, .pushJobs, .words, .user: return [.appId, .uid]
         case .blocks, .reports: return [.appId, .uid, .uid]
         case .bans: return [.uid, .appId]

@@ -1,8 +1,9 @@
 import Foundation
 import Parley
-import ParleyServer
 import ParleyTesting
 import Testing
+
+@testable import ParleyServer
 
 /// `DELETE /v1/users/{uid}` live: the other participants see the user leave and their messages become tombstones (no
 /// content, or no sender either with `erase`); the group they owned passes on; their file is gone; search, history and
@@ -59,6 +60,9 @@ import Testing
         } catch let error as ParleyError {
             #expect(error.code == .attachmentNotFound)
         }
+        // The sweeper takes its bytes.
+        #expect(await party.server.application.uploadSweeper.sweep() == 1)
+        #expect(try await party.server.store.attachment(appId: party.server.app.appId, id: file.id) == nil)
         // The user is gone: no export, no second deletion, not in the directory.
         await #expect(throws: ParleyError.self) { _ = try await admin.exportUser("alice") }
         await #expect(throws: ParleyError.self) { _ = try await admin.deleteUser(uid: "alice") }

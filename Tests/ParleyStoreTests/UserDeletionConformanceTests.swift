@@ -102,6 +102,8 @@ extension StoreConformanceTests {
         let bobs = try await message(store, from: "bob", text: "look")
         let carols = try await message(store, from: "carol", text: "@bob see", mentions: ["bob"])
         _ = try await apply(store, react(carols, "👍", by: "bob"))
+        _ = try await apply(store, setRoles(store, ConversationRolesChange(member: .init(canPinMessages: true))))
+        _ = try await apply(store, pin(carols, by: "bob"))
         _ = try await store.block(appId: Self.appId, blocker: "bob", blocked: "carol", now: 30)
         _ = try await store.block(appId: Self.appId, blocker: "carol", blocked: "bob", now: 30)
         _ = try await store.insertReport(
@@ -138,5 +140,7 @@ extension StoreConformanceTests {
         #expect(try await store.unread(appId: Self.appId, uid: "bob", conversationIds: nil).total == 0)
         #expect(try await store.unreadMentions(appId: Self.appId, uid: "bob", after: nil, limit: 10).isEmpty)
         #expect(try await history(store, viewer: "carol").last?.reactions == nil)
+        // The pin bob made stays, as the app's.
+        #expect(try await pins(store, viewer: "carol").messages.map(\.pin?.pinnedBy) == [nil])
     }
 }
