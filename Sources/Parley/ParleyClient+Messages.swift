@@ -28,7 +28,7 @@ extension ParleyClient {
     /// Sends a message and returns it as stored, with its sequence number.
     ///
     /// The message goes through the durable outbox (see
-    /// ``queueMessage(parts:to:metadata:alert:replyTo:mentions:clientMessageId:)``): while the device is offline or
+    /// ``queueMessage(parts:to:metadata:alert:replyTo:mentions:silent:clientMessageId:)``): while the device is offline or
     /// the server is down this waits, and the message is sent when they are back, even if the app restarts first.
     /// Cancelling the waiting task stops the wait, not the message.
     ///
@@ -93,16 +93,20 @@ extension ParleyClient {
     /// ``outboxUpdates()``; a refused message stays `failed` until ``retryMessage(clientMessageId:)`` or
     /// ``cancelMessage(clientMessageId:)``.
     ///
+    /// `silent` sends it as ``sendSilentMessage(parts:to:metadata:replyTo:mentions:clientMessageId:)`` does.
+    ///
     /// - Throws: `ERR_NOT_LOGGED_IN`, `ERR_MESSAGE_EMPTY`, `ERR_MESSAGE_TOO_LARGE`, `ERR_STORAGE`.
     @discardableResult
     public func queueMessage(
         parts: [MessagePart], to receiver: Receiver, metadata: JSONValue? = nil, alert: String? = nil,
-        replyTo: String? = nil, mentions: [String]? = nil, clientMessageId: String = TimeOrderedUUID.make().uuidString
+        replyTo: String? = nil, mentions: [String]? = nil, silent: Bool = false,
+        clientMessageId: String = TimeOrderedUUID.make().uuidString
     ) throws -> OutgoingMessage {
-        let queued = try makeOutgoing(
+        var queued = try makeOutgoing(
             .send, parts: parts, to: receiver, metadata: metadata, alert: alert, replyTo: replyTo, mentions: mentions,
             id: clientMessageId
         )
+        queued.silent = silent
         try outbox.add(queued)
         return queued
     }
@@ -220,7 +224,7 @@ extension ParleyClient {
         )
     }
 
-    /// Queues an edit, a deletion or a reaction and returns at once (like ``queueMessage(parts:to:metadata:alert:replyTo:mentions:clientMessageId:)``).
+    /// Queues an edit, a deletion or a reaction and returns at once (like ``queueMessage(parts:to:metadata:alert:replyTo:mentions:silent:clientMessageId:)``).
     @discardableResult
     public func queueChange(
         _ action: OutgoingMessage.Action, in conversationId: String, parts: [MessagePart] = [],

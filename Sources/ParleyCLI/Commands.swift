@@ -137,12 +137,14 @@ struct Send: AsyncParsableCommand {
     @Option(help: "Seconds to wait for the server before leaving the message queued.") var wait = 10
     @Option(help: "A file to send (its type is guessed from its extension).") var file: String?
     @Option(name: .customLong("text"), help: "The caption of --file (or give it as the text).") var caption: String?
+    @Flag(help: "Send it silently: nobody's unread count, mention or push moves (a text message).") var silent = false
     @Argument(help: ArgumentHelp("The text.", valueName: "text")) var words: [String] = []
 
     func validate() throws {
         if file == nil && words.isEmpty { throw ValidationError("Give the text to send, or a file with --file.") }
         if file == nil && caption != nil { throw ValidationError("--text is the caption of a --file.") }
         if caption != nil && !words.isEmpty { throw ValidationError("Give the caption once: --text or the text.") }
+        if silent && file != nil { throw ValidationError("--silent sends a text message, not a --file.") }
     }
 
     /// How waiting for the queued message ended.
@@ -166,7 +168,7 @@ struct Send: AsyncParsableCommand {
                     )
                 } else {
                     try client.queueMessage(
-                        parts: [.text(text)], to: receiver.receiver, mentions: mentionedUIDs(in: text)
+                        parts: [.text(text)], to: receiver.receiver, mentions: mentionedUIDs(in: text), silent: silent
                     )
                 }
             let meter = ProgressLine(label: queued.file.map { "Uploading \($0.name)" })

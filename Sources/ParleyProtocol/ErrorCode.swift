@@ -70,6 +70,8 @@ extension ErrorCode {
     /// A message holds as many reaction keys as it may (50), or the caller gave it as many as one participant may
     /// (20) (HTTP 409).
     public static let reactionLimit: ErrorCode = "ERR_REACTION_LIMIT"
+    /// A message search took longer than the server allows (3 s) and was stopped: narrow it (HTTP 503).
+    public static let searchTimeout: ErrorCode = "ERR_SEARCH_TIMEOUT"
     /// A conversation holds as many pinned messages as it may (50) (HTTP 409).
     public static let pinLimit: ErrorCode = "ERR_PIN_LIMIT"
     /// One of the two participants of a direct conversation blocked the other: no new conversation, message, edit or

@@ -1,5 +1,6 @@
 import Logging
 import ParleyProtocol
+import ParleyStore
 
 /// How a Parley server runs. The `parley-server` executable builds it from its options; tests build their own.
 public struct ServerConfiguration: Sendable {
@@ -42,6 +43,8 @@ public struct ServerConfiguration: Sendable {
     /// How long the search indexer waits after filing before it looks for new messages again (SQLite): a message is
     /// found by a search at most this long (and the filing of what came before it) after it is stored.
     public var searchIndexInterval: Duration = .milliseconds(250)
+    /// How long one message search may run before the store stops it (`ERR_SEARCH_TIMEOUT`).
+    public var searchTimeLimit: Duration = MessageSearch.timeLimit
     /// Limits on message size.
     public var messageLimits: MessageLimits = .default
     /// Pending TCP connections the kernel queues before the server accepts them.

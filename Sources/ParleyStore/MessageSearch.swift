@@ -240,6 +240,23 @@ public struct SearchQuery: Sendable, Hashable {
     }
 }
 
+extension MessageSearch {
+    /// How long one search may take (a store stops it then): a search for a word half of a large app's messages hold,
+    /// in the whole app, sorts every match on PostgreSQL (0.7 s at 1,000,000 messages, docs/BENCHMARKS.md), and grows
+    /// with the app.
+    public static let timeLimit = Duration.seconds(3)
+
+    /// The answer to a search that took longer than `limit`: `ERR_SEARCH_TIMEOUT`.
+    public static func timedOut(_ limit: Duration) -> DomainError {
+        let milliseconds = limit.components.seconds * 1_000 + limit.components.attoseconds / 1_000_000_000_000_000
+        let shown = milliseconds >= 1_000 ? "\(milliseconds / 1_000) s" : "\(milliseconds) ms"
+        return DomainError(
+            .searchTimeout,
+            "The search took longer than \(shown): narrow it (a conversation, a sender, dates, more words)."
+        )
+    }
+}
+
 /// A search over messages, as a store runs it.
 public struct MessageSearchRequest: Sendable, Hashable {
     public var appId: String
@@ -258,12 +275,15 @@ public struct MessageSearchRequest: Sendable, Hashable {
     /// Where the previous page ended (``MessageSearchPage/nextCursor``), nil for the first page.
     public var cursor: String?
     public var limit: Int
+    /// How long the store may search before it gives up with ``MessageSearch/timedOut(_:)``.
+    public var timeLimit: Duration
 
     public init(
         appId: String, viewer: String?, query: SearchQuery, conversationId: String? = nil, sender: String? = nil,
         hasFile: Bool = false, sentBefore: Int64? = nil, sentAfter: Int64? = nil, order: MessageSearchOrder = .newest,
-        cursor: String? = nil, limit: Int
+        cursor: String? = nil, limit: Int, timeLimit: Duration = MessageSearch.timeLimit
     ) {
+        self.timeLimit = timeLimit
         self.appId = appId
         self.viewer = viewer
         self.query = query

@@ -110,8 +110,21 @@ extension PostgresStore {
             ORDER BY \(order) LIMIT \(bind(page.limit)) OFFSET \(bind(page.offset))
             """
         let query = PostgresQuery(unsafeSQL: sql, binds: binds)
+        // The statement's own bound: PostgreSQL cancels it (57014) once the time is up.
+        let milliseconds = max(
+            1,
+            request.timeLimit.components.seconds * 1_000
+                + request.timeLimit.components.attoseconds / 1_000_000_000_000_000)
         return try await withSession { session in
-            let rows = try await session.rows(query)
+            let rows: [PostgresRow]
+            do {
+                rows = try await session.transaction(isolation: .repeatableReadOnly) {
+                    try await session.execute(PostgresQuery(unsafeSQL: "SET LOCAL statement_timeout = \(milliseconds)"))
+                    return try await session.rows(query)
+                }
+            } catch let error as PSQLError where error.sqlState == "57014" {
+                throw MessageSearch.timedOut(request.timeLimit)
+            }
             let decoder = JSONDecoder()
             var messages: [Message] = []
             var last: [Int64]?

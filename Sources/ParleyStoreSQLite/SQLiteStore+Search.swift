@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import GRDBSQLite
 import ParleyProtocol
 import ParleyStore
 
@@ -164,70 +165,102 @@ extension SQLiteStore {
     public func searchMessages(_ request: MessageSearchRequest) async throws -> MessageSearchPage {
         let page = try SearchPagePlan(request, positionFields: 1)
         return try await pool.read { db in
-            var match: [String] = []
-            if !request.query.terms.isEmpty { match.append("words : (\(request.query.fts5Expression))") }
-            if let conversationId = request.conversationId {
-                guard let row = try Self.fetchConversation(db, appId: request.appId, id: conversationId) else {
-                    return MessageSearchPage(messages: [], nextCursor: nil)
+            try Self.within(request.timeLimit, on: db) {
+                var match: [String] = []
+                if !request.query.terms.isEmpty { match.append("words : (\(request.query.fts5Expression))") }
+                if let conversationId = request.conversationId {
+                    guard let row = try Self.fetchConversation(db, appId: request.appId, id: conversationId) else {
+                        return MessageSearchPage(messages: [], nextCursor: nil)
+                    }
+                    match.append("facets : \"c\(row.pk)\"")
+                } else if let viewer = request.viewer {
+                    // A user in a few conversations: the index keeps to them itself (their facets' lists are merged with
+                    // the words'), instead of walking every match in the app for the few that are theirs.
+                    let conversations = try Int64.fetchAll(
+                        db.cachedStatement(sql: "SELECT conversation_pk FROM participants WHERE uid = ? LIMIT ?"),
+                        arguments: [viewer, Self.searchFacetConversations + 1]
+                    )
+                    if conversations.count <= Self.searchFacetConversations {
+                        guard !conversations.isEmpty else { return MessageSearchPage(messages: [], nextCursor: nil) }
+                        match.append("facets : (" + conversations.map { "\"c\($0)\"" }.joined(separator: " OR ") + ")")
+                    }
                 }
-                match.append("facets : \"c\(row.pk)\"")
-            } else if let viewer = request.viewer {
-                // A user in a few conversations: the index keeps to them itself (their facets' lists are merged with
-                // the words'), instead of walking every match in the app for the few that are theirs.
-                let conversations = try Int64.fetchAll(
-                    db.cachedStatement(sql: "SELECT conversation_pk FROM participants WHERE uid = ? LIMIT ?"),
-                    arguments: [viewer, Self.searchFacetConversations + 1]
-                )
-                if conversations.count <= Self.searchFacetConversations {
-                    guard !conversations.isEmpty else { return MessageSearchPage(messages: [], nextCursor: nil) }
-                    match.append("facets : (" + conversations.map { "\"c\($0)\"" }.joined(separator: " OR ") + ")")
-                }
-            }
-            if request.hasFile { match.append("facets : \"file\"") }
-            guard !match.isEmpty else { return MessageSearchPage(messages: [], nextCursor: nil) }
-            var sql = """
-                SELECT s.rowid, e.body FROM search.message_search s
-                JOIN events e ON e.position = s.rowid
-                JOIN conversations c ON c.pk = e.conversation_pk
-                WHERE s.message_search MATCH ? AND c.app_id = ? AND c.deleted_at IS NULL
-                """
-            var arguments: StatementArguments = [match.joined(separator: " AND "), request.appId]
-            if let viewer = request.viewer {
-                sql += """
-                     AND EXISTS (SELECT 1 FROM participants p WHERE p.conversation_pk = e.conversation_pk AND p.uid = ?)
-                     AND NOT EXISTS (SELECT 1 FROM blocks b WHERE b.app_id = ? AND b.blocker = ? AND b.blocked = e.actor)
+                if request.hasFile { match.append("facets : \"file\"") }
+                guard !match.isEmpty else { return MessageSearchPage(messages: [], nextCursor: nil) }
+                var sql = """
+                    SELECT s.rowid, e.body FROM search.message_search s
+                    JOIN events e ON e.position = s.rowid
+                    JOIN conversations c ON c.pk = e.conversation_pk
+                    WHERE s.message_search MATCH ? AND c.app_id = ? AND c.deleted_at IS NULL
                     """
-                arguments += [viewer, request.appId, viewer]
+                var arguments: StatementArguments = [match.joined(separator: " AND "), request.appId]
+                if let viewer = request.viewer {
+                    sql += """
+                         AND EXISTS (SELECT 1 FROM participants p WHERE p.conversation_pk = e.conversation_pk AND p.uid = ?)
+                         AND NOT EXISTS (SELECT 1 FROM blocks b WHERE b.app_id = ? AND b.blocker = ? AND b.blocked = e.actor)
+                        """
+                    arguments += [viewer, request.appId, viewer]
+                }
+                if let sender = request.sender {
+                    sql += " AND e.actor = ?"
+                    arguments += [sender]
+                }
+                if let before = request.sentBefore {
+                    sql += " AND e.created_at < ?"
+                    arguments += [before]
+                }
+                if let after = request.sentAfter {
+                    sql += " AND e.created_at >= ?"
+                    arguments += [after]
+                }
+                if let before = page.before {
+                    sql += " AND s.rowid < ?"
+                    arguments += [before[0]]
+                }
+                sql += request.order == .relevance ? " ORDER BY s.rank, s.rowid DESC" : " ORDER BY s.rowid DESC"
+                sql += " LIMIT ? OFFSET ?"
+                arguments += [page.limit, page.offset]
+                let rows = try Row.fetchAll(db, sql: sql, arguments: arguments)
+                let decoder = JSONDecoder()
+                // A message deleted since it was filed waits for its refiling: its tombstone is left out meanwhile.
+                let messages = try rows.map { row in
+                    let body: Data = row[1]
+                    return try MessageLifecycle.message(in: body, decoder: decoder)
+                }.filter { !$0.isDeleted }
+                return MessageSearchPage(
+                    messages: messages, nextCursor: page.nextCursor(rows: rows.count, last: rows.last.map { [$0[0]] })
+                )
             }
-            if let sender = request.sender {
-                sql += " AND e.actor = ?"
-                arguments += [sender]
-            }
-            if let before = request.sentBefore {
-                sql += " AND e.created_at < ?"
-                arguments += [before]
-            }
-            if let after = request.sentAfter {
-                sql += " AND e.created_at >= ?"
-                arguments += [after]
-            }
-            if let before = page.before {
-                sql += " AND s.rowid < ?"
-                arguments += [before[0]]
-            }
-            sql += request.order == .relevance ? " ORDER BY s.rank, s.rowid DESC" : " ORDER BY s.rowid DESC"
-            sql += " LIMIT ? OFFSET ?"
-            arguments += [page.limit, page.offset]
-            let rows = try Row.fetchAll(db, sql: sql, arguments: arguments)
-            let decoder = JSONDecoder()
-            // A message deleted since it was filed waits for its refiling: its tombstone is left out meanwhile.
-            let messages = try rows.map { row in
-                let body: Data = row[1]
-                return try MessageLifecycle.message(in: body, decoder: decoder)
-            }.filter { !$0.isDeleted }
-            return MessageSearchPage(
-                messages: messages, nextCursor: page.nextCursor(rows: rows.count, last: rows.last.map { [$0[0]] })
-            )
         }
     }
+
+    /// Runs `body` on `db`, stopped (``MessageSearch/timedOut(_:)``) once `limit` has passed: SQLite asks a progress
+    /// handler every 100 steps of its virtual machine, which interrupts the statement after the deadline.
+    static func within<T>(_ limit: Duration, on db: Database, _ body: () throws -> T) throws -> T {
+        let deadline = SearchDeadline(.now + limit)
+        do {
+            // The handler is installed and removed while the deadline it reads is alive.
+            return try withExtendedLifetime(deadline) {
+                sqlite3_progress_handler(
+                    db.sqliteConnection, 100,
+                    { context in
+                        guard let context else { return 0 }
+                        let deadline = Unmanaged<SearchDeadline>.fromOpaque(context).takeUnretainedValue()
+                        return ContinuousClock.now >= deadline.at ? 1 : 0
+                    }, Unmanaged.passUnretained(deadline).toOpaque()
+                )
+                defer { sqlite3_progress_handler(db.sqliteConnection, 0, nil, nil) }
+                return try body()
+            }
+        } catch let error as DatabaseError where error.resultCode == .SQLITE_INTERRUPT {
+            throw MessageSearch.timedOut(limit)
+        }
+    }
+}
+
+/// The deadline a search's progress handler reads (``SQLiteStore/within(_:on:_:)``), alive until the handler is
+/// removed; read on the connection's own thread only.
+private final class SearchDeadline {
+    let at: ContinuousClock.Instant
+    init(_ at: ContinuousClock.Instant) { self.at = at }
 }

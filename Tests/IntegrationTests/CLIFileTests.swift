@@ -145,4 +145,25 @@ struct CLIFileTests {
         #expect(unknown.status != 0 && unknown.errors.contains("ERR_UID_NOT_FOUND"), "\(unknown.errors)")
         try await server.stop()
     }
+
+    /// `parley send --silent`: the message arrives marked silent and raises nobody's unread count.
+    @Test func aSilentMessageFromTheCLIIsMarkedAndCountsForNobody() async throws {
+        let server = try await TestServer.start()
+        let home = try TemporaryDirectory(prefix: "parley-cli-home")
+        for uid in ["alice", "bob"] {
+            #expect(try await Self.parley(["login", uid, "--profile", uid], server: server, home: home).status == 0)
+        }
+        let sent = try await Self.parley(
+            ["send", "bob", "deploy done", "--silent", "--profile", "alice"], server: server, home: home)
+        #expect(sent.status == 0, "\(sent.errors)")
+        let history = try await Self.parley(["history", "alice", "--profile", "bob"], server: server, home: home)
+        #expect(history.output.contains("alice: deploy done (silent)"), "\(history.output)")
+        let bob = try await server.login("bob")
+        let unread = try await server.request("GET", "/v1/me/unread", token: bob).decode(UnreadSummary.self)
+        #expect(unread.total == 0)
+        let refused = try await Self.parley(
+            ["send", "bob", "--file", "/dev/null", "--silent", "--profile", "alice"], server: server, home: home)
+        #expect(refused.status == 2 && refused.errors.contains("--silent"), "\(refused.errors)")
+        try await server.stop()
+    }
 }

@@ -1,6 +1,7 @@
 import Foundation
 import ParleyProtocol
 import ParleyStore
+import ParleyTesting
 import Testing
 
 /// Message search on every backend (docs/PROTOCOL.md, "Search"): what is found, by whom, and what edits, deletions,
@@ -222,5 +223,56 @@ extension StoreConformanceTests {
         #expect(Set(try await found(store, "needle")) == ["needle 0", "needle 33", "needle 69"])
         #expect(try await found(store, "needle", viewer: "carol") == ["needle of carol"])
         #expect(try await found(store, "needle", viewer: "erin").isEmpty, "no conversation, nothing found")
+    }
+}
+
+extension StoreConformanceTests {
+    /// A search that runs out of its time is stopped with `ERR_SEARCH_TIMEOUT`, and the reader serves the next one.
+    /// SQLite's progress handler is asked every 100 steps: with a deadline already passed it stops the first statement
+    /// that runs that long, which every search does. PostgreSQL's `statement_timeout` counts in milliseconds: see
+    /// ``aPostgresSearchThatRunsOutOfTimeIsStopped()``.
+    @Test func aSearchThatRunsOutOfTimeIsStopped() async throws {
+        let store = try await prepared(.sqlite)
+        _ = try await group(store, members: ["bob"])
+        for index in 0..<50 { _ = try await say(store, "common word \(index)", from: "bob", at: 100 + Int64(index)) }
+        try await fileEverything(store)
+        func search(_ limit: Duration) async throws -> MessageSearchPage {
+            try await store.searchMessages(
+                MessageSearchRequest(
+                    appId: Self.appId, viewer: nil, query: try SearchQuery.parse("common"), limit: 20,
+                    timeLimit: limit)
+            )
+        }
+        await #expect(throws: MessageSearch.timedOut(.nanoseconds(1))) { _ = try await search(.nanoseconds(1)) }
+        #expect(try await search(MessageSearch.timeLimit).messages.count == 20)
+    }
+
+    /// On PostgreSQL: ranking 20,000 matches by relevance takes tens of milliseconds (40 ms here), far past a 1 ms
+    /// `statement_timeout`, which stops it; the same search with the default limit answers.
+    @Test(.enabled(if: PostgresTestDatabase.isConfigured, "needs PARLEY_TEST_DATABASE_URL (scripts/test)"))
+    func aPostgresSearchThatRunsOutOfTimeIsStopped() async throws {
+        let store = try await prepared(.postgres)
+        _ = try await group(store, members: ["bob"])
+        for batch in 0..<20 {
+            let sends: [Command] = (0..<1_000).map { index in
+                .sendMessage(
+                    .init(
+                        appId: Self.appId, conversationId: "c_g", sender: "bob",
+                        messageId: "m_\(batch)_\(index)", clientMessageId: nil, parts: [.text("common word \(index)")],
+                        metadata: nil, alert: nil, now: 100 + Int64(batch * 1_000 + index)
+                    )
+                )
+            }
+            _ = try await store.apply(sends)
+        }
+        func search(_ limit: Duration) async throws -> MessageSearchPage {
+            try await store.searchMessages(
+                MessageSearchRequest(
+                    appId: Self.appId, viewer: nil, query: try SearchQuery.parse("common"), order: .relevance,
+                    limit: 20, timeLimit: limit)
+            )
+        }
+        await #expect(throws: MessageSearch.timedOut(.milliseconds(1))) { _ = try await search(.milliseconds(1)) }
+        #expect(try await search(MessageSearch.timeLimit).messages.count == 20)
     }
 }

@@ -34,7 +34,7 @@ extension APIHandler {
                 appId: caller.appId, viewer: viewer, query: query, conversationId: parameters.conversationId,
                 sender: parameters.sender, hasFile: hasFile, sentBefore: parameters.sentBefore,
                 sentAfter: parameters.sentAfter, order: parameters.order == .relevance ? .relevance : .newest,
-                cursor: parameters.cursor, limit: limit
+                cursor: parameters.cursor, limit: limit, timeLimit: configuration.searchTimeLimit
             )
         )
         let results = page.messages.map {

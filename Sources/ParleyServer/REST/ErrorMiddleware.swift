@@ -31,7 +31,7 @@ extension ErrorCode {
         case .headersTooLarge: return .requestHeaderFieldsTooLarge
         case .notImplemented: return .notImplemented
         case .httpVersionNotSupported: return .httpVersionNotSupported
-        case .serverShuttingDown, .notReady, .databaseUnavailable: return .serviceUnavailable
+        case .serverShuttingDown, .notReady, .databaseUnavailable, .searchTimeout: return .serviceUnavailable
         case .internalError: return .internalServerError
         default: return .badRequest
         }

@@ -81,6 +81,23 @@ import Testing
         try await setup.server.stop()
     }
 
+    /// A search that runs out of the server's time is stopped: 503 `ERR_SEARCH_TIMEOUT` (the stores' bounds are in
+    /// `SearchConformanceTests`; a deadline already passed stops any search).
+    @Test func aSearchPastTheServersTimeLimitAnswers503() async throws {
+        let server = try await TestServer.start { $0.searchTimeLimit = .nanoseconds(1) }
+        let alice = try await server.login("alice")
+        let group = try await server.createConversation(token: alice, with: [])
+        for index in 0..<20 {
+            _ = try await server.request(
+                "POST", "/v1/conversations/\(group.id)/messages", token: alice,
+                body: SendMessageRequest(parts: [.text("common \(index)")]))
+        }
+        #expect(await server.application.fileSearchIndex())
+        let answer = try await server.get("/v1/search/messages", ["q": "common"], token: alice)
+        #expect(answer.status == 503 && answer.errorCode == .searchTimeout, "\(answer.status)")
+        try await server.stop()
+    }
+
     @Test func badSearchesGetDocumentedCodes() async throws {
         let setup = try await setup()
         _ = try await setup.send("hello world", in: setup.group, as: "bob")
