@@ -725,6 +725,15 @@ def scenario_console():
     el("#users-search").send_keys("delete-me")
     el("#users-search-go").click()
     wait_until(lambda: users_shown() == ["delete-me"], "the user to delete found")
+    # Export first: every page of GET /v1/users/{uid}/export in one JSON file (the user has none of either yet).
+    el('#users-table tr[data-uid="delete-me"] [data-action="export-user"]').click()
+    wait_until(lambda: els("#export-link"), "the export's link")
+    link = el("#export-link")
+    run.check(
+        link.get_attribute("download") == "parley-export-delete-me.json" and link.get_attribute("data-messages") == "0",
+        f"the export of delete-me: {link.get_attribute('download')} {link.get_attribute('data-messages')}",
+    )
+    run.check(link.get_attribute("href").startswith("blob:"), "the export is a file made in the page")
     el('#users-table tr[data-uid="delete-me"] [data-action="delete-user"]').click()
     wait_until(lambda: visible("#dialog-confirm"), "the deletion's confirmation")
     el("#dialog-confirm").click()

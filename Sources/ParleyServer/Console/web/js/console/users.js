@@ -43,7 +43,12 @@ export async function renderUsers(context, page) {
                         user.avatarURL ? h('span', { class: 'mono muted' }, user.avatarURL) : h('span', { class: 'muted' }, '—'),
                         formatDateTime(user.createdAt),
                         formatDateTime(user.updatedAt),
-                        h('button', { class: 'btn btn-ghost btn-sm', type: 'button', dataset: { action: 'delete-user' }, onclick: () => deleteUser(user) }, 'Delete…'),
+                        h(
+                            'div',
+                            { class: 'row-actions' },
+                            h('button', { class: 'btn btn-ghost btn-sm', type: 'button', dataset: { action: 'export-user' }, onclick: () => exportUser(user) }, 'Export'),
+                            h('button', { class: 'btn btn-ghost btn-sm', type: 'button', dataset: { action: 'delete-user' }, onclick: () => deleteUser(user) }, 'Delete…'),
+                        ),
                     ],
                 })),
                 {
@@ -66,6 +71,33 @@ export async function renderUsers(context, page) {
         h('button', { class: 'btn', type: 'submit', id: 'users-search-go' }, 'Search'),
     );
     const notice = h('div', { id: 'users-notice' });
+    /**
+     * Exports a user's data: every page of GET /v1/users/{uid}/export, saved as one JSON file (profile, memberships,
+     * the messages they sent; their files are named by the messages' file parts: `parley admin export` saves them).
+     */
+    async function exportUser(user) {
+        try {
+            let page = await context.call('GET', `/v1/users/${encodeURIComponent(user.uid)}/export`, { query: { limit: 200 } });
+            const memberships = page.memberships || [];
+            const messages = [...page.messages];
+            while (page.nextCursor) {
+                page = await context.call('GET', `/v1/users/${encodeURIComponent(user.uid)}/export`, { query: { limit: 200, cursor: page.nextCursor } });
+                messages.push(...page.messages);
+            }
+            const document_ = { exportedAt: Date.now(), user: page.user, memberships, messages };
+            const link = h('a', {
+                href: URL.createObjectURL(new Blob([JSON.stringify(document_, null, 2)], { type: 'application/json' })),
+                download: `parley-export-${user.uid}.json`,
+                id: 'export-link',
+                dataset: { messages: String(messages.length), memberships: String(memberships.length) },
+            }, `parley-export-${user.uid}.json`);
+            replace(notice, h('div', { class: 'alert alert-success', role: 'status' }, `Exported ${user.uid}: ${memberships.length} conversation(s), ${messages.length} message(s). `, link));
+            link.click();
+        } catch (error) {
+            replace(notice, errorBox(error instanceof ApiError ? error : new ApiError(0, 'ERROR', String(error))));
+        }
+    }
+
     /** Deletes a user after a confirmation (it cannot be undone), then shows the page again. */
     async function deleteUser(user) {
         const ok = await context.confirm({
