@@ -252,11 +252,24 @@ public struct ThreadSummary: Sendable, Hashable {
     }
 }
 
+/// A message's row in `pins`: who pinned it and when (the message it belongs to names itself).
+public struct PinRow: Sendable, Hashable {
+    public var pinnedBy: String?
+    public var pinnedAt: Int64
+
+    public init(pinnedBy: String?, pinnedAt: Int64) {
+        self.pinnedBy = pinnedBy
+        self.pinnedAt = pinnedAt
+    }
+}
+
 extension Message {
-    /// The message as `viewer` reads it: with its thread's summary and its reactions.
-    public func reading(thread: ThreadSummary?, reactions: [ReactionSummary]?, pin: MessagePin?) -> Message {
+    /// The message as `viewer` reads it: with its thread's summary, its reactions and its pin.
+    public func reading(thread: ThreadSummary?, reactions: [ReactionSummary]?, pin: PinRow?) -> Message {
         var message = stored
-        message.pin = pin
+        message.pin = pin.map {
+            MessagePin(messageId: id, messageSeq: seq, pinnedBy: $0.pinnedBy, pinnedAt: $0.pinnedAt)
+        }
         if let thread, thread.lastReplyAt != nil {
             message.replyCount = thread.replyCount > 0 ? thread.replyCount : nil
             message.lastReplyAt = thread.lastReplyAt

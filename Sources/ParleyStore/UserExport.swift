@@ -73,9 +73,9 @@ public enum UserExport {
             public var budget: Int
         }
 
-        private var conversations: [Int64]
+        private let conversations: [Int64]
         private var index = 0
-        private var after: Position?
+        private let after: Position?
         private let limit: Int
         private var budget: Int
         private var messages: [Message] = []

@@ -123,18 +123,17 @@ extension PostgresStore {
 
     /// The pins of the messages with the sequence numbers `seqs`, by message.
     static func fetchPins(_ session: PostgresSession, conversationPK: Int64, seqs: [Int64]) async throws
-        -> [Int64: MessagePin]
+        -> [Int64: PinRow]
     {
-        var pins: [Int64: MessagePin] = [:]
+        var pins: [Int64: PinRow] = [:]
         for row in try await session.rows(
             """
-            SELECT p.message_seq, p.pinned_by, p.pinned_at, e.message_id FROM pins p
-            JOIN events e ON e.conversation_pk = p.conversation_pk AND e.seq = p.message_seq
-            WHERE p.conversation_pk = \(conversationPK) AND p.message_seq = ANY(\(seqs))
+            SELECT message_seq, pinned_by, pinned_at FROM pins
+            WHERE conversation_pk = \(conversationPK) AND message_seq = ANY(\(seqs))
             """
         ) {
-            let (seq, pinnedBy, pinnedAt, messageId) = try row.decode((Int64, String?, Int64, String).self)
-            pins[seq] = MessagePin(messageId: messageId, messageSeq: seq, pinnedBy: pinnedBy, pinnedAt: pinnedAt)
+            let (seq, pinnedBy, pinnedAt) = try row.decode((Int64, String?, Int64).self)
+            pins[seq] = PinRow(pinnedBy: pinnedBy, pinnedAt: pinnedAt)
         }
         return pins
     }

@@ -99,19 +99,18 @@ extension SQLiteStore {
     }
 
     /// The pins of the messages with the sequence numbers `seqs` (a JSON array), by message.
-    static func fetchPins(_ db: Database, conversationPK: Int64, seqs: String) throws -> [Int64: MessagePin] {
-        var pins: [Int64: MessagePin] = [:]
+    static func fetchPins(_ db: Database, conversationPK: Int64, seqs: String) throws -> [Int64: PinRow] {
+        var pins: [Int64: PinRow] = [:]
         for row in try Row.fetchAll(
             db.cachedStatement(
                 sql: """
-                    SELECT p.message_seq, p.pinned_by, p.pinned_at, e.message_id FROM pins p
-                    JOIN events e ON e.conversation_pk = p.conversation_pk AND e.seq = p.message_seq
-                    WHERE p.conversation_pk = ? AND p.message_seq IN (SELECT value FROM json_each(?))
+                    SELECT message_seq, pinned_by, pinned_at FROM pins
+                    WHERE conversation_pk = ? AND message_seq IN (SELECT value FROM json_each(?))
                     """
             ),
             arguments: [conversationPK, seqs]
         ) {
-            pins[row[0]] = MessagePin(messageId: row[3], messageSeq: row[0], pinnedBy: row[1], pinnedAt: row[2])
+            pins[row[0]] = PinRow(pinnedBy: row[1], pinnedAt: row[2])
         }
         return pins
     }

@@ -72,14 +72,9 @@ extension CommandDecisions {
     public static func deleteMessage(
         _ action: Command.MessageAction, _ snapshot: ConversationSnapshot?, _ reads: CommandReads.OnMessage
     ) throws -> CommandPlan {
-        let access: (ConversationSnapshot, ParticipantRole?)
-        if action.ofDeletedUser, action.actor == nil, let found = snapshot {
-            // A deleted user's content goes from deleted conversations too.
-            access = (found, nil)
-        } else {
-            access = try acting(snapshot, id: action.conversationId, actor: action.actor)
-        }
-        let (snapshot, role) = access
+        // A deleted user's content goes from deleted conversations too.
+        let (snapshot, role) = try acting(
+            snapshot, id: action.conversationId, actor: action.actor, orDeleted: action.ofDeletedUser)
         let row = snapshot.row
         let stored = try stored(reads, id: action.messageId)
         let message = stored.message
@@ -205,19 +200,18 @@ extension CommandDecisions {
         var log = EventLog(row: row, now: pin.now, actor: pin.actor)
         let write: StoreWrite
         let after: MessagePin?
-        if pin.pinned {
+        // Past the repeat above, an unpin finds the message pinned and a pin finds it not.
+        if let was = reads.pin {
+            write = .unpinMessage(conversationPK: row.pk, messageSeq: message.seq)
+            try log.append(.messageUnpinned, .messageUnpinned(was))
+            after = nil
+        } else {
             try MessageLifecycle.requirePinRoom(message, pins: reads.pinCount)
             let made = MessagePin(
                 messageId: message.id, messageSeq: message.seq, pinnedBy: pin.actor, pinnedAt: pin.now)
             write = .pinMessage(conversationPK: row.pk, made)
             try log.append(.messagePinned, .messagePinned(made))
             after = made
-        } else if let was = reads.pin {
-            write = .unpinMessage(conversationPK: row.pk, messageSeq: message.seq)
-            try log.append(.messageUnpinned, .messageUnpinned(was))
-            after = nil
-        } else {
-            return unchanged(.pin(nil, message: message, duplicate: true), snapshot)
         }
         return CommandPlan(
             writes: [write, log.write(participantCount: nil, activity: false)],

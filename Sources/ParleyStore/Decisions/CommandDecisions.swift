@@ -28,15 +28,17 @@ public enum CommandDecisions {
     }
 
     /// The conversation `actor` acts on, as a participant (with their role); with no actor, the app's server, on any
-    /// conversation of the app that is not deleted (no role).
-    public static func acting(_ snapshot: ConversationSnapshot?, id: String, actor: String?) throws
-        -> (ConversationSnapshot, ParticipantRole?)
+    /// conversation of the app that is not deleted (no role), or (`orDeleted`) deleted too.
+    public static func acting(_ snapshot: ConversationSnapshot?, id: String, actor: String?, orDeleted: Bool = false)
+        throws -> (ConversationSnapshot, ParticipantRole?)
     {
         if actor != nil {
             let (snapshot, participant) = try participation(snapshot, id: id)
             return (snapshot, participant.role)
         }
-        guard let snapshot, snapshot.row.deletedAt == nil else { throw DomainError.conversationNotFound(id) }
+        guard let snapshot, snapshot.row.deletedAt == nil || orDeleted else {
+            throw DomainError.conversationNotFound(id)
+        }
         return (snapshot, nil)
     }
 
