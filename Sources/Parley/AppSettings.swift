@@ -48,6 +48,10 @@ public struct AppSettings: Sendable {
     /// Where the signed-in user's auth token is kept; nil: the Keychain on Apple platforms
     /// (`KeychainCredentialStore`), `credentials/` in the storage directory elsewhere (``FileCredentialStore``).
     public var credentialStore: (any CredentialStore)?
+    /// Where the SDK gets a fresh auth token when the signed-in user's expires or is refused
+    /// (``ParleyClient/setTokenProvider(_:)``; docs/SDK.md, "Tokens that expire"). Nil: a refused token stops the
+    /// connection until the next login.
+    public var tokenProvider: TokenProvider?
     /// Where the client takes the token given to the static ``ParleyClient/setDeviceToken(_:environment:)`` from.
     @_spi(Testing) public var deviceTokenCenter: DeviceTokenCenter = .shared
 
@@ -104,6 +108,8 @@ public struct AppSettings: Sendable {
         public func credentialStore(_ store: (any CredentialStore)?) -> Builder { with { $0.credentialStore = store } }
         /// Where ``ParleyClient/openLink(_:)`` opens links; nil for nowhere.
         public func linkOpener(_ opener: (any LinkOpener)?) -> Builder { with { $0.linkOpener = opener } }
+        /// Where fresh auth tokens come from (``AppSettings/tokenProvider``).
+        public func tokenProvider(_ provider: TokenProvider?) -> Builder { with { $0.tokenProvider = provider } }
         /// The settings built so far.
         public func build() -> AppSettings { settings }
 
@@ -198,6 +204,12 @@ public struct AppSettings: Sendable {
     }
 }
 
+/// Returns a fresh auth token for the user `uid`: your app asks your server, which issues one with its REST API key
+/// (`POST /v1/users/{uid}/auth-tokens`, ``ParleyAdmin/issueAuthToken(uid:ttlSeconds:)``). Called by the SDK before the
+/// current token expires and when the server refuses it, one call at a time; throw when no token can be had now (the
+/// SDK retries after a backoff).
+public typealias TokenProvider = @Sendable (_ uid: String) async throws -> String
+
 /// Timing of the real-time connection. The defaults suit mobile apps; tests shorten them.
 public struct ConnectionTuning: Sendable, Hashable {
     /// Time between heartbeat pings while no frame arrives.
@@ -214,6 +226,14 @@ public struct ConnectionTuning: Sendable, Hashable {
     public var maximumBackoff: Duration = .seconds(30)
     /// How long a WebSocket request (a send) waits for the server's answer before falling back to HTTP.
     public var requestTimeout: Duration = .seconds(10)
+    /// With a token provider: how long before the token expires the SDK asks for a fresh one (at half the time left
+    /// when that is shorter).
+    public var tokenRefreshLead: Duration = .seconds(60)
+    /// How long the token provider may take before the attempt counts as failed.
+    public var tokenRefreshTimeout: Duration = .seconds(30)
+    /// Failed refreshes in a row (each retried after a backoff) before the status is
+    /// ``ConnectionStatus/failed(_:)`` with `ERR_TOKEN_REFRESH_FAILED`.
+    public var maximumTokenRefreshFailures = 5
 
     /// The defaults, suited to mobile apps.
     public init() {}

@@ -11,7 +11,9 @@ public enum ConnectionStatus: Sendable, Hashable, CustomStringConvertible {
     case reconnecting(attempt: Int, delay: Duration, error: ParleyError)
     /// The device is offline (`ERR_NO_INTERNET`); the SDK reconnects as soon as the network returns.
     case waitingForNetwork
-    /// Stopped for good: the server rejected the auth token (`ERR_AUTH_TOKEN_INVALID`). Log in again.
+    /// Stopped: the server rejected the auth token and there is no token provider (`ERR_AUTH_TOKEN_INVALID`), the
+    /// user was deactivated (`ERR_USER_DEACTIVATED`), or the token provider failed too many times in a row
+    /// (`ERR_TOKEN_REFRESH_FAILED`). Log in again, or call `connect()` once the cause is fixed.
     case failed(ParleyError)
 
     /// The reference SDK's three-valued status: `"connected"`, `"connecting"` or `"disconnected"`.

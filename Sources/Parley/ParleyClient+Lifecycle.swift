@@ -158,6 +158,7 @@ extension ParleyClient {
         outbox.begin(uid: saved.user.uid)
         state.withLockedValue { state in
             state.session = saved
+            state.sessionEpoch += 1
             state.directConversations = [:]
         }
         await driver.loggedIn()
@@ -173,6 +174,7 @@ extension ParleyClient {
             defer {
                 state.chat = nil
                 state.session = nil
+                state.sessionEpoch += 1
                 state.directConversations = [:]
             }
             return state.chat

@@ -58,6 +58,11 @@ public final class ParleyClient: Sendable {
         var chat: ChatSession?
         /// The text for the next chat opened.
         var prefill: String?
+        /// Where fresh auth tokens come from (``ParleyClient/setTokenProvider(_:)``).
+        var tokenProvider: TokenProvider?
+        /// Changes at every login, logout and sign-in zone change: a token refresh started for an earlier session
+        /// does not save its token over a later one (or after a logout).
+        var sessionEpoch = 0
     }
 
     /// Creates a client without contacting the server and without connecting: call ``start()`` next. Most apps
@@ -93,7 +98,7 @@ public final class ParleyClient: Sendable {
         }
         self.delegates = delegates
         self.push = PushRegistrationStore(directory: settings.storageDirectory, appId: appId)
-        let state = NIOLockedValueBox(ClientState())
+        let state = NIOLockedValueBox(ClientState(tokenProvider: settings.tokenProvider))
         let events = Broadcaster<any ParleyEventListener, Event>(queue: settings.callbackQueue) { $0.dispatch($1) }
         let statuses = Broadcaster<any ConnectionListener, ConnectionStatus>(queue: settings.callbackQueue) {
             $0.dispatch($1)
@@ -123,11 +128,13 @@ public final class ParleyClient: Sendable {
             directory: settings.storageDirectory, appId: appId,
             credentials: settings.credentialStore ?? AppSettings.defaultCredentialStore(settings.storageDirectory)
         )
-        self.rest = RESTClient(serverURL: settings.serverURL) {
-            (state.withLockedValue { $0.session?.authToken }, nil)
-        }
-        // The driver and the pipeline refer to each other: the pipeline reconnects after a failed backfill.
+        // The driver, the pipeline and the REST client refer to each other: the pipeline reconnects after a failed
+        // backfill, a request refused for its token waits for the driver's refresh.
         let driverBox = NIOLockedValueBox<ConnectionDriver?>(nil)
+        self.rest = RESTClient(
+            serverURL: settings.serverURL, credentials: { (state.withLockedValue { $0.session?.authToken }, nil) },
+            tokenRejected: { token in await driverBox.withLockedValue { $0 }?.tokenRejected(token) ?? false }
+        )
         let rest = self.rest
         let pipeline = EventPipeline(
             appId: appId, store: CursorStore(directory: settings.storageDirectory, appId: appId),
@@ -162,6 +169,10 @@ public final class ParleyClient: Sendable {
         machine.backgroundGrace = tuning.backgroundGrace
         machine.initialBackoff = tuning.initialBackoff
         machine.maximumBackoff = tuning.maximumBackoff
+        machine.tokenRefreshLead = tuning.tokenRefreshLead
+        machine.tokenRefreshTimeout = tuning.tokenRefreshTimeout
+        machine.maximumTokenRefreshFailures = tuning.maximumTokenRefreshFailures
+        let sessionStore = self.sessionStore
         self.driver = ConnectionDriver(
             configuration: machine, seed: seed, clock: clock, transport: transport,
             endpoint: {
@@ -171,6 +182,10 @@ public final class ParleyClient: Sendable {
             },
             connectFrame: { [subscribe = settings.subscribePresenceForAllUsers] in
                 ConnectFrame(subscribePresenceForAllUsers: subscribe, resume: pipeline.resumeRequest)
+            },
+            hasTokenProvider: settings.tokenProvider != nil,
+            refreshToken: { [serverURL = settings.serverURL] in
+                try await Self.refreshToken(state: state, sessionStore: sessionStore, serverURL: serverURL)
             },
             logger: logger,
             onStatus: { status in
@@ -352,16 +367,18 @@ public final class ParleyClient: Sendable {
     /// opens the socket.
     @discardableResult
     public func login(authToken: String) async throws -> User {
-        let probe = RESTClient(serverURL: settings.serverURL) { (authToken, nil) }
-        let user = try await probe.call { try await $0.getMe().ok.body.json }
+        let user = try await Self.user(of: authToken, serverURL: settings.serverURL)
         return try await establish(user: user, authToken: authToken)
     }
 
-    private func establish(user: User, authToken: String) async throws -> User {
+    func establish(user: User, authToken: String) async throws -> User {
         let session = StoredSession(
             appId: appId, serverURL: settings.serverURL.absoluteString, user: user, authToken: authToken
         )
-        try sessionStore.save(session)
+        try state.withLockedValue { state in
+            try sessionStore.save(session)
+            state.sessionEpoch += 1
+        }
         pipeline.begin(uid: user.uid)
         outbox.begin(uid: user.uid)
         offline.begin(uid: user.uid)
@@ -394,6 +411,8 @@ public final class ParleyClient: Sendable {
         guard let session = current else {
             throw ParleyError(.notLoggedIn, "Nobody is logged in.")
         }
+        // A token refresh under way no longer saves its token (the session is being forgotten).
+        state.withLockedValue { $0.sessionEpoch += 1 }
         try await unregisterPushToken(for: session)
         let rest = RESTClient(serverURL: settings.serverURL) { (session.authToken, nil) }
         do {

@@ -61,6 +61,10 @@ extension ErrorCode {
     public static let webSocketError: ErrorCode = "ERR_WEBSOCKET_ERROR"
     /// The device has no network. The SDK reconnects when it returns.
     public static let noInternet: ErrorCode = "ERR_NO_INTERNET"
+    /// The app's token provider failed (threw, did not answer within `tokenRefreshTimeout`, gave a token the server
+    /// refused or another user's) as many times in a row as `maximumTokenRefreshFailures` allows: the connection
+    /// stops, as for a rejected token. Fix the provider's cause, then `connect()` or log in again.
+    public static let tokenRefreshFailed: ErrorCode = "ERR_TOKEN_REFRESH_FAILED"
     /// The socket is not connected (for example `ping()` while disconnected).
     public static let notConnected: ErrorCode = "ERR_NOT_CONNECTED"
     /// The server did not answer in time.

@@ -13,11 +13,22 @@ import ParleyAPIClient
 /// added to each request and every error turned into a ``ParleyError``.
 struct RESTClient: Sendable {
     let api: Client
+    let credentials: @Sendable () -> (authToken: String?, apiKey: String?)
+    /// Called when the server refuses the user's token (`ERR_AUTH_TOKEN_INVALID`) with that token: true when there is
+    /// a fresh one to try again with (the client's token provider), false to give up.
+    let tokenRejected: (@Sendable (String) async -> Bool)?
 
     /// - Parameters:
     ///   - serverURL: The server.
     ///   - credentials: Read at each request: the user's token and/or the app's REST API key.
-    init(serverURL: URL, credentials: @escaping @Sendable () -> (authToken: String?, apiKey: String?)) {
+    ///   - tokenRejected: Refreshes a refused token; a call refused for its token is tried again once when it
+    ///     returns true (a request refused for its token was not carried out, so trying it again is safe).
+    init(
+        serverURL: URL, credentials: @escaping @Sendable () -> (authToken: String?, apiKey: String?),
+        tokenRejected: (@Sendable (String) async -> Bool)? = nil
+    ) {
+        self.credentials = credentials
+        self.tokenRejected = tokenRejected
         let configuration = URLSessionConfiguration.ephemeral
         configuration.timeoutIntervalForRequest = 20
         api = Client(
@@ -29,6 +40,15 @@ struct RESTClient: Sendable {
 
     /// Runs a call, turning whatever it throws into a ``ParleyError``.
     func call<T: Sendable>(_ operation: (Client) async throws -> T) async throws -> T {
+        let token = credentials().authToken
+        do {
+            return try await operation(api)
+        } catch {
+            let failure = Self.parleyError(error)
+            guard failure.code == .authTokenInvalid, let token, let tokenRejected, await tokenRejected(token) else {
+                throw failure
+            }
+        }
         do {
             return try await operation(api)
         } catch {

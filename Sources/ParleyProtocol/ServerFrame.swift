@@ -63,11 +63,14 @@ public struct HelloFrame: Codable, Sendable, Hashable {
     public var heartbeatIntervalMs: Int64
     /// The server's clock (epoch ms).
     public var serverTime: Int64
+    /// When the connection's auth token expires (epoch ms, on the server's clock: `tokenExpiresAt - serverTime` is
+    /// the time left); absent for a token without a lifetime. The server closes the socket with 4001 at that time.
+    public var tokenExpiresAt: Int64?
 
     /// Creates the frame.
     public init(
         protocolVersion: Int, connectionId: String, appId: String, user: User, heartbeatIntervalMs: Int64,
-        serverTime: Int64
+        serverTime: Int64, tokenExpiresAt: Int64? = nil
     ) {
         self.protocolVersion = protocolVersion
         self.connectionId = connectionId
@@ -75,6 +78,7 @@ public struct HelloFrame: Codable, Sendable, Hashable {
         self.user = user
         self.heartbeatIntervalMs = heartbeatIntervalMs
         self.serverTime = serverTime
+        self.tokenExpiresAt = tokenExpiresAt
     }
 }
 

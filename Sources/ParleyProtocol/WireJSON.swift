@@ -62,6 +62,10 @@ package enum WireJSON {
             writer.integer(hello.heartbeatIntervalMs)
             writer.raw(#","serverTime":"#)
             writer.integer(hello.serverTime)
+            if let tokenExpiresAt = hello.tokenExpiresAt {
+                writer.raw(#","tokenExpiresAt":"#)
+                writer.integer(tokenExpiresAt)
+            }
             writer.byte(UInt8(ascii: "}"))
         case .caughtUp(let caughtUp):
             writer.reserve(64 + 40 * caughtUp.conversations.count)

@@ -199,7 +199,7 @@ import Testing
                 .hello(
                     HelloFrame(
                         protocolVersion: 1, connectionId: text, appId: text, user: user, heartbeatIntervalMs: 30_000,
-                        serverTime: Int64.max
+                        serverTime: Int64.max, tokenExpiresAt: index.isMultiple(of: 3) ? nil : Int64(index) * 1_000
                     )
                 ),
                 .error(ErrorFrame(ref: text, code: ErrorCode(rawValue: text), message: text)),

@@ -19,20 +19,30 @@ actor ConnectionDriver {
     private let logger: Logger
     /// The first frame of every connection, made when the connection opens (it carries the resume positions).
     private let connectFrame: @Sendable () -> ConnectFrame
+    /// Asks the app's token provider for a fresh token and makes it the session's; throws when it cannot.
+    private let refreshToken: @Sendable () async throws -> Void
 
     private var connection: (generation: Int, transport: any TransportConnection)?
     private var timer: (deadline: Duration, task: Task<Void, Never>)?
     private var connectWaiters: [CheckedContinuation<Void, any Error>] = []
     private var pingWaiters: [CheckedContinuation<Void, any Error>] = []
+    /// Requests refused for the old token, waiting for the refresh under way: resumed with whether it succeeded.
+    private var refreshWaiters: [CheckedContinuation<Bool, Never>] = []
 
     init(
         configuration: ConnectionStateMachine.Configuration, seed: UInt64, clock: Timeline,
         transport: any WebSocketTransport, endpoint: @escaping @Sendable () -> SocketEndpoint?,
-        connectFrame: @escaping @Sendable () -> ConnectFrame = { ConnectFrame() }, logger: Logger,
+        connectFrame: @escaping @Sendable () -> ConnectFrame = { ConnectFrame() }, hasTokenProvider: Bool = false,
+        refreshToken: @escaping @Sendable () async throws -> Void = {
+            throw ParleyError(.tokenRefreshFailed, "No token provider.")
+        },
+        logger: Logger,
         onStatus: @escaping @Sendable (ConnectionStatus) -> Void, onFrame: @escaping @Sendable (ServerFrame) -> Void
     ) {
         self.connectFrame = connectFrame
+        self.refreshToken = refreshToken
         self.machine = ConnectionStateMachine(configuration: configuration, seed: seed)
+        self.machine.tokenProviderChanged(present: hasTokenProvider)
         self.clock = clock
         self.transport = transport
         self.endpoint = endpoint
@@ -59,7 +69,7 @@ actor ConnectionDriver {
             switch machine.phase {
             case .connected:
                 return
-            case .connecting:
+            case .connecting, .awaitingToken:
                 try await withCheckedThrowingContinuation { continuation in connectWaiters.append(continuation) }
             case .waitingForNetwork:
                 throw ParleyError(.noInternet, "The device is offline; the socket connects when the network returns.")
@@ -92,6 +102,18 @@ actor ConnectionDriver {
 
     func networkChanged(available: Bool) { perform(machine.networkChanged(available: available, now: clock.now())) }
 
+    /// The app gave (or took back) its token provider.
+    func tokenProviderChanged(present: Bool) { machine.tokenProviderChanged(present: present) }
+
+    /// A request over HTTP was refused with `ERR_AUTH_TOKEN_INVALID` for `rejected`: returns true when the session
+    /// has a fresh token to try again with (refreshed since, or by the refresh this starts or joins), false without.
+    func tokenRejected(_ rejected: String) async -> Bool {
+        if let current = endpoint()?.authToken, current != rejected { return true }
+        perform(machine.tokenRejected(now: clock.now()))
+        guard machine.tokenRefresh != nil else { return false }
+        return await withCheckedContinuation { continuation in refreshWaiters.append(continuation) }
+    }
+
     /// Sends a frame on the open connection; false when there is none.
     func send(_ frame: ClientFrame) -> Bool {
         guard machine.isConnected, let connection, let text = try? Self.encode(frame) else { return false }
@@ -117,7 +139,9 @@ actor ConnectionDriver {
                 return
             }
             switch frame {
-            case .hello:
+            case .hello(let hello):
+                let remaining = hello.tokenExpiresAt.map { Duration.milliseconds($0 - hello.serverTime) }
+                perform(machine.tokenExpires(in: remaining, generation: generation, now: now))
                 onFrame(frame)
             case .caughtUp:
                 // Connected means live: what was missed has been replayed.
@@ -151,6 +175,16 @@ actor ConnectionDriver {
         perform(machine.tick(now: clock.now()))
     }
 
+    private func tokenArrived(id: Int) {
+        logger.info("The auth token was refreshed.")
+        perform(machine.tokenRefreshed(id: id, now: clock.now()))
+    }
+
+    private func tokenFailed(id: Int, error: ParleyError) {
+        logger.warning("The token provider failed: \(error)")
+        perform(machine.tokenRefreshFailed(id: id, error: error, now: clock.now()))
+    }
+
     // MARK: Actions
 
     private func perform(_ actions: [ConnectionStateMachine.Action]) {
@@ -169,6 +203,20 @@ actor ConnectionDriver {
                 {
                     connection.transport.send(text)
                 }
+            case .requestToken(let id):
+                let refreshToken = self.refreshToken
+                Task { [weak self] in
+                    do {
+                        try await refreshToken()
+                        await self?.tokenArrived(id: id)
+                    } catch {
+                        await self?.tokenFailed(id: id, error: RESTClient.parleyError(error))
+                    }
+                }
+            case .refreshEnded(let succeeded):
+                let waiters = refreshWaiters
+                refreshWaiters = []
+                for waiter in waiters { waiter.resume(returning: succeeded) }
             case .report(let status):
                 logger.debug("Connection status: \(status)")
                 settleWaiters(for: status)
@@ -273,5 +321,8 @@ actor ConnectionDriver {
         let error = ParleyError(.notConnected, "The client shut down.")
         resumeConnectWaiters(with: .failure(error))
         resumePingWaiters(with: .failure(error))
+        let waiters = refreshWaiters
+        refreshWaiters = []
+        for waiter in waiters { waiter.resume(returning: false) }
     }
 }

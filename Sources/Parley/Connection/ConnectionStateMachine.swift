@@ -12,7 +12,11 @@
 ///   then closes; a lost connection is re-established in the foreground only.
 /// - A server that stops answering pings within `pongTimeout` is a lost connection, unless the deadline is noticed
 ///   so late that the device must have been asleep: then the connection is probed again instead.
-/// - A token the server rejects (close 4001) stops reconnection until the next login or `connect()`.
+/// - A token the server rejects (close 4001) stops reconnection until the next login or `connect()`, unless the app
+///   gave a token provider: then the SDK asks it for a fresh token (also `tokenRefreshLead` before the token expires,
+///   as the server's hello says), one request at a time, and reconnects with it; a provider that fails
+///   `maximumTokenRefreshFailures` times in a row (retried after backoffs) stops the connection with
+///   `ERR_TOKEN_REFRESH_FAILED`.
 struct ConnectionStateMachine: Sendable {
     struct Configuration: Sendable, Hashable {
         /// Auto mode (`autoEstablishSocketConnection(true)`) or manual mode.
@@ -32,6 +36,12 @@ struct ConnectionStateMachine: Sendable {
         var stableConnection: Duration = .seconds(60)
         /// A deadline noticed later than this is a sign the device slept (the timer could not fire).
         var lateTimerTolerance: Duration = .seconds(5)
+        /// How long before a token's expiry a fresh one is asked for (at half the time left when that is shorter).
+        var tokenRefreshLead: Duration = .seconds(60)
+        /// How long the app's token provider may take.
+        var tokenRefreshTimeout: Duration = .seconds(30)
+        /// Failed refreshes in a row before the connection stops with `ERR_TOKEN_REFRESH_FAILED`.
+        var maximumTokenRefreshFailures = 5
     }
 
     enum AppState: Sendable, Hashable {
@@ -40,6 +50,12 @@ struct ConnectionStateMachine: Sendable {
     }
 
     struct PendingPing: Sendable, Hashable {
+        var id: Int
+        var deadline: Duration
+    }
+
+    /// A request to the app's token provider under way.
+    struct TokenRefresh: Sendable, Hashable {
         var id: Int
         var deadline: Duration
     }
@@ -54,6 +70,9 @@ struct ConnectionStateMachine: Sendable {
         case backingOff(until: Duration, attempt: Int)
         /// Wanting a connection, but the device is offline.
         case waitingForNetwork
+        /// Wanting a connection, waiting for a fresh token from the app's provider (asked now, or again at
+        /// `refreshAt` after a failure).
+        case awaitingToken
         /// Stopped: the server rejected the credentials.
         case failed(ParleyError)
     }
@@ -65,6 +84,12 @@ struct ConnectionStateMachine: Sendable {
         case closeTransport(generation: Int, code: UInt16)
         /// Send an application ping frame on the transport of `generation`.
         case sendPing(generation: Int, id: Int)
+        /// Ask the app's token provider for a fresh token; report with ``tokenRefreshed(id:now:)`` or
+        /// ``tokenRefreshFailed(id:error:now:)``.
+        case requestToken(id: Int)
+        /// The refresh that was under way ended (requests refused for the old token may be tried again when it
+        /// succeeded).
+        case refreshEnded(succeeded: Bool)
         /// The status changed.
         case report(ConnectionStatus)
     }
@@ -80,6 +105,17 @@ struct ConnectionStateMachine: Sendable {
     /// Manual mode in the background: when the socket closes unless `ping()` extends it.
     private(set) var backgroundDeadline: Duration?
     private(set) var failedAttempts = 0
+    /// Whether the app gave a token provider.
+    private(set) var hasTokenProvider = false
+    /// The provider's request under way.
+    private(set) var tokenRefresh: TokenRefresh?
+    /// When to ask for a fresh token: before the current one expires, or again after a failed refresh.
+    private(set) var refreshAt: Duration?
+    /// Failed refreshes in a row.
+    private(set) var refreshFailures = 0
+    /// The token came from the provider and no connection has been accepted with it yet.
+    private var tokenUnproven = false
+    private var nextRefreshID = 0
     private var generation = 0
     private var nextPingID = 0
     private var random: SplitMix64
@@ -102,9 +138,11 @@ struct ConnectionStateMachine: Sendable {
         case .connecting(_, let deadline): deadlines.append(deadline)
         case .connected(_, _, let nextPingAt, let pendingPing): deadlines.append(pendingPing?.deadline ?? nextPingAt)
         case .backingOff(let until, _): deadlines.append(until)
-        case .idle, .waitingForNetwork, .failed: break
+        case .idle, .waitingForNetwork, .failed, .awaitingToken: break
         }
         if let backgroundDeadline { deadlines.append(backgroundDeadline) }
+        if let tokenRefresh { deadlines.append(tokenRefresh.deadline) }
+        if let refreshAt, refreshDue { deadlines.append(refreshAt) }
         return deadlines.min()
     }
 
@@ -116,7 +154,7 @@ struct ConnectionStateMachine: Sendable {
         wantsConnection = configuration.autoConnect
         failedAttempts = 0
         if case .failed = phase { phase = .idle }
-        return reconcile(now: now)
+        return forgetRefresh() + reconcile(now: now)
     }
 
     /// The user logged out: close, and forget any intent to connect.
@@ -125,7 +163,7 @@ struct ConnectionStateMachine: Sendable {
         wantsConnection = configuration.autoConnect
         backgroundDeadline = nil
         if case .failed = phase { phase = .idle }
-        return reconcile(now: now)
+        return forgetRefresh() + reconcile(now: now)
     }
 
     /// `connect()`: fails when nobody is logged in or the socket is already connected.
@@ -138,6 +176,7 @@ struct ConnectionStateMachine: Sendable {
         }
         wantsConnection = true
         failedAttempts = 0
+        refreshFailures = 0
         if appState == .background && !configuration.autoConnect {
             backgroundDeadline = now + configuration.backgroundGrace
         }
@@ -146,7 +185,7 @@ struct ConnectionStateMachine: Sendable {
         case .failed, .backingOff:
             // An explicit connect() retries at once, even after a rejected token or during a backoff.
             phase = .idle
-        case .idle, .connecting, .connected, .waitingForNetwork:
+        case .idle, .connecting, .connected, .waitingForNetwork, .awaitingToken:
             break
         }
         actions += reconcile(now: now)
@@ -216,6 +255,8 @@ struct ConnectionStateMachine: Sendable {
         phase = .connected(
             generation: generation, since: now, nextPingAt: now + configuration.heartbeatInterval, pendingPing: nil
         )
+        tokenUnproven = false
+        refreshFailures = 0
         return setStatus(.connected)
     }
 
@@ -240,6 +281,9 @@ struct ConnectionStateMachine: Sendable {
             return []
         }
         if closeCode == WebSocketCloseCode.authenticationFailed {
+            if hasTokenProvider, isLoggedIn, error.code == .authTokenInvalid {
+                return tokenRefused(now: now)
+            }
             phase = .failed(error)
             backgroundDeadline = nil
             return setStatus(.failed(error))
@@ -252,6 +296,16 @@ struct ConnectionStateMachine: Sendable {
     /// Does what is due at `now`: heartbeat pings, pong and connect timeouts, reconnection, background expiry.
     mutating func tick(now: Duration) -> [Action] {
         var actions: [Action] = []
+        if let refresh = tokenRefresh, now >= refresh.deadline {
+            tokenRefresh = nil
+            actions += refreshFailed(
+                ParleyError(.timeout, "The token provider did not answer within \(configuration.tokenRefreshTimeout)."),
+                now: now
+            )
+        } else if let refreshAt, refreshDue, now >= refreshAt {
+            if case .awaitingToken = phase { actions += setStatus(.connecting) }
+            actions += requestToken(now: now)
+        }
         if let deadline = backgroundDeadline, now >= deadline {
             // Manual mode: the app stayed in the background without ping() for the grace period.
             backgroundDeadline = nil
@@ -283,10 +337,133 @@ struct ConnectionStateMachine: Sendable {
             }
         case .backingOff(let until, let attempt) where now >= until:
             actions += open(now: now, attempt: attempt)
-        case .idle, .connecting, .backingOff, .waitingForNetwork, .failed:
+        case .idle, .connecting, .backingOff, .waitingForNetwork, .failed, .awaitingToken:
             break
         }
         return actions
+    }
+
+    // MARK: Tokens
+
+    /// Whether the app gave a token provider (``ParleyClient/setTokenProvider(_:)``).
+    mutating func tokenProviderChanged(present: Bool) {
+        hasTokenProvider = present
+    }
+
+    /// The server's hello on transport `generation`: its token expires in `remaining`, or never (nil).
+    mutating func tokenExpires(in remaining: Duration?, generation: Int, now: Duration) -> [Action] {
+        guard case .connecting(let current, _) = phase, current == generation else { return [] }
+        guard let remaining else {
+            refreshAt = nil
+            return []
+        }
+        let lead = min(configuration.tokenRefreshLead, remaining / 2)
+        refreshAt = now + max(remaining - lead, .zero)
+        return []
+    }
+
+    /// A request over HTTP was refused with `ERR_AUTH_TOKEN_INVALID`: with a provider, a fresh token is asked for
+    /// (unless one already is). The socket stays as it is; the server closes it if the token is no longer good.
+    mutating func tokenRejected(now: Duration) -> [Action] {
+        guard hasTokenProvider, isLoggedIn, tokenRefresh == nil else { return [] }
+        if case .failed = phase { return [] }
+        return requestToken(now: now)
+    }
+
+    /// The provider's token for request `id` is the session's token now.
+    mutating func tokenRefreshed(id: Int, now: Duration) -> [Action] {
+        guard tokenRefresh?.id == id else { return [] }
+        tokenRefresh = nil
+        refreshAt = nil
+        tokenUnproven = true
+        var actions: [Action] = [.refreshEnded(succeeded: true)]
+        switch phase {
+        case .connecting(let generation, _), .connected(let generation, _, _, _):
+            // The open connection was authenticated with the old token, which the server will end: replace it now
+            // (the replay from the client's positions fills the moment between the two).
+            actions.append(.closeTransport(generation: generation, code: WebSocketCloseCode.normal))
+            phase = .idle
+            actions += reconcile(now: now)
+        case .awaitingToken:
+            phase = .idle
+            actions += reconcile(now: now)
+        case .idle, .backingOff, .waitingForNetwork, .failed:
+            break
+        }
+        return actions
+    }
+
+    /// The provider failed for request `id` (it threw, or gave a token that is not the user's).
+    mutating func tokenRefreshFailed(id: Int, error: ParleyError, now: Duration) -> [Action] {
+        guard tokenRefresh?.id == id else { return [] }
+        tokenRefresh = nil
+        return refreshFailed(error, now: now)
+    }
+
+    /// Whether a due `refreshAt` asks for a token now: while connected (before the token expires) or while waiting
+    /// for one, and no request is under way.
+    private var refreshDue: Bool {
+        guard hasTokenProvider, isLoggedIn, tokenRefresh == nil else { return false }
+        switch phase {
+        case .connected, .awaitingToken: return true
+        case .idle, .connecting, .backingOff, .waitingForNetwork, .failed: return false
+        }
+    }
+
+    private mutating func requestToken(now: Duration) -> [Action] {
+        nextRefreshID += 1
+        tokenRefresh = TokenRefresh(id: nextRefreshID, deadline: now + configuration.tokenRefreshTimeout)
+        return [.requestToken(id: nextRefreshID)]
+    }
+
+    /// The server refused the token (close 4001) and there is a provider: wait for a fresh one.
+    private mutating func tokenRefused(now: Duration) -> [Action] {
+        phase = .awaitingToken
+        if tokenUnproven {
+            // The provider's last token was refused at once: that refresh failed.
+            tokenUnproven = false
+            return refreshFailed(ParleyError(.authTokenInvalid, "The server refused the refreshed token."), now: now)
+        }
+        refreshAt = nil
+        return setStatus(.connecting) + (tokenRefresh == nil ? requestToken(now: now) : [])
+    }
+
+    /// Counts a failed refresh: asks again after a backoff, or stops once `maximumTokenRefreshFailures` failed in a
+    /// row while no connection is up (a connection whose token is still good is left to run until the server ends
+    /// it).
+    private mutating func refreshFailed(_ error: ParleyError, now: Duration) -> [Action] {
+        refreshFailures += 1
+        let failure = ParleyError(
+            .tokenRefreshFailed, "A fresh auth token could not be had (\(refreshFailures) failure(s) in a row).",
+            status: error.status, underlying: "\(error.code): \(error.message)"
+        )
+        var actions: [Action] = [.refreshEnded(succeeded: false)]
+        if refreshFailures >= configuration.maximumTokenRefreshFailures, !isConnected {
+            refreshAt = nil
+            if case .connecting(let generation, _) = phase {
+                actions.append(.closeTransport(generation: generation, code: WebSocketCloseCode.normal))
+            }
+            phase = .failed(failure)
+            backgroundDeadline = nil
+            return actions + setStatus(.failed(failure))
+        }
+        let delay = backoffDelay(attempt: refreshFailures)
+        refreshAt = now + delay
+        if case .awaitingToken = phase {
+            actions += setStatus(.reconnecting(attempt: refreshFailures, delay: delay, error: failure))
+        }
+        return actions
+    }
+
+    /// A new session: nothing of the last one's refreshes counts.
+    private mutating func forgetRefresh() -> [Action] {
+        let ended = tokenRefresh != nil
+        tokenRefresh = nil
+        refreshAt = nil
+        refreshFailures = 0
+        tokenUnproven = false
+        if case .awaitingToken = phase { phase = .idle }
+        return ended ? [.refreshEnded(succeeded: false)] : []
     }
 
     // MARK: Rules
@@ -303,14 +480,14 @@ struct ConnectionStateMachine: Sendable {
         if shouldBeConnected {
             switch phase {
             case .idle, .waitingForNetwork: return open(now: now, attempt: failedAttempts + 1)
-            case .connecting, .connected, .backingOff, .failed: return []
+            case .connecting, .connected, .backingOff, .failed, .awaitingToken: return []
             }
         }
         var actions: [Action] = []
         switch phase {
         case .connecting(let generation, _), .connected(let generation, _, _, _):
             actions.append(.closeTransport(generation: generation, code: WebSocketCloseCode.normal))
-        case .idle, .backingOff, .waitingForNetwork:
+        case .idle, .backingOff, .waitingForNetwork, .awaitingToken:
             break
         case .failed:
             return []
@@ -331,6 +508,11 @@ struct ConnectionStateMachine: Sendable {
     }
 
     private mutating func open(now: Duration, attempt: Int) -> [Action] {
+        if hasTokenProvider, let refreshAt, now >= refreshAt {
+            // The token is about to expire (the app was away when the refresh was due): a fresh one first.
+            phase = .awaitingToken
+            return setStatus(.connecting) + (tokenRefresh == nil ? requestToken(now: now) : [])
+        }
         generation += 1
         phase = .connecting(generation: generation, deadline: now + configuration.connectTimeout)
         return [.openTransport(generation: generation)] + setStatus(.connecting)

@@ -170,7 +170,7 @@ struct WebSocketGateway: Sendable {
         let hello = HelloFrame(
             protocolVersion: ParleyProtocolVersion.current, connectionId: connection.id, appId: opening.principal.appId,
             user: opening.user, heartbeatIntervalMs: Int64(configuration.heartbeatInterval.components.seconds * 1000),
-            serverTime: time.epochMilliseconds()
+            serverTime: time.epochMilliseconds(), tokenExpiresAt: opening.principal.expiresAt
         )
         return FrameEncoding.frame(.hello(hello))
     }

@@ -29,7 +29,25 @@ import Testing
         let token = try await server.login("alice")
         let (probe, hello) = try await connect(server, token: token)
         #expect(hello.user.uid == "alice" && hello.appId == server.app.appId && hello.protocolVersion == 1)
+        #expect(hello.tokenExpiresAt == nil)  // a login's token has no lifetime
         #expect(try await drain(probe).isEmpty)
+        await probe.close()
+        try await server.stop()
+    }
+
+    @Test func helloSaysWhenAnExpiringTokenEnds() async throws {
+        let server = try await TestServer.start()
+        _ = try await server.login("alice")
+        let issued = try await server.request(
+            "POST", "/v1/users/alice/auth-tokens", apiKey: server.app.restAPIKey,
+            body: IssueAuthTokenRequest(ttlSeconds: 300)
+        ).decode(IssuedAuthToken.self)
+        let (probe, hello) = try await connect(server, token: issued.authToken)
+        let expiresAt = try #require(issued.token.expiresAt)
+        #expect(hello.tokenExpiresAt == expiresAt)
+        // What the SDK reads from it: the time left on the server's own clock.
+        let left = expiresAt - hello.serverTime
+        #expect(left > 290_000 && left <= 300_000)
         await probe.close()
         try await server.stop()
     }
