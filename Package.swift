@@ -1,6 +1,12 @@
 // swift-tools-version: 6.1
 import PackageDescription
 
+/// The products of every target outside the SDK (the server, its stores, the CLI, the load tool, the test helpers) are
+/// taken under the `Server` trait, on by default. An app that depends on the SDK alone turns it off
+/// (`.package(url: ..., from: ..., traits: [])`): SwiftPM then fetches only the packages the `Parley` library needs
+/// (Examples/LightApp, scripts/check-light-install; docs/SDK.md, "Installing").
+let server = TargetDependencyCondition.when(traits: ["Server"])
+
 let package = Package(
     name: "parley",
     platforms: [.macOS(.v14), .iOS(.v17)],
@@ -11,11 +17,17 @@ let package = Package(
         // The load tool (docs/BENCHMARKS.md). Not a dependency of any library product.
         .executable(name: "parley-bench", targets: ["ParleyBench"]),
     ],
+    traits: [
+        .trait(
+            name: "Server",
+            description: "The server, the CLI and the load tool, with their dependencies. Off: the SDK's alone."
+        ),
+        .default(enabledTraits: ["Server"]),
+    ],
     dependencies: [
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
         .package(url: "https://github.com/hummingbird-project/swift-websocket.git", from: "1.6.2"),
         .package(url: "https://github.com/hummingbird-project/swift-openapi-hummingbird.git", from: "2.1.0"),
-        .package(url: "https://github.com/apple/swift-openapi-generator.git", from: "1.14.3"),
         .package(url: "https://github.com/apple/swift-openapi-runtime.git", from: "1.13.4"),
         .package(url: "https://github.com/apple/swift-openapi-urlsession.git", from: "1.4.0"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
@@ -54,7 +66,8 @@ let package = Package(
                 "ParleyProtocol",
                 .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
             ],
-            plugins: [.plugin(name: "OpenAPIGenerator", package: "swift-openapi-generator")]
+            // Generated/ is written by scripts/generate-api from these two (checked in: an app's build runs no plugin).
+            exclude: ["openapi.yaml", "openapi-generator-config.yaml"]
         ),
         .target(
             name: "ParleyAPIClient",
@@ -62,24 +75,26 @@ let package = Package(
                 "ParleyProtocol", "ParleyAPI",
                 .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
             ],
-            plugins: [.plugin(name: "OpenAPIGenerator", package: "swift-openapi-generator")]
+            // Generated/ is written by scripts/generate-api from these two (checked in: an app's build runs no plugin).
+            exclude: ["openapi.yaml", "openapi-generator-config.yaml"]
         ),
         .target(
             name: "ParleyAPIServer",
             dependencies: [
                 "ParleyProtocol", "ParleyAPI",
-                .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
+                .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime", condition: server),
             ],
-            plugins: [.plugin(name: "OpenAPIGenerator", package: "swift-openapi-generator")]
+            // Generated/ is written by scripts/generate-api from these two (checked in: an app's build runs no plugin).
+            exclude: ["openapi.yaml", "openapi-generator-config.yaml"]
         ),
         // A small NATS client on SwiftNIO (the path between server nodes), independent of Parley's types.
         .target(
             name: "NATSNIO",
             dependencies: [
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
-                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio", condition: server),
+                .product(name: "NIOPosix", package: "swift-nio", condition: server),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio", condition: server),
+                .product(name: "Logging", package: "swift-log", condition: server),
             ]
         ),
         // Storage protocol and records.
@@ -88,8 +103,8 @@ let package = Package(
         .target(
             name: "ParleyStoreSQLite",
             dependencies: [
-                "ParleyStore", .product(name: "GRDB", package: "GRDB.swift"),
-                .product(name: "GRDBSQLite", package: "GRDB.swift"),
+                "ParleyStore", .product(name: "GRDB", package: "GRDB.swift", condition: server),
+                .product(name: "GRDBSQLite", package: "GRDB.swift", condition: server),
             ]
         ),
         // PostgreSQL storage (postgres-nio): several server nodes may share one database.
@@ -97,12 +112,12 @@ let package = Package(
             name: "ParleyStorePostgres",
             dependencies: [
                 "ParleyStore",
-                .product(name: "PostgresNIO", package: "postgres-nio"),
-                .product(name: "NIOSSL", package: "swift-nio-ssl"),
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
-                .product(name: "Logging", package: "swift-log"),
+                .product(name: "PostgresNIO", package: "postgres-nio", condition: server),
+                .product(name: "NIOSSL", package: "swift-nio-ssl", condition: server),
+                .product(name: "NIOCore", package: "swift-nio", condition: server),
+                .product(name: "NIOPosix", package: "swift-nio", condition: server),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio", condition: server),
+                .product(name: "Logging", package: "swift-log", condition: server),
             ]
         ),
         // The server library: buildApplication(_:), REST, WebSocket gateway, fan-out hub, auth.
@@ -110,31 +125,31 @@ let package = Package(
             name: "ParleyServer",
             dependencies: [
                 "ParleyProtocol", "ParleyAPI", "ParleyAPIServer", "ParleyStore", "ParleyStoreSQLite", "NATSNIO",
-                .product(name: "Hummingbird", package: "hummingbird"),
-                .product(name: "OpenAPIHummingbird", package: "swift-openapi-hummingbird"),
-                .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
-                .product(name: "Crypto", package: "swift-crypto"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
-                .product(name: "NIOWebSocket", package: "swift-nio"),
-                .product(name: "NIOHTTP1", package: "swift-nio"),
-                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "Hummingbird", package: "hummingbird", condition: server),
+                .product(name: "OpenAPIHummingbird", package: "swift-openapi-hummingbird", condition: server),
+                .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime", condition: server),
+                .product(name: "Crypto", package: "swift-crypto", condition: server),
+                .product(name: "Logging", package: "swift-log", condition: server),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle", condition: server),
+                .product(name: "NIOCore", package: "swift-nio", condition: server),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio", condition: server),
+                .product(name: "NIOWebSocket", package: "swift-nio", condition: server),
+                .product(name: "NIOHTTP1", package: "swift-nio", condition: server),
+                .product(name: "HTTPTypes", package: "swift-http-types", condition: server),
                 // The WebSocket upgrade next to Hummingbird's HTTP/1 channel (ParleyHTTPChannel).
-                .product(name: "HummingbirdCore", package: "hummingbird"),
-                .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
-                .product(name: "NIOHTTPTypesHTTP1", package: "swift-nio-extras"),
+                .product(name: "HummingbirdCore", package: "hummingbird", condition: server),
+                .product(name: "NIOHTTPTypes", package: "swift-nio-extras", condition: server),
+                .product(name: "NIOHTTPTypesHTTP1", package: "swift-nio-extras", condition: server),
                 // The listening socket of ParleyHTTPServer.
-                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio", condition: server),
                 // The APNs provider: HTTP/2 over TLS with connection reuse.
-                .product(name: "AsyncHTTPClient", package: "async-http-client"),
-                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client", condition: server),
+                .product(name: "NIOSSL", package: "swift-nio-ssl", condition: server),
                 // Metrics: swift-metrics, printed by swift-prometheus on GET /metrics.
-                .product(name: "CoreMetrics", package: "swift-metrics"),
-                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "CoreMetrics", package: "swift-metrics", condition: server),
+                .product(name: "Prometheus", package: "swift-prometheus", condition: server),
                 // Attachments: files streamed from and to disk.
-                .product(name: "_NIOFileSystem", package: "swift-nio"),
+                .product(name: "_NIOFileSystem", package: "swift-nio", condition: server),
             ],
             // The web console's HTML, CSS and JavaScript, served under /console/ (docs/CONSOLE.md).
             resources: [.copy("Console/web")]
@@ -143,11 +158,11 @@ let package = Package(
             name: "ParleyServerApp",
             dependencies: [
                 "ParleyServer", "ParleyStorePostgres", "ParleyStoreSQLite",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                .product(name: "Configuration", package: "swift-configuration"),
-                .product(name: "SystemPackage", package: "swift-system"),
-                .product(name: "Yams", package: "Yams"),
-                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser", condition: server),
+                .product(name: "Configuration", package: "swift-configuration", condition: server),
+                .product(name: "SystemPackage", package: "swift-system", condition: server),
+                .product(name: "Yams", package: "Yams", condition: server),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio", condition: server),
             ]
         ),
         // The client SDK.
@@ -178,8 +193,8 @@ let package = Package(
             name: "ParleyCLI",
             dependencies: [
                 "Parley",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser", condition: server),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio", condition: server),
             ]
         ),
         // Helpers for tests: a live server on port 0 in a temporary directory (SQLite, or PostgreSQL), a fresh
@@ -188,19 +203,19 @@ let package = Package(
             name: "ParleyTesting",
             dependencies: [
                 "ParleyServer", "ParleyStore", "ParleyStoreSQLite", "ParleyStorePostgres", "Parley",
-                .product(name: "PostgresNIO", package: "postgres-nio"),
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "PostgresNIO", package: "postgres-nio", condition: server),
+                .product(name: "NIOCore", package: "swift-nio", condition: server),
+                .product(name: "NIOPosix", package: "swift-nio", condition: server),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio", condition: server),
+                .product(name: "Logging", package: "swift-log", condition: server),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle", condition: server),
                 // The APNs stand-in: an HTTP/2 server over TLS with a certificate made for the test.
-                .product(name: "NIOHTTP2", package: "swift-nio-http2"),
-                .product(name: "NIOHTTP1", package: "swift-nio"),
-                .product(name: "NIOSSL", package: "swift-nio-ssl"),
-                .product(name: "X509", package: "swift-certificates"),
-                .product(name: "SwiftASN1", package: "swift-asn1"),
-                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "NIOHTTP2", package: "swift-nio-http2", condition: server),
+                .product(name: "NIOHTTP1", package: "swift-nio", condition: server),
+                .product(name: "NIOSSL", package: "swift-nio-ssl", condition: server),
+                .product(name: "X509", package: "swift-certificates", condition: server),
+                .product(name: "SwiftASN1", package: "swift-asn1", condition: server),
+                .product(name: "Crypto", package: "swift-crypto", condition: server),
             ]
         ),
         // `parley-bench`: drives a real parley-server over real WebSockets on loopback (docs/BENCHMARKS.md). Speaks
@@ -211,13 +226,13 @@ let package = Package(
                 "ParleyProtocol",
                 // The offline store's scenario (offline-store) opens the SDK's store directly; `search` the server's.
                 "Parley", "ParleyStore", "ParleyStoreSQLite", "ParleyStorePostgres",
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                .product(name: "Histogram", package: "hdrhistogram-swift"),
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "NIOHTTP1", package: "swift-nio"),
-                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log", condition: server),
+                .product(name: "ArgumentParser", package: "swift-argument-parser", condition: server),
+                .product(name: "Histogram", package: "hdrhistogram-swift", condition: server),
+                .product(name: "NIOCore", package: "swift-nio", condition: server),
+                .product(name: "NIOPosix", package: "swift-nio", condition: server),
+                .product(name: "NIOHTTP1", package: "swift-nio", condition: server),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio", condition: server),
             ],
             path: "Benchmarks/ParleyBench"
         ),
