@@ -14,6 +14,11 @@ import NIOConcurrencyHelpers
 /// applies every later event of the conversation; ``loadOlder()`` adds older pages. An event the server had already
 /// applied when a page was read is not applied again to that page's messages (each page carries the `lastSeq` it was
 /// read at), so counts never go twice. After `parley.resyncRequired` the list reloads its newest page.
+///
+/// Opened around a message (``ParleyClient/messageList(conversationId:around:pageSize:)``: a push's, a mention's, a
+/// search result's), the list holds a window that may not reach the newest message: ``hasNewer`` is true and
+/// ``loadNewer()`` adds the next newer page. New messages wait until the window reaches the end (they would stand
+/// after a gap); edits, deletions and reactions of the messages held apply at once.
 public final class MessageList: Sendable {
     /// The conversation the list shows.
     public let conversationId: String
@@ -26,6 +31,12 @@ public final class MessageList: Sendable {
         var early: [Event] = []
         var loaded = false
         var nextCursor: String?
+        /// A window opened around a message: the position after which the next newer page starts.
+        var newerCursor: String?
+        /// New messages that came while the window did not reach the end: applied once it does.
+        var held: [Event] = []
+        /// More came than ``MessageList/heldLimit``: the end is read again as the newest page instead.
+        var heldOverflow = false
         var streams: [UUID: AsyncStream<[Message]>.Continuation] = [:]
         var task: Task<Void, Never>?
     }
@@ -50,6 +61,13 @@ public final class MessageList: Sendable {
 
     /// Whether older messages remain to load.
     public var hasOlder: Bool { state.withLockedValue { $0.nextCursor != nil } }
+
+    /// Whether newer messages remain to load (a list opened around a message, until ``loadNewer()`` reaches the end).
+    public var hasNewer: Bool { state.withLockedValue { $0.newerCursor != nil } }
+
+    /// New messages held while the window does not reach the end; past this many, reaching the end reloads the newest
+    /// page instead of applying them.
+    static let heldLimit = 1_000
 
     /// The messages after every change from now on (the current ones first).
     public func updates() -> AsyncStream<[Message]> {
@@ -77,6 +95,25 @@ public final class MessageList: Sendable {
         if thread == nil { client.offline.merge(page, of: conversationId) }
     }
 
+    /// Loads the next newer page of a list opened around a message; does nothing once the list reaches the newest
+    /// message. Reaching it applies the messages that came meanwhile.
+    public func loadNewer() async throws {
+        guard let cursor = state.withLockedValue({ $0.newerCursor }), let after = Int64(cursor) else { return }
+        let page = Self.visible(
+            try await client.fetchMessages(conversationId: conversationId, after: after, limit: pageSize), to: client
+        )
+        let overflowed = publish { state -> Bool in
+            state.timeline.load(page, older: false)
+            state.newerCursor = page.newerCursor
+            guard state.newerCursor == nil else { return false }
+            if state.heldOverflow { return true }
+            for event in state.held { state.timeline.apply(event) }
+            state.held = []
+            return false
+        }
+        if overflowed { try await reload(around: nil) }
+    }
+
     /// Stops following the conversation and ends the update streams.
     public func close() {
         let (task, streams) = state.withLockedValue { state in
@@ -96,8 +133,8 @@ public final class MessageList: Sendable {
 
     // MARK: Following
 
-    /// Subscribes to the conversation's events, then loads the newest page.
-    func start() async throws {
+    /// Subscribes to the conversation's events, then loads the newest page (or the page around `seq`).
+    func start(around seq: Int64? = nil) async throws {
         let events = client.events(conversationId: conversationId)
         let task = Task { [weak self] in
             for await event in events {
@@ -106,12 +143,12 @@ public final class MessageList: Sendable {
             }
         }
         state.withLockedValue { $0.task = task }
-        try await reload()
+        try await reload(around: seq)
     }
 
     private func receive(_ event: Event) async {
         if case .resyncRequired = event.payload {
-            try? await reload()
+            try? await reload(around: nil)
             return
         }
         publish { state in
@@ -119,48 +156,80 @@ public final class MessageList: Sendable {
                 state.early.append(event)
                 return
             }
-            state.timeline.apply(event)
+            Self.take(event, into: &state)
         }
     }
 
-    /// Replaces the list with the newest page, then applies the events that came meanwhile.
-    private func reload() async throws {
+    /// Applies an event to a loaded list, or holds a new message while the window does not reach the end.
+    private static func take(_ event: Event, into state: inout State) {
+        if state.newerCursor != nil, case .messageSent = event.payload {
+            if state.held.count < heldLimit {
+                state.held.append(event)
+            } else {
+                state.heldOverflow = true
+            }
+            return
+        }
+        state.timeline.apply(event)
+    }
+
+    /// Replaces the list with the newest page (or the page around `seq`), then applies the events that came meanwhile.
+    private func reload(around seq: Int64?) async throws {
         // Events from now on wait for the page (those it already includes are then skipped).
         state.withLockedValue { $0.loaded = false }
-        let page = try await fetch(cursor: nil)
+        let page: MessagePage
+        if let seq, thread == nil {
+            page = Self.visible(
+                try await client.fetchMessages(conversationId: conversationId, around: seq, limit: pageSize),
+                to: client
+            )
+        } else {
+            page = try await fetch(cursor: nil)
+        }
         publish { state in
             state.timeline.reset()
             state.timeline.load(page, older: false)
             state.nextCursor = page.nextCursor
+            state.newerCursor = page.newerCursor
+            state.held = []
+            state.heldOverflow = false
             state.loaded = true
-            for event in state.early { state.timeline.apply(event) }
+            for event in state.early { Self.take(event, into: &state) }
             state.early = []
         }
-        if thread == nil { client.offline.merge(page, of: conversationId) }
+        if thread == nil, page.newerCursor == nil { client.offline.merge(page, of: conversationId) }
     }
 
     /// A page, without the messages of users the reader blocked (unless the settings show them).
     private func fetch(cursor: String?) async throws -> MessagePage {
-        var page =
+        let page =
             if let thread {
                 try await client.fetchReplies(to: thread, in: conversationId, limit: pageSize, cursor: cursor)
             } else {
                 try await client.fetchMessages(conversationId: conversationId, limit: pageSize, cursor: cursor)
             }
-        if client.settings.hidesBlockedUsersMessages {
-            let blocked = client.blockedUsers.withLockedValue { $0 }
-            if !blocked.isEmpty { page.messages.removeAll { blocked.contains($0.sender) } }
-        }
+        return Self.visible(page, to: client)
+    }
+
+    /// `page` without the messages of users the reader blocked (unless the settings show them).
+    private static func visible(_ page: MessagePage, to client: ParleyClient) -> MessagePage {
+        guard client.settings.hidesBlockedUsersMessages else { return page }
+        let blocked = client.blockedUsers.withLockedValue { $0 }
+        guard !blocked.isEmpty else { return page }
+        var page = page
+        page.messages.removeAll { blocked.contains($0.sender) }
         return page
     }
 
-    /// Changes the state and sends the messages to the update streams.
-    private func publish(_ change: (inout State) -> Void) {
-        let (messages, streams) = state.withLockedValue { state in
-            change(&state)
-            return (state.timeline.messages, Array(state.streams.values))
+    /// Changes the state and sends the messages to the update streams; returns what `change` returned.
+    @discardableResult
+    private func publish<Result>(_ change: (inout State) -> Result) -> Result {
+        let (result, messages, streams) = state.withLockedValue { state in
+            let result = change(&state)
+            return (result, state.timeline.messages, Array(state.streams.values))
         }
         for stream in streams { stream.yield(messages) }
+        return result
     }
 }
 
@@ -170,12 +239,25 @@ extension ParleyClient {
     public func messageList(conversationId: String, thread: String? = nil, pageSize: Int = 50) async throws
         -> MessageList
     {
+        try await messageList(conversationId: conversationId, thread: thread, around: nil, pageSize: pageSize)
+    }
+
+    /// A list of a conversation's messages opened around message `seq` (a push's, a mention's, a search result's):
+    /// about half a page at or before it, the rest after it; ``MessageList/loadNewer()`` and
+    /// ``MessageList/loadOlder()`` widen it. Close it when the screen goes away.
+    public func messageList(conversationId: String, around seq: Int64, pageSize: Int = 50) async throws -> MessageList {
+        try await messageList(conversationId: conversationId, thread: nil, around: seq, pageSize: pageSize)
+    }
+
+    private func messageList(conversationId: String, thread: String?, around seq: Int64?, pageSize: Int) async throws
+        -> MessageList
+    {
         let session = try requireSession()
         let list = MessageList(
             client: self, conversationId: conversationId, thread: thread, viewer: session.user.uid, pageSize: pageSize
         )
         do {
-            try await list.start()
+            try await list.start(around: seq)
         } catch {
             list.close()
             throw error

@@ -94,7 +94,7 @@ public final class ParleyClient: Sendable {
         // The SDK's log goes where the app's logging system sends it, and to the delegate at the level it chose.
         let baseHandler = Logger(label: "parley.sdk").handler
         let logger = Logger(label: "parley.sdk") { _ in
-            MultiplexLogHandler([baseHandler, DelegateLogHandler(hub: delegates)])
+            DelegateLogHandler(hub: delegates, base: baseHandler)
         }
         self.delegates = delegates
         self.push = PushRegistrationStore(directory: settings.storageDirectory, appId: appId)

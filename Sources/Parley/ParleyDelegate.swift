@@ -77,14 +77,20 @@ final class DelegateHub: Sendable {
     }
 }
 
-/// Sends the SDK's log lines to the delegate, at the level the app chose.
+/// Sends the SDK's log lines where the app's logging system sends them (`base`, at its level) and to the delegate, at
+/// the level the app chose with `setDelegate(_:queue:logLevel:)`.
+///
+/// Not swift-log's `MultiplexLogHandler`: that one fixes its level when it is made, so a delegate that later asks for
+/// more (`.trace`) than the handlers had then would never get the lines between.
 struct DelegateLogHandler: LogHandler {
     let hub: DelegateHub
+    var base: any LogHandler
     var metadata: Logger.Metadata = [:]
 
+    /// The lower of the two levels, read at every line: a line either of them wants gets through.
     var logLevel: Logger.Level {
-        get { hub.logLevel }
-        set {}
+        get { min(base.logLevel, hub.logLevel) }
+        set { base.logLevel = newValue }
     }
 
     subscript(metadataKey key: String) -> Logger.Metadata.Value? {
@@ -93,6 +99,7 @@ struct DelegateLogHandler: LogHandler {
     }
 
     func log(event: LogEvent) {
+        if event.level >= base.logLevel { base.log(event: event) }
         guard event.level >= hub.logLevel else { return }
         let text = event.message.description
         let level = event.level

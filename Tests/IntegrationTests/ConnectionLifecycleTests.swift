@@ -106,9 +106,13 @@ import Testing
         // The server is reachable again, and the device says the network is back: the SDK tries at once instead
         // of finishing a backoff of up to 30 s.
         rig.proxy.refuse(false)
+        let before = rig.clock.now
         await rig.client.networkStatusChanged(available: false)
         await rig.client.networkStatusChanged(available: true)
         await rig.client.waitUntilConnected()
+        // Connected with no virtual time passed: no backoff was waited out.
+        #expect(rig.clock.now == before)
+        #expect(await rig.server.snapshot { $0.liveConnections == 1 }.liveConnections == 1)
         try await rig.stop()
     }
 
@@ -214,18 +218,60 @@ import Testing
             .networkReachability(reachability)
             .build()
         let client = try await ParleyClient.initialize(appId: server.app.appId, settings: settings)
+        let listener = ErrorRecordingListener()
+        client.addConnectionListener("errors", listener)
         try await client.login(uid: "gina", authKey: server.app.authKey)
         await client.waitUntilConnected()
+        #expect(await server.snapshot { $0.liveConnections == 1 }.liveConnections == 1)
+        // The lifecycle source alone (no call to the client) closes the socket in the background...
         lifecycle.set(.background)
         _ = await client.waitForStatus { $0 == .disconnected }
+        #expect(await server.snapshot { $0.liveConnections == 0 }.liveConnections == 0)
+        // ... and opens a new one in the foreground.
         lifecycle.set(.foreground)
         await client.waitUntilConnected()
+        #expect(await server.snapshot { $0.liveConnections == 1 }.liveConnections == 1)
+        // The reachability source: offline is ERR_NO_INTERNET, for the listener and for connect().
         reachability.set(available: false)
         _ = await client.waitForStatus { $0 == .waitingForNetwork }
+        // Listeners are called on the callback queue, queued before the status streams hear of the change.
+        await withCheckedContinuation { continuation in client.settings.callbackQueue.async { continuation.resume() } }
+        #expect(listener.errors.map(\.code) == [.noInternet])
+        let offline = await #expect(throws: ParleyError.self) { try await client.connect() }
+        #expect(offline?.code == .noInternet)
+        #expect(await server.snapshot { $0.liveConnections == 0 }.liveConnections == 0)
         reachability.set(available: true)
         await client.waitUntilConnected()
+        #expect(await server.snapshot { $0.liveConnections == 1 }.liveConnections == 1)
         await client.shutdown()
         try await server.stop()
+    }
+
+    /// Keeps the errors a connection listener is given.
+    final class ErrorRecordingListener: ConnectionListener {
+        private let recorded = NIOLockedValueBox<[ParleyError]>([])
+        var errors: [ParleyError] { recorded.withLockedValue { $0 } }
+        func onConnectionError(_ error: ParleyError) { recorded.withLockedValue { $0.append(error) } }
+    }
+
+    @Test func connectInManualModeWhileStillInTheBackgroundKeepsTheSocketForTheGrace() async throws {
+        // Manual mode, the app in the background before it asks for the socket: connect() opens it, and it lives for
+        // the background grace from that call (30 s), then closes, as a background ping() would extend it.
+        let rig = try await rig(auto: false)
+        await rig.client.disconnect()
+        await rig.client.appDidEnterBackground()
+        #expect(rig.client.connectionStatus == .disconnected)
+        let since = rig.clock.now.offset
+        try await rig.client.connect()
+        #expect(rig.client.connectionStatus == .connected)
+        _ = await rig.clock.sleeper { $0.offset == since + .seconds(25) }  // the heartbeat first
+        rig.clock.advance(by: .seconds(25))
+        _ = await rig.clock.sleeper { $0.offset == since + .seconds(30) }
+        #expect(rig.client.connectionStatus == .connected)
+        rig.clock.advance(by: .seconds(5))
+        _ = await rig.client.waitForStatus { $0 == .disconnected }
+        #expect(await rig.server.snapshot { $0.liveConnections == 0 }.liveConnections == 0)
+        try await rig.stop()
     }
 
     @Test func manualModeKeepsABackgroundSocketOnlyWhilePingsArrive() async throws {
@@ -253,26 +299,32 @@ import Testing
     @Test func callbackFormsReportSuccessAndErrorsOnTheCallbackQueue() async throws {
         let rig = try await rig(auto: false)
         await rig.client.disconnect()
+        // Every callback below records where it ran: off the settings' callback queue, it records "off queue".
+        let key = DispatchSpecificKey<Bool>()
+        rig.client.settings.callbackQueue.setSpecific(key: key, value: true)
         let outcomes = NIOLockedValueBox<[String]>([])
+        @Sendable func record(_ outcome: String) {
+            outcomes.withLockedValue { $0.append(DispatchQueue.getSpecific(key: key) == true ? outcome : "off queue") }
+        }
         await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
             rig.client.connect(
                 onSuccess: {
-                    outcomes.withLockedValue { $0.append("connected") }
+                    record("connected")
                     done.resume()
                 },
                 onError: { error in
-                    outcomes.withLockedValue { $0.append(error.errorCode) }
+                    record(error.errorCode)
                     done.resume()
                 })
         }
         await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
             rig.client.ping(
                 onSuccess: {
-                    outcomes.withLockedValue { $0.append("pong") }
+                    record("pong")
                     done.resume()
                 },
                 onError: { error in
-                    outcomes.withLockedValue { $0.append(error.errorCode) }
+                    record(error.errorCode)
                     done.resume()
                 })
         }
@@ -280,13 +332,13 @@ import Testing
             rig.client.connect(
                 onSuccess: { done.resume() },
                 onError: { error in
-                    outcomes.withLockedValue { $0.append(error.errorCode) }
+                    record(error.errorCode)
                     done.resume()
                 })
         }
         await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
             rig.client.disconnect(onSuccess: {
-                outcomes.withLockedValue { $0.append("disconnected") }
+                record("disconnected")
                 done.resume()
             })
         }

@@ -475,14 +475,19 @@ import Testing
         let group = try await party["alice"].createGroup(name: "Team", participants: ["bob"])
         try await party.fence()
         party.mark()
+        let parts: [MessagePart] = [.text("Here"), .data(["lat": 48.85, "lon": 2.35], name: "location")]
         let message = try await party["bob"].sendMessage(
-            parts: [.text("Here"), .data(["lat": 48.85, "lon": 2.35], name: "location")], to: .conversation(group.id),
-            metadata: ["priority": "high"], alert: "Bob shared a location"
+            parts: parts, to: .conversation(group.id), metadata: ["priority": "high"], alert: "Bob shared a location"
         )
         try await party.fence()
         for uid in ["alice", "bob"] {
             let events = party.observed(by: uid)
             #expect(events.map(\.payload) == [.messageSent(message)], "\(uid)")
+            // What was sent, not only what the server answered: a server that dropped a part, the metadata or the
+            // alert would answer and publish the same wrong message.
+            guard case .messageSent(let received) = events.first?.payload else { continue }
+            #expect(received.parts == parts && received.sender == "bob" && received.conversationId == group.id)
+            #expect(received.metadata == ["priority": "high"] && received.alert == "Bob shared a location")
             #expect(events.first?.seq == message.seq && events.first?.id == "\(group.id):\(message.seq)")
         }
         for uid in ["carol", "dave"] { #expect(party.observed(by: uid).isEmpty, "\(uid)") }

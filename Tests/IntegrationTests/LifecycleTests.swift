@@ -226,6 +226,17 @@ import Testing
         #expect(viaCallback == 1)
         await withCheckedContinuation { continuation in queue.async { continuation.resume() } }
         #expect(delegate.statuses.contains(.connected))
+        // The SDK's log reaches the delegate from the level it chose (trace: everything, the status lines included).
+        #expect(delegate.logs.contains { $0.level == .debug && $0.message.contains("Connection status: connected") })
+        // At .error, the debug lines of a reconnection no longer come.
+        alice.setDelegate(delegate, queue: queue, logLevel: .error)
+        let before = delegate.logs.count
+        await alice.appDidEnterBackground()
+        await alice.appWillEnterForeground()
+        await alice.waitUntilConnected()
+        await withCheckedContinuation { continuation in queue.async { continuation.resume() } }
+        #expect(delegate.logs.dropFirst(before).allSatisfy { $0.level >= .error })
+        #expect(delegate.statuses.suffix(2) == [.connecting, .connected])  // the calls still come
         #expect(delegate.everyCallWasOnItsQueue)
         delegate.allowLinks = false
         #expect(await alice.shouldOpenLink(URL(string: "https://example.com")!) == false)
@@ -240,6 +251,7 @@ import Testing
 final class RecordingDelegate: ParleyDelegate {
     private struct State {
         var statuses: [ConnectionStatus] = []
+        var logs: [(level: Logger.Level, message: String)] = []
         var wrongQueue = false
         var allowLinks = true
     }
@@ -256,6 +268,7 @@ final class RecordingDelegate: ParleyDelegate {
     }
 
     var statuses: [ConnectionStatus] { state.withLockedValue { $0.statuses } }
+    var logs: [(level: Logger.Level, message: String)] { state.withLockedValue { $0.logs } }
     var allowLinks: Bool {
         get { state.withLockedValue { $0.allowLinks } }
         set { state.withLockedValue { $0.allowLinks = newValue } }
@@ -280,7 +293,10 @@ final class RecordingDelegate: ParleyDelegate {
         state.withLockedValue { $0.statuses.append(status) }
     }
 
-    func log(level: Logger.Level, message: String) { check() }
+    func log(level: Logger.Level, message: String) {
+        check()
+        state.withLockedValue { $0.logs.append((level, message)) }
+    }
 
     func shouldOpenLink(_ url: URL) -> Bool {
         check()

@@ -1,6 +1,7 @@
 import Foundation
 import Parley
 import ParleyProtocol
+import ParleyServer
 import ParleyTesting
 import Testing
 
@@ -165,6 +166,164 @@ import Testing
         #expect(await eventually { model.messages.last?.text == "live" })
         model.stop()
         await alice.shutdown()
+        await bob.shutdown()
+        try await server.stop()
+    }
+
+    @Test func aSendShowsInPlaceFromPendingToStoredUnderOneRowId() async throws {
+        let server = try await TestServer.start()
+        let proxy = try await TCPProxy.start(targetPort: server.port)
+        let bob = try ParleyClient(
+            appId: server.app.appId, settings: testSettings(serverURL: URL(string: "http://127.0.0.1:\(proxy.port)")!))
+        try await bob.start()
+        try await bob.login(uid: "bob", authKey: server.app.authKey)
+        await bob.waitUntilConnected()
+        _ = try await server.login("alice")
+        let conversation = try await bob.directConversation(with: "alice")
+        _ = try await bob.sendTextMessage("online", to: .conversation(conversation.id))
+        let model = ConversationModel(client: bob, conversationId: conversation.id)
+        await model.load()
+        #expect(model.items.compactMap { $0.message?.text } == ["online"])
+
+        // The server out of reach (socket and HTTP): the send waits in the outbox and shows as pending at the end.
+        proxy.refuse(true)
+        proxy.cutAll()
+        _ = await bob.waitForStatus { $0 != .connected }
+        let entry = try model.send("while away")
+        let row = try #require(model.items.last)
+        #expect(row.pending?.clientMessageId == entry.clientMessageId && row.pending?.state == .pending)
+        #expect(row.id == "bob/\(entry.clientMessageId)")
+        #expect(model.items.count == 2)
+
+        // Back: the same row becomes the stored message, once, and nothing is pending any more.
+        proxy.refuse(false)
+        await bob.networkStatusChanged(available: false)
+        await bob.networkStatusChanged(available: true)
+        #expect(await eventually(timeout: .seconds(30)) { model.items.last?.message?.text == "while away" })
+        #expect(model.items.last?.id == row.id)
+        #expect(model.items.map(\.id).filter { $0 == row.id }.count == 1)
+        #expect(model.items.count == 2 && model.outgoing.isEmpty)
+        #expect(await eventually { model.messages.last?.clientMessageId == entry.clientMessageId })
+        #expect(model.items.count == 2)
+        model.stop()
+        await bob.shutdown()
+        try await proxy.stop()
+        try await server.stop()
+    }
+
+    @Test func aConversationOpensAroundAMessageAndWidensBothWays() async throws {
+        let server = try await TestServer.start()
+        let bob = try await client("bob", server)
+        await bob.waitUntilConnected()
+        let alice = try await client("alice", server)
+        await alice.waitUntilConnected()
+        let conversation = try await bob.directConversation(with: "alice")
+        var sent: [Message] = []
+        for index in 1...30 {
+            sent.append(try await alice.sendTextMessage("m\(index)", to: .conversation(conversation.id)))
+        }
+        let model = ConversationModel(client: bob, conversationId: conversation.id)
+        await model.load(pageSize: 10, around: sent[14].seq)
+        #expect(model.error == nil)
+        #expect(model.messages.contains { $0.id == sent[14].id })
+        #expect(model.hasOlder && model.hasNewer && model.messages.count == 10)
+        // A new message while the window does not reach the end waits (it would stand after a gap)...
+        let live = try await alice.sendTextMessage("live", to: .conversation(conversation.id))
+        // ... while an edit of a message in the window applies at once.
+        let inWindow = try #require(model.messages.first)
+        _ = try await alice.editTextMessage(inWindow.id, in: conversation.id, text: "edited")
+        #expect(await eventually { model.messages.first?.text == "edited" })
+        #expect(!model.messages.contains { $0.id == live.id })
+        while model.hasNewer { await model.loadNewer() }
+        #expect(model.messages.last?.id == live.id)
+        while model.hasOlder { await model.loadOlder() }
+        #expect(model.messages.map(\.seq) == (sent.map(\.seq) + [live.seq]))
+        #expect(model.messages.map(\.text) == sent.map { $0.id == inWindow.id ? "edited" : $0.text } + ["live"])
+        // Live again at the end.
+        let after = try await alice.sendTextMessage("after", to: .conversation(conversation.id))
+        #expect(await eventually { model.messages.last?.id == after.id })
+
+        // Opened around an old message again, a send goes to the end, where it shows.
+        await model.load(pageSize: 10, around: sent[2].seq)
+        #expect(model.hasNewer)
+        let entry = try model.send("from bob")
+        #expect(await eventually { !model.hasNewer && model.items.last?.id == "bob/\(entry.clientMessageId)" })
+        model.stop()
+        await alice.shutdown()
+        await bob.shutdown()
+        try await server.stop()
+    }
+
+    @Test func aThreadModelShowsTheParentRepliesAndPendingRepliesInPlace() async throws {
+        let server = try await TestServer.start()
+        let bob = try await client("bob", server)
+        await bob.waitUntilConnected()
+        let alice = try await client("alice", server)
+        await alice.waitUntilConnected()
+        let conversation = try await bob.directConversation(with: "alice")
+        let root = try await alice.sendTextMessage("root", to: .conversation(conversation.id))
+        _ = try await alice.sendTextMessage("not a reply", to: .conversation(conversation.id))
+        _ = try await bob.sendTextMessage("reply 1", to: .conversation(conversation.id), replyTo: root.id)
+        let thread = ConversationModel(client: bob, conversationId: conversation.id, thread: root.id)
+        await thread.load()
+        #expect(thread.error == nil)
+        #expect(thread.parent?.id == root.id && thread.parent?.replyCount == 1)
+        #expect(thread.items.compactMap { $0.message?.text } == ["reply 1"])
+        let entry = try thread.send("reply 2")
+        #expect(thread.items.last?.pending?.clientMessageId == entry.clientMessageId)
+        #expect(await eventually { thread.items.last?.message?.text == "reply 2" })
+        #expect(thread.items.last?.message?.replyTo == root.id)
+        #expect(thread.items.last?.id == "bob/\(entry.clientMessageId)")
+        // Alice's reply arrives live; her message outside the thread does not.
+        _ = try await alice.sendTextMessage("reply 3", to: .conversation(conversation.id), replyTo: root.id)
+        _ = try await alice.sendTextMessage("elsewhere", to: .conversation(conversation.id))
+        #expect(await eventually { thread.messages.map(\.text) == ["reply 1", "reply 2", "reply 3"] })
+        #expect(await eventually { thread.parent?.replyCount == 3 })
+        #expect(!thread.messages.contains { $0.text == "elsewhere" })
+        thread.stop()
+        await alice.shutdown()
+        await bob.shutdown()
+        try await server.stop()
+    }
+
+    /// A user goes offline 50 ms after their last connection closes (5 s by default).
+    nonisolated static func shortPresenceGrace(_ configuration: inout ServerConfiguration) {
+        configuration.presenceGrace = .milliseconds(50)
+    }
+
+    @Test func theMemberListFollowsPresenceTypingAndMembership() async throws {
+        let server = try await TestServer.start(configure: Self.shortPresenceGrace)
+        let bob = try await client("bob", server)
+        await bob.waitUntilConnected()
+        let alice = try await client("alice", server)
+        await alice.waitUntilConnected()
+        _ = try await server.login("carol")  // a member who never connects
+        _ = try await server.login("dave")
+        let group = try await bob.createGroup(name: "Team", participants: ["alice", "carol"])
+        let model = MemberListModel(client: bob, conversationId: group.id)
+        await model.load()
+        #expect(model.error == nil)
+        // Online first, then by uid.
+        #expect(model.members.map(\.id) == ["alice", "bob", "carol"])
+        #expect(model.members.map(\.online) == [true, true, false] && model.onlineCount == 2)
+        #expect(model.members.first { $0.id == "bob" }?.participant.role == .owner)
+
+        _ = await alice.startTyping(in: group.id)
+        #expect(await eventually { model.typing == ["alice"] })
+        _ = await alice.stopTyping(in: group.id)
+        #expect(await eventually { model.typing.isEmpty })
+
+        _ = try await bob.addParticipants(["dave"], to: group.id)
+        #expect(await eventually { model.members.map(\.id).contains("dave") })
+        try await bob.removeParticipant("carol", from: group.id)
+        #expect(await eventually { !model.members.map(\.id).contains("carol") })
+
+        // Alice goes: offline after the grace, with when she was last seen, and after the online members.
+        await alice.shutdown()
+        #expect(await eventually { model.members.first { $0.id == "alice" }?.online == false })
+        #expect(model.members.first { $0.id == "alice" }?.lastSeenAt != nil)
+        #expect(model.members.map(\.id) == ["bob", "alice", "dave"])
+        model.stop()
         await bob.shutdown()
         try await server.stop()
     }

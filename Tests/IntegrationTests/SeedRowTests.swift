@@ -58,10 +58,23 @@ import Testing
     @Test func getUnreadMessagesCountAnswersOnTheCallbackQueue() async throws {
         let server = try await TestServer.start()
         let client = try await client(server, center: DeviceTokenCenter())
-        let loggedOut = await withCheckedContinuation { continuation in
-            client.getUnreadMessagesCount { continuation.resume(returning: $0) }
+        // The settings' callback queue, marked so that a completion can tell where it runs.
+        let key = DispatchSpecificKey<String>()
+        client.settings.callbackQueue.setSpecific(key: key, value: "callbacks")
+        func unreadCount() async -> (Result<Int, ParleyError>, onQueue: Bool) {
+            await withCheckedContinuation { continuation in
+                client.getUnreadMessagesCount { result in
+                    continuation.resume(returning: (result, DispatchQueue.getSpecific(key: key) == "callbacks"))
+                }
+            }
         }
-        #expect(throws: ParleyError.self) { try loggedOut.get() }
+        let loggedOut = await unreadCount()
+        #expect(loggedOut.onQueue)
+        guard case .failure(let error) = loggedOut.0 else {
+            Issue.record("a count without a signed-in user: \(loggedOut.0)")
+            return
+        }
+        #expect(error.code == .notLoggedIn)
         try await client.login(uid: "bob", authKey: server.app.authKey)
         let alice = try await server.login("alice")
         let conversation = try await server.createConversation(token: alice, type: .direct, with: ["bob"])
@@ -71,12 +84,62 @@ import Testing
                 body: SendMessageRequest(parts: [.text(text)])
             )
         }
-        let count = await withCheckedContinuation { continuation in
-            client.getUnreadMessagesCount { continuation.resume(returning: $0) }
-        }
-        #expect(try count.get() == 2)
+        let count = await unreadCount()
+        #expect(count.onQueue)
+        #expect(try count.0.get() == 2)
         await client.shutdown()
         try await server.stop()
+    }
+
+    @Test func theCallbackFormOfInitializeAnswersOnTheCallbackQueue() async throws {
+        let server = try await TestServer.start()
+        let key = DispatchSpecificKey<String>()
+        let queue = DispatchQueue(label: "app.init")
+        queue.setSpecific(key: key, value: "init")
+        // CometChat's spelling of the builder, with its region.
+        let settings = AppSettings.AppSettingsBuilder()
+            .serverURL(server.baseURL)
+            .setRegion(region: "eu")
+            .storageDirectory(try TemporaryDirectory(prefix: "parley-init").url)
+            .callbackQueue(queue)
+            .appLifecycle(nil)
+            .networkReachability(nil)
+            .build()
+        #expect(settings.region == "eu")
+        func initialize(_ appId: String, _ settings: AppSettings) async -> (Result<ParleyClient, ParleyError>, Bool) {
+            await withCheckedContinuation { continuation in
+                ParleyClient.initialize(
+                    appId: appId, settings: settings,
+                    onSuccess: {
+                        continuation.resume(returning: (.success($0), DispatchQueue.getSpecific(key: key) == "init"))
+                    },
+                    onError: {
+                        continuation.resume(returning: (.failure($0), DispatchQueue.getSpecific(key: key) == "init"))
+                    }
+                )
+            }
+        }
+        let (made, madeOnQueue) = await initialize(server.app.appId, settings)
+        #expect(madeOnQueue)
+        let client = try made.get()
+        #expect(client.appId == server.app.appId && client.settings.region == "eu")
+        await client.shutdown()
+        // An App ID the server does not know: onError, on the same queue, with the server's code.
+        let (unknown, unknownOnQueue) = await initialize("0000000000000000", settings)
+        #expect(unknownOnQueue)
+        guard case .failure(let error) = unknown else {
+            Issue.record("an unknown App ID was accepted")
+            return
+        }
+        #expect(error.code == .invalidAppID)
+        try await server.stop()
+        // No server: ERR_SERVER_UNREACHABLE (nobody is signed in, so there is nothing to work offline with).
+        let (unreachable, _) = await initialize(server.app.appId, settings)
+        guard case .failure(let down) = unreachable else {
+            Issue.record("initialize succeeded without a server")
+            return
+        }
+        #expect(down.code == .serverUnreachable)
     }
 
     final class Opener: LinkOpener {

@@ -221,15 +221,65 @@ import Observation
     deinit { following.cancelAll() }
 }
 
-/// One conversation's messages in order, with what the user sent that the server has not stored yet, who is typing
-/// and how far each participant has read: a chat screen.
+/// One row of a conversation or a thread: a stored message, or a send of the user's the server has not stored yet.
+public struct ConversationItem: Sendable, Hashable, Identifiable {
+    /// What the row shows.
+    public enum Content: Sendable, Hashable {
+        /// A message as stored, in its latest state.
+        case message(Message)
+        /// A send waiting in the outbox (``OutgoingMessage/State/pending``) or refused (``OutgoingMessage/State/failed(code:message:)``).
+        case pending(OutgoingMessage)
+    }
+
+    /// Stable over a send's life: a row keeps its id from the outbox to the stored message (the sender and the client
+    /// message id), so a list does not redraw it as a new row. Messages without a client message id use their id.
+    public let id: String
+    /// The message or the pending send.
+    public let content: Content
+
+    /// The stored message, when the row is one.
+    public var message: Message? {
+        if case .message(let message) = content { return message }
+        return nil
+    }
+
+    /// The pending send, when the row is one.
+    public var pending: OutgoingMessage? {
+        if case .pending(let entry) = content { return entry }
+        return nil
+    }
+
+    static func key(sender: String, clientMessageId: String) -> String { "\(sender)/\(clientMessageId)" }
+
+    init(_ message: Message) {
+        id = message.clientMessageId.map { Self.key(sender: message.sender, clientMessageId: $0) } ?? message.id
+        content = .message(message)
+    }
+
+    init(_ entry: OutgoingMessage, sender: String) {
+        id = Self.key(sender: sender, clientMessageId: entry.clientMessageId)
+        content = .pending(entry)
+    }
+}
+
+/// One conversation's messages in order (or one thread's replies), with the user's sends in place until the server
+/// stores them, who is typing and how far each participant has read: a chat screen, or a thread's.
+///
+/// ``items`` is what a list shows: the messages, then the user's pending and failed sends at the end, each replaced by
+/// its stored message (same ``ConversationItem/id``) once the server has it. A model opened around a message
+/// (``load(pageSize:around:)``) holds a window of the history: ``loadOlder()`` and ``loadNewer()`` widen it, and the
+/// pending sends show once it reaches the newest message.
 @MainActor @Observable public final class ConversationModel {
     /// The conversation shown.
     public let conversationId: String
-    /// The stored messages, in ascending sequence order, each in its latest state.
+    /// The first message of the thread shown (its replies are the model's messages); nil for the whole conversation.
+    public let thread: String?
+    /// The stored messages (the thread's replies), in ascending sequence order, each in its latest state.
     public private(set) var messages: [Message] = []
-    /// The user's sends to this conversation not stored yet: pending (being sent or waiting for the network) and
-    /// failed, oldest first (``OutgoingMessage/state``).
+    /// The thread's first message in its latest state (thread models only).
+    public private(set) var parent: Message?
+    /// The user's sends to this conversation (this thread) not stored yet: pending (being sent or waiting for the
+    /// network) and failed, oldest first (``OutgoingMessage/state``).
     public private(set) var outgoing: [OutgoingMessage] = []
     /// The participants typing now (not the user).
     public private(set) var typing: [String] = []
@@ -237,32 +287,54 @@ import Observation
     public private(set) var readUpTo: [String: Int64] = [:]
     /// Whether older messages remain (``loadOlder()``).
     public private(set) var hasOlder = false
-    /// Whether a load (``load(pageSize:)``, ``loadOlder()``) is running.
+    /// Whether newer messages remain (a model opened around a message, until ``loadNewer()`` reaches the end).
+    public private(set) var hasNewer = false
+    /// Whether a load (``load(pageSize:around:)``, ``loadOlder()``, ``loadNewer()``) is running.
     public private(set) var isLoading = false
-    /// Whether ``messages`` are what the device kept (shown at once by ``load(pageSize:)``) rather than the server's:
-    /// true until the server answers, and while it cannot be reached.
+    /// Whether ``messages`` are what the device kept (shown at once by ``load(pageSize:around:)``) rather than the
+    /// server's: true until the server answers, and while it cannot be reached.
     public private(set) var isStored = false
     /// The last failure of a load, a send or of following a change.
     public private(set) var error: ParleyError?
+    /// Sends the outbox reported stored whose message the list has not shown yet: shown in their place meanwhile.
+    private var justSent: [Message] = []
+
+    /// The rows to show: ``messages``, then (once the model reaches the newest message) the user's sends the list does
+    /// not hold yet, in place at the end: stored ones as their message, the others (``outgoing``) as pending.
+    public var items: [ConversationItem] {
+        var items = messages.map(ConversationItem.init)
+        guard !hasNewer else { return items }
+        let viewer = client.getLoggedInUser()?.uid ?? ""
+        var shown = Set(items.map(\.id))
+        let sends = justSent.map(ConversationItem.init) + outgoing.map { ConversationItem($0, sender: viewer) }
+        for item in sends where shown.insert(item.id).inserted { items.append(item) }
+        return items
+    }
 
     @ObservationIgnored private let client: ParleyClient
     @ObservationIgnored private var list: MessageList?
     @ObservationIgnored private let following = FollowingTasks()
+    @ObservationIgnored private var pageSize = 50
 
-    /// A model of one conversation of `client`; call ``load(pageSize:)`` to fill it.
-    public init(client: ParleyClient, conversationId: String) {
+    /// A model of one conversation of `client` (with `thread`, of the replies to that message); call
+    /// ``load(pageSize:around:)`` to fill it.
+    public init(client: ParleyClient, conversationId: String, thread: String? = nil) {
         self.client = client
         self.conversationId = conversationId
+        self.thread = thread
     }
 
-    /// Shows the messages the device kept at once, then reads the newest page and follows the conversation: messages,
-    /// the outbox, typing and receipts.
-    public func load(pageSize: Int = 50) async {
+    /// Shows the messages the device kept at once (a conversation's newest), then reads the newest page, or the page
+    /// around message `seq` (a push's, a mention's, a search result's; conversations only), and follows the
+    /// conversation: messages, the outbox, typing and receipts.
+    public func load(pageSize: Int = 50, around seq: Int64? = nil) async {
         isLoading = true
         defer { isLoading = false }
         stop()
+        self.pageSize = pageSize
         let id = conversationId
-        if messages.isEmpty {
+        let thread = self.thread
+        if messages.isEmpty, thread == nil, seq == nil {
             messages = client.storedMessages(conversationId: id)
             isStored = true
         }
@@ -271,11 +343,15 @@ import Observation
         )
         let outbox = client.outboxUpdates()
         do {
-            let list = try await client.messageList(conversationId: id, pageSize: pageSize)
+            let list =
+                if let seq, thread == nil {
+                    try await client.messageList(conversationId: id, around: seq, pageSize: pageSize)
+                } else {
+                    try await client.messageList(conversationId: id, thread: thread, pageSize: pageSize)
+                }
             self.list = list
             following.onCancel { list.close() }
-            messages = list.messages
-            hasOlder = list.hasOlder
+            show(list)
             isStored = false
             error = nil
             let updates = list.updates()
@@ -285,18 +361,18 @@ import Observation
                         guard let self else { return }
                         // The list's state now, not the snapshot the stream kept: a newer one may be in already
                         // (``loadOlder()`` reads it at once).
-                        self.messages = list.messages
-                        self.hasOlder = list.hasOlder
+                        self.show(list)
                     }
                 })
         } catch {
             self.error = RESTClient.parleyError(error)
-            following.add(reloadOnReconnect(client) { [weak self] in await self?.load(pageSize: pageSize) })
+            following.add(
+                reloadOnReconnect(client) { [weak self] in await self?.load(pageSize: pageSize, around: seq) })
         }
-        outgoing = client.outgoingMessages().filter { Self.isSend($0, to: id) }
+        outgoing = client.outgoingMessages().filter { Self.isSend($0, to: id, thread: thread) }
         following.add(
             Task { [weak self] in
-                for await entry in outbox where Self.isSend(entry, to: id) {
+                for await entry in outbox where Self.isSend(entry, to: id, thread: thread) {
                     guard let self else { return }
                     self.take(entry)
                 }
@@ -312,27 +388,52 @@ import Observation
 
     /// Adds the next older page.
     public func loadOlder() async {
+        await widen { try await $0.loadOlder() }
+    }
+
+    /// Adds the next newer page (a model opened around a message); does nothing once it holds the newest message.
+    public func loadNewer() async {
+        await widen { try await $0.loadNewer() }
+    }
+
+    private func widen(_ load: (MessageList) async throws -> Void) async {
         guard let list else { return }
         do {
-            try await list.loadOlder()
-            messages = list.messages
-            hasOlder = list.hasOlder
+            try await load(list)
+            show(list)
         } catch {
             self.error = RESTClient.parleyError(error)
         }
     }
 
-    /// Queues a text message (the durable outbox): it shows in ``outgoing`` at once, then in ``messages``.
+    private func show(_ list: MessageList) {
+        messages = list.messages
+        parent = list.parent
+        hasOlder = list.hasOlder
+        hasNewer = list.hasNewer
+        if !justSent.isEmpty {
+            let held = Set(messages.map(\.id))
+            justSent.removeAll { held.contains($0.id) }
+        }
+    }
+
+    /// Queues a text message (a reply, in a thread model) in the durable outbox: it shows in ``items`` at once, and
+    /// in its place as stored once the server has it. A model opened around an older message goes to the newest one
+    /// first, where the send shows.
     @discardableResult
     public func send(_ text: String) throws -> OutgoingMessage {
-        let entry = try client.queueMessage(parts: [.text(text)], to: .conversation(conversationId))
+        let entry = try client.queueMessage(parts: [.text(text)], to: .conversation(conversationId), replyTo: thread)
         take(entry)
+        if hasNewer {
+            let pageSize = self.pageSize
+            Task { await self.load(pageSize: pageSize) }
+        }
         return entry
     }
 
-    private static func isSend(_ entry: OutgoingMessage, to conversationId: String) -> Bool {
-        guard case .send = entry.action else { return false }
-        return entry.receiver == .conversation(conversationId)
+    private static func isSend(_ entry: OutgoingMessage, to conversationId: String, thread: String?) -> Bool {
+        guard case .send = entry.action, entry.receiver == .conversation(conversationId) else { return false }
+        return thread == nil || entry.replyTo == thread
     }
 
     private func take(_ entry: OutgoingMessage) {
@@ -343,7 +444,10 @@ import Observation
             } else {
                 outgoing.append(entry)
             }
-        case .sent, .reacted, .cancelled:
+        case .sent(let message):
+            outgoing.removeAll { $0.id == entry.id }
+            if !messages.contains(where: { $0.id == message.id }) { justSent.append(message) }
+        case .reacted, .cancelled:
             outgoing.removeAll { $0.id == entry.id }
         }
     }
@@ -359,6 +463,176 @@ import Observation
         default:
             break
         }
+    }
+
+    /// Stops following the client.
+    public func stop() { following.cancelAll() }
+
+    deinit { following.cancelAll() }
+}
+
+/// A conversation's members with whether each is online and typing: a member list, or the header of a chat.
+///
+/// ``load()`` reads the participants and the presence of the first ``presenceLimit`` of them (eight requests at a
+/// time), then follows the conversation: members added, changed, removed or banned, presence changes and typing.
+@MainActor @Observable public final class MemberListModel {
+    /// A member and what is known of them now.
+    public struct Member: Sendable, Hashable, Identifiable {
+        /// The participant: uid, role, when they joined, their read position.
+        public var participant: Participant
+        /// Whether they have a live connection (or are within the presence grace); false when not known.
+        public var online: Bool
+        /// When their last connection closed (epoch ms); nil while online or when not known.
+        public var lastSeenAt: Int64?
+        /// Whether they are typing in the conversation now.
+        public var isTyping: Bool
+        /// The member's uid.
+        public var id: String { participant.uid }
+    }
+
+    /// The conversation shown.
+    public let conversationId: String
+    /// The members, online ones first, then by uid.
+    public private(set) var members: [Member] = []
+    /// Whether ``load()`` is running.
+    public private(set) var isLoading = false
+    /// The last failure of ``load()`` or of a presence read.
+    public private(set) var error: ParleyError?
+    /// How many members' presence ``load()`` reads (a request each); the rest start offline until an event says
+    /// otherwise.
+    public let presenceLimit: Int
+
+    /// The members online now.
+    public var onlineCount: Int { members.count { $0.online } }
+    /// The members typing now.
+    public var typing: [String] { members.filter(\.isTyping).map(\.id) }
+
+    @ObservationIgnored private let client: ParleyClient
+    @ObservationIgnored private let following = FollowingTasks()
+
+    /// A model of the members of one conversation of `client`; call ``load()`` to fill it.
+    public init(client: ParleyClient, conversationId: String, presenceLimit: Int = 200) {
+        self.client = client
+        self.conversationId = conversationId
+        self.presenceLimit = max(0, presenceLimit)
+    }
+
+    /// Reads the members and their presence, and follows the conversation from then on.
+    public func load() async {
+        isLoading = true
+        defer { isLoading = false }
+        stop()
+        let id = conversationId
+        // Subscribed first: a change during the reads is applied after them, not lost.
+        let events = client.events(
+            names: [
+                .participantAdded, .participantUpdated, .participantRemoved, .participantBanned, .participantTyping,
+                .participantTypingOff, .presenceUpdate,
+            ]
+        )
+        do {
+            let participants = try await client.participants(of: id)
+            let presences = await readPresence(of: participants.prefix(presenceLimit).map(\.uid))
+            members = participants.map { participant in
+                let presence = presences[participant.uid]
+                return Member(
+                    participant: participant, online: presence?.online ?? false, lastSeenAt: presence?.lastSeenAt,
+                    isTyping: false
+                )
+            }
+            sort()
+            error = nil
+        } catch {
+            self.error = RESTClient.parleyError(error)
+            following.add(reloadOnReconnect(client) { [weak self] in await self?.load() })
+            return
+        }
+        following.add(
+            Task { [weak self] in
+                for await event in events {
+                    guard let self else { return }
+                    self.apply(event)
+                }
+            })
+    }
+
+    /// Presence of `uids`, eight reads at a time; a failed read leaves its user out (and sets ``error``).
+    private func readPresence(of uids: [String]) async -> [String: Presence] {
+        let client = self.client
+        var found: [String: Presence] = [:]
+        var failure: ParleyError?
+        await withTaskGroup(of: Result<Presence, ParleyError>.self) { group in
+            var next = uids.makeIterator()
+            func start() {
+                guard let uid = next.next() else { return }
+                group.addTask {
+                    do { return .success(try await client.presence(of: uid)) } catch {
+                        return .failure(RESTClient.parleyError(error))
+                    }
+                }
+            }
+            for _ in 0..<8 { start() }
+            for await result in group {
+                switch result {
+                case .success(let presence): found[presence.uid] = presence
+                case .failure(let error): failure = error
+                }
+                start()
+            }
+        }
+        if let failure { error = failure }
+        return found
+    }
+
+    private func apply(_ event: Event) {
+        switch event.payload {
+        case .participantAdded(let participant), .participantUpdated(let participant):
+            guard event.conversationId == conversationId else { return }
+            if let index = members.firstIndex(where: { $0.id == participant.uid }) {
+                members[index].participant = participant
+            } else {
+                members.append(Member(participant: participant, online: false, lastSeenAt: nil, isTyping: false))
+                let uid = participant.uid
+                Task { [weak self, client] in
+                    guard let presence = try? await client.presence(of: uid) else { return }
+                    self?.update(uid) {
+                        $0.online = presence.online
+                        $0.lastSeenAt = presence.lastSeenAt
+                    }
+                }
+            }
+            sort()
+        case .participantRemoved(let participant):
+            guard event.conversationId == conversationId else { return }
+            members.removeAll { $0.id == participant.uid }
+        case .participantBanned(let ban):
+            guard event.conversationId == conversationId else { return }
+            members.removeAll { $0.id == ban.uid }
+        case .participantTyping(let indicator), .participantTypingOff(let indicator):
+            guard event.conversationId == conversationId else { return }
+            let typing: Bool
+            if case .participantTyping = event.payload { typing = true } else { typing = false }
+            update(indicator.uid) { $0.isTyping = typing }
+        case .presenceUpdated(let presence):
+            update(presence.uid) {
+                $0.online = presence.online
+                $0.lastSeenAt = presence.lastSeenAt
+                if !presence.online { $0.isTyping = false }
+            }
+        default:
+            break
+        }
+    }
+
+    private func update(_ uid: String, _ change: (inout Member) -> Void) {
+        guard let index = members.firstIndex(where: { $0.id == uid }) else { return }
+        let before = members[index]
+        change(&members[index])
+        if members[index].online != before.online { sort() }
+    }
+
+    private func sort() {
+        members.sort { ($0.online ? 0 : 1, $0.id) < ($1.online ? 0 : 1, $1.id) }
     }
 
     /// Stops following the client.
