@@ -48,6 +48,9 @@ public struct AppSettings: Sendable {
     /// Where the signed-in user's auth token is kept; nil: the Keychain on Apple platforms
     /// (`KeychainCredentialStore`), `credentials/` in the storage directory elsewhere (``FileCredentialStore``).
     public var credentialStore: (any CredentialStore)?
+    /// Where the SDK asks for time to finish sends and uploads after the app leaves the foreground: UIKit's
+    /// background tasks on iOS (`UIApplicationBackgroundTime`), none elsewhere (docs/SDK.md, "Background time").
+    public var backgroundTime: (any BackgroundTimeSource)? = AppSettings.defaultBackgroundTime
     /// Where the SDK gets a fresh auth token when the signed-in user's expires or is refused
     /// (``ParleyClient/setTokenProvider(_:)``; docs/SDK.md, "Tokens that expire"). Nil: a refused token stops the
     /// connection until the next login.
@@ -108,6 +111,10 @@ public struct AppSettings: Sendable {
         public func credentialStore(_ store: (any CredentialStore)?) -> Builder { with { $0.credentialStore = store } }
         /// Where ``ParleyClient/openLink(_:)`` opens links; nil for nowhere.
         public func linkOpener(_ opener: (any LinkOpener)?) -> Builder { with { $0.linkOpener = opener } }
+        /// Where background time comes from (``AppSettings/backgroundTime``); nil: none.
+        public func backgroundTime(_ source: (any BackgroundTimeSource)?) -> Builder {
+            with { $0.backgroundTime = source }
+        }
         /// Where fresh auth tokens come from (``AppSettings/tokenProvider``).
         public func tokenProvider(_ provider: TokenProvider?) -> Builder { with { $0.tokenProvider = provider } }
         /// The settings built so far.
@@ -174,6 +181,14 @@ public struct AppSettings: Sendable {
             return KeychainCredentialStore()
         #else
             return FileCredentialStore(directory: storageDirectory.appendingPathComponent("credentials"))
+        #endif
+    }
+
+    static var defaultBackgroundTime: (any BackgroundTimeSource)? {
+        #if canImport(UIKit) && !os(watchOS)
+            return UIApplicationBackgroundTime()
+        #else
+            return nil
         #endif
     }
 

@@ -68,14 +68,17 @@ extension ParleyClient {
     // MARK: App and network state
 
     /// The app went to the background. Auto mode disconnects at once; manual mode keeps the socket for the
-    /// background grace period unless `ping()` extends it.
+    /// background grace period unless `ping()` extends it. While the outbox has work (a send or an upload), the SDK
+    /// asks the settings' ``AppSettings/backgroundTime`` for time to finish it.
     public func appDidEnterBackground() async {
         await driver.appEnteredBackground()
+        await background.appEnteredBackground()
     }
 
     /// The app came back to the foreground: reconnects at once where the mode allows.
     public func appWillEnterForeground() async {
         await driver.appEnteredForeground()
+        await background.appEnteredForeground()
     }
 
     /// The device's network changed; reconnects at once when it returns.

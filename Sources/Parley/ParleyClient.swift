@@ -40,6 +40,8 @@ public final class ParleyClient: Sendable {
     let outboxBroadcaster: Broadcaster<any OutboxListener, OutgoingMessage>
     let push: PushRegistrationStore
     let delegates: DelegateHub
+    /// Holds background time while the outbox has work after the app leaves the foreground.
+    let background: BackgroundTimeKeeper
 
     struct ClientState: Sendable {
         var session: StoredSession?
@@ -97,6 +99,7 @@ public final class ParleyClient: Sendable {
             DelegateLogHandler(hub: delegates, base: baseHandler)
         }
         self.delegates = delegates
+        self.background = BackgroundTimeKeeper(source: settings.backgroundTime)
         self.push = PushRegistrationStore(directory: settings.storageDirectory, appId: appId)
         let state = NIOLockedValueBox(ClientState(tokenProvider: settings.tokenProvider))
         let events = Broadcaster<any ParleyEventListener, Event>(queue: settings.callbackQueue) { $0.dispatch($1) }
@@ -288,8 +291,18 @@ public final class ParleyClient: Sendable {
                 await withTaskGroup(of: Void.self) { group in
                     group.addTask { await self.pipeline.run() }
                     group.addTask { await self.runOutbox() }
+                    group.addTask { await self.followOutboxWork() }
                 }
             }
+        }
+    }
+
+    /// Tells the background time keeper whether the outbox has work, now and at every change.
+    private func followOutboxWork() async {
+        let updates = outboxUpdates()
+        await background.workChanged(outbox.hasWork)
+        for await _ in updates {
+            await background.workChanged(outbox.hasWork)
         }
     }
 
@@ -299,14 +312,19 @@ public final class ParleyClient: Sendable {
         let reachability = settings.networkReachability
         guard lifecycle != nil || reachability != nil else { return }
         let driver = self.driver
+        let background = self.background
         let task = Task {
             await withTaskGroup(of: Void.self) { group in
                 if let lifecycle {
                     group.addTask {
                         for await state in lifecycle.states() {
                             switch state {
-                            case .background: await driver.appEnteredBackground()
-                            case .foreground: await driver.appEnteredForeground()
+                            case .background:
+                                await driver.appEnteredBackground()
+                                await background.appEnteredBackground()
+                            case .foreground:
+                                await driver.appEnteredForeground()
+                                await background.appEnteredForeground()
                             }
                         }
                     }
