@@ -63,15 +63,8 @@ struct ParleyHTTPServer: Service, CustomStringConvertible {
         let serverChannel = try await ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: Int32(clamping: configuration.backlog))
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-            .serverChannelInitializer { server in
-                server.eventLoop.makeCompletedFuture {
-                    // Accepting pauses for a second after it failed (EMFILE, ENFILE) instead of trying again at once,
-                    // as NIO's async bootstrap (Hummingbird's) does; ``AdmissionGate`` goes behind it.
-                    try server.pipeline.syncOperations.addHandler(
-                        AcceptBackoffHandler(shouldForwardIOErrorCaught: false), name: "AcceptBackOffHandler"
-                    )
-                }
-            }
+            // Accepting pauses for a second after it failed (EMFILE, ENFILE): ``AdmissionGate/install(on:logger:)``
+            // puts ``AcceptFailureLogger`` first on the listening socket.
             .childChannelOption(.allowRemoteHalfClosure, value: true)
             .childChannelInitializer { child in
                 child.eventLoop.makeCompletedFuture {

@@ -1,70 +1,46 @@
 import Foundation
 import Logging
-import NIOConcurrencyHelpers
 import NIOCore
 
 /// On the listening socket, first in its pipeline: what happens when accepting fails because the process is at its
 /// file-descriptor limit (EMFILE, or ENFILE for the system).
 ///
-/// NIO's `AcceptBackoffHandler` then stops asking for reads for a second, but the read already asked for stays
-/// pending, so the listening socket stays registered as readable and the event loop tries `accept` again at once,
-/// forever: a core spins. This handler keeps one descriptor in reserve (`/dev/null`): when accept fails it gives the
-/// reserve up, so the retry accepts one connection, which it closes at once (there is no descriptor to serve it with)
-/// and takes the reserve back. The pending read is then satisfied, and the back-off holds: one attempt a second
-/// until descriptors are free again. It logs the first failure, then at most once a minute with a count.
+/// NIO keeps the listening socket's read pending after a failed accept (only an accepted connection ends it), so the
+/// socket stays registered as readable and the event loop would try `accept` again at once, forever: a core spins (NIO's
+/// `AcceptBackoffHandler` does not stop that, since it only holds back the next read). This handler turns the socket's
+/// `autoRead` off, which unregisters it, for `pause` (a second), then asks for a read through the pipeline, which the
+/// admission gate lets through (turning `autoRead` on again) or holds back: at most one attempt a second while the
+/// descriptors are gone, whatever took them. It also tells the admission gate that they ran out (`exhausted`), so that
+/// the gate learns its budget again from the limit now (a limit lowered while the server runs, or descriptors taken
+/// by something else) and stops accepting at it instead of failing. It logs the first failure, then at most once a
+/// minute with a count.
 final class AcceptFailureLogger: ChannelInboundHandler {
     typealias InboundIn = any Channel
     typealias InboundOut = any Channel
 
     private let logger: Logger
+    private let pause: TimeAmount
+    private let exhausted: () -> Void
     private var lastLogged: NIODeadline?
     private var unlogged = 0
-    private var reserve: CInt?
-    /// The next accepted connection only frees the reserve's descriptor again: it is closed, not served.
-    private var shedNext = false
+    /// Reading is off until this pause ends.
+    private var paused: Scheduled<Void>?
 
-    init(logger: Logger) {
+    init(logger: Logger, pause: TimeAmount = .seconds(1), exhausted: @escaping () -> Void) {
         self.logger = logger
-    }
-
-    func handlerAdded(context: ChannelHandlerContext) {
-        reserve = Self.openReserve()
+        self.pause = pause
+        self.exhausted = exhausted
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
-        if let reserve { _ = close(reserve) }
-        reserve = nil
-    }
-
-    private static func openReserve() -> CInt? {
-        let descriptor = open("/dev/null", O_RDONLY | O_CLOEXEC)
-        return descriptor >= 0 ? descriptor : nil
-    }
-
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        guard shedNext else {
-            context.fireChannelRead(data)
-            return
-        }
-        shedNext = false
-        // The connection is closed on its own event loop: its descriptor is free (and the reserve can be taken back)
-        // once that close is done.
-        let child = unwrapInboundIn(data)
-        let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
-        let loop = context.eventLoop
-        child.close(promise: nil)
-        child.closeFuture.whenComplete { _ in
-            loop.execute { if handler.value.reserve == nil { handler.value.reserve = Self.openReserve() } }
-        }
+        paused?.cancel()
+        paused = nil
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        if let error = error as? IOError {
-            if error.errnoCode == EMFILE || error.errnoCode == ENFILE, let descriptor = reserve {
-                _ = close(descriptor)
-                reserve = nil
-                shedNext = true
-            }
+        if let error = error as? IOError, error.errnoCode == EMFILE || error.errnoCode == ENFILE {
+            exhausted()
+            pauseAccepting(context: context)
             let now = NIODeadline.now()
             if let lastLogged, now - lastLogged < .seconds(60) {
                 unlogged += 1
@@ -76,7 +52,21 @@ final class AcceptFailureLogger: ChannelInboundHandler {
                 lastLogged = now
                 unlogged = 0
             }
+            return
         }
         context.fireErrorCaught(error)
+    }
+
+    private func pauseAccepting(context: ChannelHandlerContext) {
+        guard paused == nil, let options = context.channel.syncOptions else { return }
+        try? options.setOption(.autoRead, value: false)
+        let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
+        let channel = NIOLoopBound(context.channel, eventLoop: context.eventLoop)
+        paused = context.eventLoop.scheduleTask(in: pause) {
+            handler.value.paused = nil
+            // A read from the tail: the admission gate decides (its budget, learnt again), and turns `autoRead` back on
+            // when it lets the read through.
+            channel.value.pipeline.syncOperations.read()
+        }
     }
 }

@@ -95,15 +95,17 @@ final class AdmissionGate: Sendable {
         let handler = try await serverChannel.eventLoop.submit {
             let pipeline = serverChannel.pipeline.syncOperations
             let handler = AdmissionHandler(gate: self, logger: logger)
-            // Just before NIO's accept handler, so behind its AcceptBackoffHandler: the reads this handler lets
-            // through (also when it stops withholding them) pass the back-off, which pauses accepting for a second
-            // after accept failed (EMFILE, ENFILE) instead of trying again at once.
+            // Just before NIO's accept handler: it sees every connection accepted and every read asked for.
             if let accept = try? pipeline.context(name: "AcceptHandler") {
                 try pipeline.addHandler(handler, position: .before(accept.handler))
             } else {
                 try pipeline.addHandler(handler)
             }
-            try pipeline.addHandler(AcceptFailureLogger(logger: logger), position: .first)
+            // When accept fails anyway (the descriptors ran out before the budget said so): a pause, and the budget
+            // learnt again from the limit now.
+            try pipeline.addHandler(
+                AcceptFailureLogger(logger: logger) { [weak self] in self?.descriptorsRanOut() }, position: .first
+            )
             return NIOLoopBound(handler, eventLoop: serverChannel.eventLoop)
         }.get()
         installed.set(handler, eventLoop: serverChannel.eventLoop)
@@ -181,6 +183,14 @@ final class AdmissionGate: Sendable {
 
     /// Sets how many connections the process's file-descriptor limit leaves room for.
     fileprivate func setDescriptorBudget(_ budget: Int) {
+        state.withLockedValue { $0.descriptorBudget = budget }
+    }
+
+    /// Accepting failed for want of descriptors: the budget is learnt again from the limit now and the descriptors the
+    /// process holds besides its connections (the limit may have been lowered since the server started listening).
+    func descriptorsRanOut() {
+        let connections = state.withLockedValue { $0.connections }
+        let budget = AdmissionHandler.descriptorBudget(holding: connections)
         state.withLockedValue { $0.descriptorBudget = budget }
     }
 
@@ -347,14 +357,15 @@ final class AdmissionHandler: ChannelDuplexHandler {
     static let descriptorHeadroom = 64
 
     /// How many connections the file-descriptor limit (`ulimit -n`) leaves room for: the limit, less the descriptors
-    /// open now (when the server starts listening) and the headroom.
-    static func descriptorBudget() -> Int {
+    /// open now other than the `holding` connections' (the server's own: when it starts listening, none are
+    /// connections) and the headroom.
+    static func descriptorBudget(holding connections: Int = 0) -> Int {
         var limit = rlimit()
         guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0, limit.rlim_cur < rlim_t(Int32.max) else {
             return Int.max
         }
         let open = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count) ?? 64
-        return max(1, Int(limit.rlim_cur) - open - descriptorHeadroom)
+        return max(1, Int(limit.rlim_cur) - max(0, open - connections) - descriptorHeadroom)
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
@@ -381,12 +392,22 @@ final class AdmissionHandler: ChannelDuplexHandler {
             startSweeping()
             return
         }
-        context.read()
+        Self.read(context)
     }
 
     /// A slot is free again: the withheld read goes through.
     func resume() {
-        context?.read()
+        if let context { Self.read(context) }
+    }
+
+    /// Lets a read through; after a pause for want of descriptors (``AcceptFailureLogger`` turned `autoRead` off),
+    /// turns `autoRead` on again instead, which reads and keeps reading.
+    private static func read(_ context: ChannelHandlerContext) {
+        if let options = context.channel.syncOptions, (try? options.getOption(.autoRead)) == false {
+            try? options.setOption(.autoRead, value: true)
+        } else {
+            context.read()
+        }
     }
 
     /// While the gate is full, every ``sweepInterval``: frees the slots held too long, and those of connections that

@@ -180,6 +180,55 @@ import Testing
         _ = await server.terminate(timeout: .seconds(20))
     }
 
+    /// The same with the limit lowered while the server runs (as `prlimit --pid` does): its budget, learnt when it
+    /// started listening, no longer holds, and `accept` fails. Before the fix one event loop then retried `accept` in a
+    /// busy loop (~15,000 EMFILE a second, a core at 80-100 %) for as long as the connections stayed; now it pauses a
+    /// second at a time, learns its budget again from the limit now, stops accepting at it, and accepts again as
+    /// connections close.
+    @Test(.enabled(if: ServerProcess.isAvailable))
+    func aLimitLoweredWhileRunningStopsAcceptingWithoutABusyLoop() async throws {
+        // With the per-address connection rate on (its default): connections refused past it free their descriptors
+        // while others are accepted, as on a busy server.
+        let (server, _) = try await Self.serverProcess(
+            "fd-limit-lowered", arguments: ["--connections-per-second-per-address", "100"])
+        // util-linux's prlimit (Glibc's prlimit(2) wrapper is not imported into Swift): the soft limit only.
+        let prlimit = Process()
+        prlimit.executableURL = URL(fileURLWithPath: "/usr/bin/prlimit")
+        prlimit.arguments = ["--pid", "\(server.pid)", "--nofile=256:"]
+        try prlimit.run()
+        prlimit.waitUntilExit()
+        #expect(prlimit.terminationStatus == 0)
+        let limits = try String(contentsOfFile: "/proc/\(server.pid)/limits", encoding: .utf8)
+        #expect(limits.split(separator: "\n").contains { $0.hasPrefix("Max open files") && $0.contains(" 256 ") })
+        // 300 at once, as a burst of clients comes.
+        let port = server.port
+        let held = try await withThrowingTaskGroup(of: RawSocket.self) { group in
+            for _ in 0..<300 { group.addTask { try await RawSocket.connected(port: port) } }
+            return try await group.reduce(into: [RawSocket]()) { $0.append($1) }
+        }
+        // A second at the limit, measured (what is measured, not waited for).
+        let before = try #require(server.cpuTime)
+        let start = ContinuousClock.now
+        try await Task.sleep(for: .seconds(1))
+        let used = try #require(server.cpuTime) - before
+        let elapsed = ContinuousClock.now - start
+        #expect(used < elapsed / 2, "the server used \(used) of CPU in \(elapsed) at its lowered descriptor limit")
+        #expect(try #require(server.openDescriptors) <= 256)
+        // The server met the limit and, after its pause, stopped at the budget it learnt again: its log says both.
+        let met = ContinuousClock.now + .seconds(10)
+        while !server.log.contains("Not accepting new connections"), ContinuousClock.now < met {
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        #expect(server.log.contains("Accepting connections failed"), "\(server.log)")
+        // It stops at its budget, learnt again, and says so once.
+        #expect(server.log.components(separatedBy: "Not accepting new connections").count - 1 == 1, "\(server.log)")
+        for socket in held { socket.close() }
+        // Accepting again.
+        let health = try await server.request("GET", "/health")
+        #expect(health.status == 200)
+        _ = await server.terminate(timeout: .seconds(20))
+    }
+
     /// SIGTERM with connections in every state: the process exits within the close timeout (5 s by default) plus a
     /// second for the network and the final commits, and every acknowledged message is in the database.
     @Test(.enabled(if: ServerProcess.isAvailable)) func sigtermEndsWithinItsBoundWhateverTheConnectionsDo() async throws
