@@ -372,6 +372,40 @@ func makePushWorker(
     )
 }
 
+/// Makes the data directory when it is missing; a path that is a file, or a folder that cannot be made, is refused with
+/// one line that says what to do (`ERR_DATA_DIRECTORY_NOT_A_FOLDER`, `ERR_DATA_DIRECTORY_UNUSABLE`), not with
+/// Foundation's error.
+func makeDataDirectory(_ path: String) throws {
+    var isFolder: ObjCBool = false
+    if FileManager.default.fileExists(atPath: path, isDirectory: &isFolder) {
+        guard isFolder.boolValue else {
+            throw SQLiteStoreError(
+                code: "ERR_DATA_DIRECTORY_NOT_A_FOLDER",
+                message: "The data directory \(path) is a file, not a folder: point --data-dir at a folder "
+                    + "(it is made when missing), or move the file away."
+            )
+        }
+        return
+    }
+    do {
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+    } catch {
+        // Foundation's error wraps the system's (ENOTDIR, EACCES, EROFS ...): its message is the one to show.
+        let underlying = (error as NSError).userInfo[NSUnderlyingErrorKey].flatMap { $0 as? any Error }
+        let reason =
+            underlying.map { underlying -> String in
+                let system = underlying as NSError
+                return system.domain == NSPOSIXErrorDomain
+                    ? String(cString: strerror(Int32(system.code))) : system.localizedDescription
+            } ?? "\(error)"
+        throw SQLiteStoreError(
+            code: "ERR_DATA_DIRECTORY_UNUSABLE",
+            message: "The data directory \(path) cannot be made (\(reason)): check that its parent is a folder the "
+                + "server's user may write to, or point --data-dir elsewhere."
+        )
+    }
+}
+
 /// Opens the SQLite database of a data directory, creating the directory if needed.
 ///
 /// - Parameters:
@@ -382,7 +416,7 @@ func makePushWorker(
 public func openSQLiteStore(
     in dataDirectory: String, creation: DatabaseCreation = .ifMissing, lock: Bool = true
 ) throws -> SQLiteStore {
-    try FileManager.default.createDirectory(atPath: dataDirectory, withIntermediateDirectories: true)
+    try makeDataDirectory(dataDirectory)
     let directoryLock = lock ? try DataDirectoryLock(directory: dataDirectory) : nil
     return try SQLiteStore(path: dataDirectory + "/parley.sqlite", creation: creation, lock: directoryLock)
 }

@@ -9,11 +9,18 @@ import GRDB
 
 /// Why the server will not open a database file or a data directory: one line that says what to do.
 public struct SQLiteStoreError: Error, CustomStringConvertible, Sendable {
-    /// `ERR_DATABASE_NOT_PARLEY` or `ERR_DATA_DIRECTORY_LOCKED`.
+    /// `ERR_DATABASE_NOT_PARLEY`, `ERR_DATA_DIRECTORY_LOCKED`, `ERR_DATA_DIRECTORY_NOT_A_FOLDER` or
+    /// `ERR_DATA_DIRECTORY_UNUSABLE`.
     public let code: String
     public let message: String
 
     public var description: String { "\(code): \(message)" }
+
+    /// A refusal with its code and the line that says what to do.
+    public init(code: String, message: String) {
+        self.code = code
+        self.message = message
+    }
 
     static func notParley(_ message: String) -> SQLiteStoreError {
         SQLiteStoreError(code: "ERR_DATABASE_NOT_PARLEY", message: message)

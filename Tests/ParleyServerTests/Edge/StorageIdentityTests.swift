@@ -121,4 +121,40 @@ import Testing
         #expect(try await first.request("GET", "/health").status == 200)
         #expect(await first.terminate(timeout: .seconds(20)) != nil)
     }
+
+    /// A data directory that is a file, or one that cannot be made: one line that says what to do, not Foundation's
+    /// `NSCocoaErrorDomain Code=516`.
+    @Test func aDataDirectoryThatIsAFileOrCannotBeMadeIsRefusedWithOneLine() throws {
+        let directory = try TemporaryDirectory(prefix: "parley-identity")
+        let file = directory.path + "/not-a-folder"
+        #expect(FileManager.default.createFile(atPath: file, contents: Data("x".utf8)))
+        let isFile = Self.refusal { _ = try openSQLiteStore(in: file) }
+        #expect(isFile?.code == "ERR_DATA_DIRECTORY_NOT_A_FOLDER")
+        #expect(isFile?.message.contains("--data-dir") == true && isFile?.message.contains(file) == true)
+        // Below a file: cannot be made.
+        let below = Self.refusal { _ = try openSQLiteStore(in: file + "/data") }
+        #expect(below?.code == "ERR_DATA_DIRECTORY_UNUSABLE")
+        #expect(below?.description.contains("NSCocoaErrorDomain") == false)
+        // The file is left as it was.
+        #expect(try String(contentsOfFile: file, encoding: .utf8) == "x")
+    }
+
+    /// The same through the executable: it exits at once with that line.
+    @Test(.enabled(if: ServerProcess.isAvailable)) func aServerGivenAFileAsItsDataDirectoryExitsWithOneLine()
+        async throws
+    {
+        let directory = try TemporaryDirectory(prefix: "parley-identity")
+        let store = try openSQLiteStore(in: directory.path)
+        let app = try await AppProvisioning.createApp(in: store, name: "File")
+        try await store.close()
+        let file = directory.path + "/a-file"
+        #expect(FileManager.default.createFile(atPath: file, contents: Data()))
+        do {
+            _ = try await ServerProcess.start(label: "file", app: app, arguments: ["--data-dir", file])
+            Issue.record("the server started on a file")
+        } catch {
+            #expect("\(error)".contains("ERR_DATA_DIRECTORY_NOT_A_FOLDER: The data directory \(file) is a file"))
+            #expect(!"\(error)".contains("NSCocoaErrorDomain"))
+        }
+    }
 }
