@@ -114,6 +114,8 @@ extension ErrorCode {
     public static let notReady: ErrorCode = "ERR_NOT_READY"
     /// The server's database does not answer (`GET /health/ready`, HTTP 503).
     public static let databaseUnavailable: ErrorCode = "ERR_DATABASE_UNAVAILABLE"
+    /// The server's storage is full (507): nothing of the request was stored. Try again once the operator freed space.
+    public static let storageFull: ErrorCode = "ERR_STORAGE_FULL"
     /// The node lost its notification channel to the other nodes for a moment; it closes its sockets (1012) so that
     /// clients resume and miss nothing. Reconnect.
     public static let nodeResync: ErrorCode = "ERR_NODE_RESYNC"

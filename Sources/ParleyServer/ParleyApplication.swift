@@ -215,6 +215,7 @@ public func buildApplication(
         store: store, publisher: publisher, maxBatch: configuration.maxCommandBatch, pushQueued: push.map { $0.wake },
         eventsStored: webhooks.wake,
         messagesStored: store.capabilities.searchFiledAfterCommit ? search.messagesStored : nil, metrics: metrics,
+        storage: store is SQLiteStore ? "data directory \(configuration.dataDirectory)" : "PostgreSQL",
         logger: logger
     )
     let readiness = Readiness(waitsForCluster: natsCluster != nil)

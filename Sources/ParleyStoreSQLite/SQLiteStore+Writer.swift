@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import ParleyStore
 
 /// What the store's writer carries from one batch to the next: the conversations its sends read (``SendBatch/Known``)
 /// and the database's `data_version` when the last batch committed.
@@ -51,6 +52,10 @@ extension SQLiteStore {
         } catch {
             // SQLite may have rolled the transaction back itself (a full disk, an I/O error).
             if db.isInsideTransaction { try? db.rollback() }
+            if let error = error as? DatabaseError, error.resultCode == .SQLITE_FULL {
+                // A documented refusal, not an internal error: the caller can tell the user, the operator the disk.
+                throw DomainError(.storageFull, "The server's storage is full: nothing was stored. Try again later.")
+            }
             throw error
         }
     }

@@ -33,6 +33,7 @@ extension ErrorCode {
         case .httpVersionNotSupported: return .httpVersionNotSupported
         case .serverShuttingDown, .notReady, .databaseUnavailable, .searchTimeout: return .serviceUnavailable
         case .internalError: return .internalServerError
+        case .storageFull: return HTTPResponse.Status(code: 507, reasonPhrase: "Insufficient Storage")
         default: return .badRequest
         }
     }

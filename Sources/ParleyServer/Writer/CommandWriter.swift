@@ -88,6 +88,10 @@ final class CommandWriter: Service {
     private let messagesStored: (@Sendable () -> Void)?
     private let execution: Execution
     private let metrics: ServerMetrics
+    /// Where the data is, for the log line of a full disk (the data directory, or PostgreSQL).
+    private let storage: String
+    /// When that line was last logged (uptime ns).
+    private let storageFullLoggedAt = NIOLockedValueBox<UInt64?>(nil)
     /// The batches started and finished, for readers that must know whether anything was written meanwhile.
     let epoch = WriteEpoch()
 
@@ -96,10 +100,11 @@ final class CommandWriter: Service {
     init(
         store: any ParleyStore, publisher: EventPublisher, maxBatch: Int, pushQueued: (@Sendable () -> Void)? = nil,
         eventsStored: (@Sendable () -> Void)? = nil, messagesStored: (@Sendable () -> Void)? = nil,
-        ownThread: Bool = true, metrics: ServerMetrics = .discarding,
+        ownThread: Bool = true, metrics: ServerMetrics = .discarding, storage: String = "the database",
         logger: Logger
     ) {
         self.metrics = metrics
+        self.storage = storage
         self.store = store
         self.publisher = publisher
         self.maxBatch = maxBatch
@@ -276,6 +281,21 @@ final class CommandWriter: Service {
     private func failed(_ batch: [Pending], _ error: any Error) -> Stored {
         metrics.commitFailures.increment()
         metrics.databaseErrors.increment()
+        if let refusal = error as? DomainError, refusal.code == .storageFull {
+            // One line that names the disk, then at most one a minute: every send fails the same way meanwhile.
+            let now = DispatchTime.now().uptimeNanoseconds
+            let due = storageFullLoggedAt.withLockedValue { last in
+                guard last.map({ now - $0 >= 60_000_000_000 }) ?? true else { return false }
+                last = now
+                return true
+            }
+            if due {
+                logger.error(
+                    "The database's disk is full (\(storage)): sends and changes are refused with 507 ERR_STORAGE_FULL until space is freed."
+                )
+            }
+            return .failed(batch, error)
+        }
         logger.error("Storing a batch of \(batch.count) commands failed", metadata: ["error": "\(error)"])
         return .failed(batch, error)
     }
