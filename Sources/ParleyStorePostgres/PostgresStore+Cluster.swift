@@ -214,7 +214,28 @@ final class PostgresDeploymentClaim: DeploymentClaim {
         }
     }
 
+    /// Unlocks within the session, then closes it. Closing alone releases the lock only when the server's backend has
+    /// ended, which under load came after a node starting next had already found the claim held. The unlock waits at
+    /// most ``checkTimeout``: a connection that no longer answers is closed anyway.
     func release() async {
+        if !connection.isClosed {
+            let waiting = NIOLockedValueBox<CheckedContinuation<Void, Never>?>(nil)
+            let finish: @Sendable () -> Void = {
+                waiting.withLockedValue { continuation in
+                    continuation?.resume()
+                    continuation = nil
+                }
+            }
+            await withCheckedContinuation { continuation in
+                waiting.withLockedValue { $0 = continuation }
+                connection.eventLoop.scheduleTask(in: Self.checkTimeout) { finish() }
+                let (connection, logger) = (self.connection, self.logger)
+                Task {
+                    _ = try? await connection.query("SELECT pg_advisory_unlock_all()", logger: logger).collect()
+                    finish()
+                }
+            }
+        }
         try? await connection.close()
     }
 }
