@@ -178,6 +178,25 @@ extension Array where Element == ConnectionStateMachine.Action {
         #expect(harness.machine.refreshFailures == 0)
     }
 
+    @Test func aProviderTakenAwayWhileATokenIsAwaitedStopsTheConnection() throws {
+        var harness = Self.connected()
+        _ = harness.refused()
+        #expect(harness.machine.phase == .awaitingToken)
+        let removed = harness.machine.tokenProviderChanged(present: false)
+        #expect(removed.contains(.refreshEnded(succeeded: false)))
+        guard case .failed(let error) = removed.reported.last else {
+            Issue.record("\(removed)")
+            return
+        }
+        #expect(error.code == .authTokenInvalid)
+        #expect(harness.refreshed(1).isEmpty)  // the provider's late answer changes nothing
+        #expect(!harness.tick(at: .seconds(3600)).opens)
+        // Taken away while connected: nothing changes until the server refuses the token.
+        var connected = Self.connected()
+        #expect(connected.machine.tokenProviderChanged(present: false).isEmpty)
+        #expect(connected.status == .connected)
+    }
+
     @Test func aLogoutDuringARefreshDropsItsAnswer() throws {
         var harness = Self.connected()
         _ = harness.refused()

@@ -103,7 +103,7 @@ actor ConnectionDriver {
     func networkChanged(available: Bool) { perform(machine.networkChanged(available: available, now: clock.now())) }
 
     /// The app gave (or took back) its token provider.
-    func tokenProviderChanged(present: Bool) { machine.tokenProviderChanged(present: present) }
+    func tokenProviderChanged(present: Bool) { perform(machine.tokenProviderChanged(present: present)) }
 
     /// A request over HTTP was refused with `ERR_AUTH_TOKEN_INVALID` for `rejected`: returns true when the session
     /// has a fresh token to try again with (refreshed since, or by the refresh this starts or joins), false without.

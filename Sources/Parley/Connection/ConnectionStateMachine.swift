@@ -345,9 +345,19 @@ struct ConnectionStateMachine: Sendable {
 
     // MARK: Tokens
 
-    /// Whether the app gave a token provider (``ParleyClient/setTokenProvider(_:)``).
-    mutating func tokenProviderChanged(present: Bool) {
+    /// Whether the app gave a token provider (``ParleyClient/setTokenProvider(_:)``). Taken away while a connection
+    /// waits for a token, the refused token stands: the connection stops as it does without a provider.
+    @discardableResult
+    mutating func tokenProviderChanged(present: Bool) -> [Action] {
         hasTokenProvider = present
+        guard !present, case .awaitingToken = phase else { return [] }
+        let error = ParleyError(.authTokenInvalid, "The token was refused and no token provider is left to renew it.")
+        let ended = tokenRefresh != nil
+        tokenRefresh = nil
+        refreshAt = nil
+        phase = .failed(error)
+        backgroundDeadline = nil
+        return (ended ? [.refreshEnded(succeeded: false)] : []) + setStatus(.failed(error))
     }
 
     /// The server's hello on transport `generation`: its token expires in `remaining`, or never (nil).

@@ -11,8 +11,8 @@ import NIOCore
 /// `autoRead` off, which unregisters it, for `pause` (a second), then asks for a read through the pipeline, which the
 /// admission gate lets through (turning `autoRead` on again) or holds back: at most one attempt a second while the
 /// descriptors are gone, whatever took them. It also tells the admission gate that they ran out (`exhausted`), so that
-/// the gate learns its budget again from the limit now (a limit lowered while the server runs, or descriptors taken
-/// by something else) and stops accepting at it instead of failing. It logs the first failure, then at most once a
+/// the gate takes the connections it holds then as its budget, less its headroom (a limit lowered while the server
+/// runs, or descriptors taken by something else), and stops accepting at it instead of failing. It logs the first failure, then at most once a
 /// minute with a count.
 final class AcceptFailureLogger: ChannelInboundHandler {
     typealias InboundIn = any Channel

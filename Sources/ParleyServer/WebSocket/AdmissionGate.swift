@@ -186,12 +186,14 @@ final class AdmissionGate: Sendable {
         state.withLockedValue { $0.descriptorBudget = budget }
     }
 
-    /// Accepting failed for want of descriptors: the budget is learnt again from the limit now and the descriptors the
-    /// process holds besides its connections (the limit may have been lowered since the server started listening).
+    /// Accepting failed for want of descriptors (the limit may have been lowered since the server started listening):
+    /// every descriptor is taken, so the connections held now are as many as the limit allows; the budget becomes
+    /// that, less the headroom kept for the server's own needs. (Nothing is counted in `/proc/self/fd`: listing it
+    /// needs a descriptor, and there is none.)
     func descriptorsRanOut() {
-        let connections = state.withLockedValue { $0.connections }
-        let budget = AdmissionHandler.descriptorBudget(holding: connections)
-        state.withLockedValue { $0.descriptorBudget = budget }
+        state.withLockedValue { state in
+            state.descriptorBudget = max(1, state.connections - AdmissionHandler.descriptorHeadroom)
+        }
     }
 
     // MARK: Handshakes
@@ -357,15 +359,14 @@ final class AdmissionHandler: ChannelDuplexHandler {
     static let descriptorHeadroom = 64
 
     /// How many connections the file-descriptor limit (`ulimit -n`) leaves room for: the limit, less the descriptors
-    /// open now other than the `holding` connections' (the server's own: when it starts listening, none are
-    /// connections) and the headroom.
-    static func descriptorBudget(holding connections: Int = 0) -> Int {
+    /// open now (when the server starts listening) and the headroom.
+    static func descriptorBudget() -> Int {
         var limit = rlimit()
         guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0, limit.rlim_cur < rlim_t(Int32.max) else {
             return Int.max
         }
         let open = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count) ?? 64
-        return max(1, Int(limit.rlim_cur) - max(0, open - connections) - descriptorHeadroom)
+        return max(1, Int(limit.rlim_cur) - open - descriptorHeadroom)
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
