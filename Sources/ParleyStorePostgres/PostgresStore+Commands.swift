@@ -55,6 +55,9 @@ extension PostgresStore {
                     )
                 }
                 attempt += 1
+            } catch let error as PSQLError where error.sqlState == "53100" {
+                // disk_full: a documented refusal, as SQLite's SQLITE_FULL is (the writer logs it once a minute).
+                throw DomainError(.storageFull, "The server's storage is full: nothing was stored. Try again later.")
             } catch let error as PSQLError {
                 // postgres-nio's description says nothing; give the SQLSTATE and message (never the SQL or values).
                 throw PostgresStoreError(.database, Self.describe(error), sqlState: error.sqlState, underlying: error)

@@ -58,6 +58,11 @@ public struct PostgresTestDatabase: Sendable {
         try await Self.administer(adminURL, "DROP DATABASE IF EXISTS \(name) WITH (FORCE)")
     }
 
+    /// Runs SQL of the test's own in this database (a trigger that fails writes as a full disk would, ...).
+    public func execute(_ sql: String) async throws {
+        try await Self.administer(url, sql)
+    }
+
     /// Ends the sessions of this database that hold advisory locks (a node's claim on the database): as if their
     /// connections broke.
     public func terminateClaims() async throws {

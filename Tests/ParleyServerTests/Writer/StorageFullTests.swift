@@ -78,4 +78,49 @@ import Testing
         await probe.close()
         try await server.stop()
     }
+
+    /// PostgreSQL's full disk (SQLSTATE 53100 `disk_full`), raised by the database itself from a trigger on the
+    /// message log as a full tablespace raises it: the same 507 and one log line, and writes go through again once
+    /// the trigger is gone.
+    @Test(.enabled(if: PostgresTestDatabase.isConfigured, "needs PARLEY_TEST_DATABASE_URL (scripts/test)"))
+    func aFullDiskOnPostgreSQLIsRefusedWith507() async throws {
+        let database = try await PostgresTestDatabase.create(prefix: "parley_full")
+        let lines = NIOLockedValueBox([UInt8]())
+        let logger = Logger(label: "parley") { label in
+            JSONLogHandler.writing(label: label) { bytes in lines.withLockedValue { $0 += bytes } }
+        }
+        let server = try await TestServer.start(databaseURL: database.url, logger: logger)
+        let alice = try await server.login("alice")
+        _ = try await server.login("bob")
+        let conversation = try await server.createConversation(token: alice, type: .direct, with: ["bob"])
+        func send(_ text: String) async throws -> RESTAnswer {
+            try await server.request(
+                "POST", "/v1/conversations/\(conversation.id)/messages", token: alice,
+                body: SendMessageRequest(parts: [.text(text)])
+            )
+        }
+        #expect(try await send("before").status == 201)
+        try await database.execute(
+            """
+            CREATE FUNCTION parley_test_disk_full() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN RAISE EXCEPTION 'could not extend file: No space left on device' USING ERRCODE = 'disk_full'; END $$
+            """
+        )
+        try await database.execute(
+            "CREATE TRIGGER parley_test_disk_full BEFORE INSERT ON events FOR EACH ROW EXECUTE FUNCTION parley_test_disk_full()"
+        )
+        let refused = try await send("full")
+        #expect(
+            refused.status == 507 && refused.errorCode == .storageFull,
+            "\(refused.status) \(String(decoding: refused.body, as: UTF8.self))")
+        #expect(try await send("still full").status == 507)
+        let log = String(decoding: lines.withLockedValue { $0 }, as: UTF8.self)
+        #expect(log.components(separatedBy: "The database's disk is full (PostgreSQL)").count - 1 == 1, "\(log)")
+        #expect(!log.contains("ERR_INTERNAL"))
+
+        try await database.execute("DROP TRIGGER parley_test_disk_full ON events")
+        #expect(try await send("stored").status == 201)
+        try await server.stop()
+        try await database.drop()
+    }
 }
