@@ -7,6 +7,13 @@ import PackageDescription
 /// (Examples/LightApp, scripts/check-light-install; docs/SDK.md, "Installing").
 let server = TargetDependencyCondition.when(traits: ["Server"])
 
+/// `scripts/fuzz` builds with `PARLEY_FUZZ=1` (docs/RELIABILITY.md): the modules whose parsers the fuzz targets feed
+/// get libFuzzer's coverage and AddressSanitizer, and `parley-fuzz` becomes libFuzzer. The packages they depend on are
+/// built as usual, so a fuzzing build after the test build recompiles Parley's modules only (about 2 minutes, against
+/// 6 for a build of everything with the sanitizers).
+let fuzzing = Context.environment["PARLEY_FUZZ"] == "1"
+let fuzzed: [SwiftSetting] = fuzzing ? [.unsafeFlags(["-sanitize=fuzzer,address"])] : []
+
 let package = Package(
     name: "parley",
     platforms: [.macOS(.v14), .iOS(.v17)],
@@ -16,6 +23,8 @@ let package = Package(
         .executable(name: "parley", targets: ["ParleyCLI"]),
         // The load tool (docs/BENCHMARKS.md). Not a dependency of any library product.
         .executable(name: "parley-bench", targets: ["ParleyBench"]),
+        // The fuzz targets' driver (docs/RELIABILITY.md, scripts/fuzz). Not a dependency of any library product.
+        .executable(name: "parley-fuzz", targets: ["ParleyFuzz"]),
     ],
     traits: [
         .trait(
@@ -56,7 +65,7 @@ let package = Package(
     ],
     targets: [
         // Wire types shared by the server and the SDK: REST bodies, WebSocket frames, events, error codes.
-        .target(name: "ParleyProtocol"),
+        .target(name: "ParleyProtocol", swiftSettings: fuzzed),
         // The REST API's types, generated from Sources/ParleyAPI/openapi.yaml (the source of truth for the REST API);
         // its client (the SDK's) and its server are generated apart over them, so an app's build generates no server
         // code.
@@ -95,10 +104,11 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio", condition: server),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio", condition: server),
                 .product(name: "Logging", package: "swift-log", condition: server),
-            ]
+            ],
+            swiftSettings: fuzzed
         ),
         // Storage protocol and records.
-        .target(name: "ParleyStore", dependencies: ["ParleyProtocol"]),
+        .target(name: "ParleyStore", dependencies: ["ParleyProtocol"], swiftSettings: fuzzed),
         // SQLite storage (GRDB).
         .target(
             name: "ParleyStoreSQLite",
@@ -152,7 +162,8 @@ let package = Package(
                 .product(name: "_NIOFileSystem", package: "swift-nio", condition: server),
             ],
             // The web console's HTML, CSS and JavaScript, served under /console/ (docs/CONSOLE.md).
-            resources: [.copy("Console/web")]
+            resources: [.copy("Console/web")],
+            swiftSettings: fuzzed
         ),
         .executableTarget(
             name: "ParleyServerApp",
@@ -236,6 +247,26 @@ let package = Package(
             ],
             path: "Benchmarks/ParleyBench"
         ),
+        // The fuzz targets: the parsers and guards of the edge fed any bytes, with the properties each must keep
+        // (docs/RELIABILITY.md). Run under libFuzzer by scripts/fuzz; their corpora replayed by FuzzTests.
+        .target(
+            name: "ParleyFuzzTargets",
+            dependencies: [
+                "ParleyProtocol", "ParleyStore", "ParleyServer", "NATSNIO",
+                .product(name: "NIOCore", package: "swift-nio", condition: server),
+                .product(name: "NIOEmbedded", package: "swift-nio", condition: server),
+                .product(name: "NIOHTTP1", package: "swift-nio", condition: server),
+                .product(name: "NIOWebSocket", package: "swift-nio", condition: server),
+            ],
+            path: "Fuzz/Targets",
+            swiftSettings: fuzzed
+        ),
+        .executableTarget(
+            name: "ParleyFuzz", dependencies: ["ParleyFuzzTargets"], path: "Fuzz/Driver",
+            swiftSettings: fuzzed + (fuzzing ? [.define("PARLEY_FUZZING")] : []),
+            // lld: gold fails on the sanitizers' objects ("internal error in format_file_lineno").
+            linkerSettings: fuzzing ? [.unsafeFlags(["-sanitize=fuzzer,address", "-use-ld=lld"])] : []
+        ),
         // The README's SDK example, compiled as written (ReadmeExampleTests keeps the README's copy the same).
         .executableTarget(name: "ReadmeExample", dependencies: ["Parley"], path: "Examples/ReadmeExample"),
         .testTarget(name: "ParleyProtocolTests", dependencies: ["ParleyProtocol"]),
@@ -278,6 +309,7 @@ let package = Package(
             resources: []
         ),
         .testTarget(name: "ParleyTests", dependencies: ["Parley", "ParleyTesting"]),
+        .testTarget(name: "FuzzTests", dependencies: ["ParleyFuzzTargets"]),
         .testTarget(
             name: "IntegrationTests",
             dependencies: [

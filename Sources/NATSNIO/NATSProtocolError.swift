@@ -1,6 +1,6 @@
 /// The server sent something that is not valid NATS protocol; the connection must be closed.
-struct NATSProtocolError: Error, Equatable, CustomStringConvertible {
-    var description: String
+package struct NATSProtocolError: Error, Equatable, CustomStringConvertible {
+    package var description: String
 
     init(_ description: String) {
         self.description = description

@@ -5,9 +5,9 @@ import NIOCore
 ///
 /// Bounded: a control line longer than ``maxControlLineLength`` or a declared payload over ``payloadLimit`` is a
 /// protocol error, found before the bytes are buffered. After an error every call throws it again.
-struct NATSProtocolParser {
+package struct NATSProtocolParser {
     /// The longest control line accepted (INFO with many `connect_urls` can be long).
-    static let maxControlLineLength = 64 * 1024
+    package static let maxControlLineLength = 64 * 1024
     /// The payload limit used before INFO says otherwise, and its floor.
     static let minimumPayloadLimit = 64 << 20
 
@@ -30,10 +30,12 @@ struct NATSProtocolParser {
 
     private var state = State.controlLine(scanned: 0)
 
+    package init() {}
+
     /// Parses the next operation from the front of `buffer`, consuming its bytes.
     /// - Returns: The operation, or `nil` when more bytes are needed (the bytes stay in `buffer`).
     /// - Throws: ``NATSProtocolError`` for anything that is not valid protocol or breaks a bound.
-    mutating func next(from buffer: inout ByteBuffer) throws(NATSProtocolError) -> NATSServerOperation? {
+    package mutating func next(from buffer: inout ByteBuffer) throws(NATSProtocolError) -> NATSServerOperation? {
         switch self.state {
         case .failed(let error):
             throw error

@@ -1,7 +1,7 @@
 import NIOCore
 
 /// An operation received from the server.
-enum NATSServerOperation: Sendable, Equatable {
+package enum NATSServerOperation: Sendable, Equatable {
     /// INFO: the server's description of itself.
     case info(NATSServerInfo)
     /// MSG or HMSG: a message for a subscription.

@@ -18,14 +18,14 @@ import ParleyProtocol
 /// Every refusal is the documented JSON error with `Connection: close`, and the connection closes after it. A
 /// connection whose request is still being read closes at once when its peer half-closes or the server shuts down;
 /// between requests, Hummingbird's `HTTPConnectionStateHandler` closes it after ``EdgeLimits/idleTimeout``.
-final class HTTPRequestGuard: ChannelDuplexHandler, RemovableChannelHandler {
-    typealias InboundIn = HTTPServerRequestPart
-    typealias InboundOut = HTTPServerRequestPart
-    typealias OutboundIn = HTTPServerResponsePart
-    typealias OutboundOut = HTTPServerResponsePart
+package final class HTTPRequestGuard: ChannelDuplexHandler, RemovableChannelHandler {
+    package typealias InboundIn = HTTPServerRequestPart
+    package typealias InboundOut = HTTPServerRequestPart
+    package typealias OutboundIn = HTTPServerResponsePart
+    package typealias OutboundOut = HTTPServerResponsePart
 
     /// Methods the REST API may route; any other is 501.
-    static let methods: [HTTPMethod] = [.GET, .HEAD, .POST, .PUT, .DELETE, .PATCH, .OPTIONS]
+    package static let methods: [HTTPMethod] = [.GET, .HEAD, .POST, .PUT, .DELETE, .PATCH, .OPTIONS]
 
     private let limits: EdgeLimits
     private let files: FileSettings
@@ -51,16 +51,19 @@ final class HTTPRequestGuard: ChannelDuplexHandler, RemovableChannelHandler {
     /// `keep-alive`).
     private var closeAfterResponse = false
 
-    init(limits: EdgeLimits, files: FileSettings = FileSettings(), head: HTTPRequestHeadGuard) {
+    package init(limits: EdgeLimits, files: FileSettings = FileSettings(), head: HTTPRequestHeadGuard) {
         self.limits = limits
         self.files = files
         self.head = head
     }
 
+    /// The last response closes the connection: nothing more is answered on it (RFC 9112 section 9.6).
+    private(set) var closing = false
+
     /// Whether requests passed on still wait for their response (a refusal then waits for them).
     var hasRequestsInFlight: Bool { inFlight > 0 }
 
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+    package func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         guard !refused else { return }
         switch unwrapInboundIn(data) {
         case .head(let request):
@@ -267,6 +270,8 @@ final class HTTPRequestGuard: ChannelDuplexHandler, RemovableChannelHandler {
         guard !refused else { return }
         refused = true
         head.refused()
+        // Nothing is answered after a response that closes the connection (RFC 9112 section 9.6).
+        guard !closing else { return }
         let parts = EdgeResponse.parts(status, code: code, message, headers: headers)
         // The request being read is in flight too; only the requests before it wait for an answer first.
         if inFlight - (readingBody ? 1 : 0) > 0 || responding {
@@ -295,15 +300,15 @@ final class HTTPRequestGuard: ChannelDuplexHandler, RemovableChannelHandler {
 
     private var context: ChannelHandlerContext?
 
-    func handlerAdded(context: ChannelHandlerContext) {
+    package func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
     }
 
-    func handlerRemoved(context: ChannelHandlerContext) {
+    package func handlerRemoved(context: ChannelHandlerContext) {
         self.context = nil
     }
 
-    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+    package func errorCaught(context: ChannelHandlerContext, error: any Error) {
         guard let parserError = error as? HTTPParserError else {
             context.fireErrorCaught(error)
             return
@@ -331,7 +336,7 @@ final class HTTPRequestGuard: ChannelDuplexHandler, RemovableChannelHandler {
         }
     }
 
-    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+    package func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         switch event {
         case ChannelEvent.inputClosed where readingBody || head.isReadingHead,
             is ChannelShouldQuiesceEvent where readingBody || head.isReadingHead:
@@ -343,7 +348,7 @@ final class HTTPRequestGuard: ChannelDuplexHandler, RemovableChannelHandler {
         }
     }
 
-    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+    package func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         switch unwrapOutboundIn(data) {
         case .head(var response) where response.status.code >= 200:
             responding = true
@@ -356,13 +361,16 @@ final class HTTPRequestGuard: ChannelDuplexHandler, RemovableChannelHandler {
         case .end:
             responding = false
             inFlight = max(0, inFlight - 1)
-            if inFlight == 0, let refusal = pendingRefusal {
+            // After a response that closes the connection nothing more is answered (RFC 9112 section 9.6): a
+            // refusal of what came after it is dropped, as the bytes would have been had they come later.
+            if inFlight == 0, let refusal = pendingRefusal, !closeAfterResponse {
                 pendingRefusal = nil
                 context.write(data, promise: promise)
                 write(refusal, context: context)
                 return
             }
             if closeAfterResponse, inFlight == 0 {
+                closing = true
                 let written = promise ?? context.eventLoop.makePromise()
                 let channel = context.channel
                 written.futureResult.whenComplete { _ in channel.close(promise: nil) }

@@ -11,10 +11,10 @@ import ParleyProtocol
 /// server implements (501), HTTP/1.0 or 1.1 (505, also for an HTTP/0.9 request line); chunk-size lines and trailers are
 /// bounded (400, 431). Tells the admission gate when a connection's head is incomplete with everything read (the
 /// connection waits on its peer).
-final class HTTPRequestHeadGuard: ChannelInboundHandler, RemovableChannelHandler {
-    typealias InboundIn = ByteBuffer
-    typealias InboundOut = ByteBuffer
-    typealias OutboundOut = ByteBuffer
+package final class HTTPRequestHeadGuard: ChannelInboundHandler, RemovableChannelHandler {
+    package typealias InboundIn = ByteBuffer
+    package typealias InboundOut = ByteBuffer
+    package typealias OutboundOut = ByteBuffer
 
     private let limits: EdgeLimits
     private let admitted: (any Channel) -> Void
@@ -28,10 +28,14 @@ final class HTTPRequestHeadGuard: ChannelInboundHandler, RemovableChannelHandler
     /// Counts the watchdog's timers: one that was replaced by an earlier one does nothing.
     private var watchdogGeneration: UInt64 = 0
     private weak var requestGuard: HTTPRequestGuard?
+    /// The start of a request line that has not ended: held back from NIO's decoder until it has, so that the line is
+    /// judged here whole however its bytes were cut (NIO's parser refuses the first bytes of a method it does not know
+    /// with 400, where the whole line gets 501). At most ``EdgeLimits/maxRequestLineBytes``: a longer line is refused.
+    private var heldLine: ByteBuffer?
     private var context: ChannelHandlerContext?
 
     /// - Parameter admitted: Tells the admission gate that the connection no longer counts as being set up.
-    init(limits: EdgeLimits, admitted: @escaping (any Channel) -> Void) {
+    package init(limits: EdgeLimits, admitted: @escaping (any Channel) -> Void) {
         self.limits = limits
         self.admitted = admitted
         self.framing = HTTPRequestFraming(
@@ -39,33 +43,39 @@ final class HTTPRequestHeadGuard: ChannelInboundHandler, RemovableChannelHandler
         )
     }
 
-    func attach(_ requestGuard: HTTPRequestGuard) {
+    package func attach(_ requestGuard: HTTPRequestGuard) {
         self.requestGuard = requestGuard
     }
 
     /// A request's head is being read.
     var isReadingHead: Bool { !isRefused && framing.isReadingHead }
 
-    func handlerAdded(context: ChannelHandlerContext) {
+    package func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
     }
 
-    func handlerRemoved(context: ChannelHandlerContext) {
+    package func handlerRemoved(context: ChannelHandlerContext) {
         self.context = nil
     }
 
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+    package func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         guard !isRefused else { return }
         let bytes = unwrapInboundIn(data)
         // Where the request being read started in this read (0 for one that started in an earlier read).
         var requestStart = 0
+        var startedHere = false
         var refusal: (HTTPResponse.Status, ErrorCode, String)?
+        // With a refusal: how many bytes of this read go to the decoder first (nil: those before the refused line).
+        var passedBeforeRefusal: Int?
         bytes.withUnsafeReadableBytes { buffer in
             var index = 0
-            while refusal == nil, let event = framing.next(buffer, &index) {
+            while refusal == nil {
+                let inRequestLine = framing.state == .requestLine
+                guard let event = framing.next(buffer, &index) else { break }
                 switch event {
                 case .requestStarted:
                     requestStart = index
+                    startedHere = true
                     let deadline = context.eventLoop.now + limits.requestHeadTimeout.timeAmount
                     headDeadline = deadline
                     arm(deadline)
@@ -75,21 +85,42 @@ final class HTTPRequestHeadGuard: ChannelInboundHandler, RemovableChannelHandler
                     headDeadline = nil
                 case .refused(let reason):
                     refusal = answer(to: reason)
+                    // Past its request line, everything before the byte refused goes to the decoder first, as it
+                    // would have had the byte come in a later read: the answer does not depend on how bytes are cut.
+                    if !inRequestLine { passedBeforeRefusal = index - 1 }
                 }
             }
         }
+        // The bytes of this read after those held back from the last one.
+        var stream = heldLine.take() ?? context.channel.allocator.buffer(capacity: 0)
+        let held = stream.readableBytes
+        if held == 0 {
+            stream = bytes
+        } else {
+            var more = bytes
+            stream.writeBuffer(&more)
+        }
         guard let (status, code, message) = refusal else {
-            context.fireChannelRead(data)
+            if framing.state == .requestLine {
+                // The line goes on in the next read: NIO's decoder gets it whole, after it was checked here.
+                let start = startedHere ? held + requestStart : 0
+                heldLine = stream.getSlice(at: stream.readerIndex + start, length: stream.readableBytes - start)
+                stream = stream.getSlice(at: stream.readerIndex, length: start)!
+            }
+            if stream.readableBytes > 0 { context.fireChannelRead(wrapInboundOut(stream)) }
             return
         }
-        // The requests before the refused one are answered first (in order), then the refusal.
-        if requestStart > 0 {
-            context.fireChannelRead(wrapInboundOut(bytes.getSlice(at: bytes.readerIndex, length: requestStart)!))
+        // The requests before the refused one are answered first (in order), then the refusal; a request line is
+        // never passed on before it was checked whole.
+        let passed = passedBeforeRefusal.map { held + $0 } ?? (startedHere ? held + requestStart : 0)
+        if passed > 0 {
+            context.fireChannelRead(wrapInboundOut(stream.getSlice(at: stream.readerIndex, length: passed)!))
         }
+        // What the decoder made of them may have refused the connection already (its answer stands).
         refuse(channel: context.channel, status, code: code, message)
     }
 
-    func channelReadComplete(context: ChannelHandlerContext) {
+    package func channelReadComplete(context: ChannelHandlerContext) {
         if isReadingHead { admitted(context.channel) }
         context.fireChannelReadComplete()
     }
@@ -198,7 +229,10 @@ final class HTTPRequestHeadGuard: ChannelInboundHandler, RemovableChannelHandler
     private func refuse(channel: any Channel, _ status: HTTPResponse.Status, code: ErrorCode, _ message: String) {
         if isRefused { return }
         isRefused = true
-        if let requestGuard, requestGuard.hasRequestsInFlight {
+        if let requestGuard, requestGuard.closing {
+            // A response that closes the connection was the last thing to say on it.
+            return
+        } else if let requestGuard, requestGuard.hasRequestsInFlight {
             // Its answer goes after theirs.
             requestGuard.refuseForHeadGuard(status, code: code, message)
         } else if let context {

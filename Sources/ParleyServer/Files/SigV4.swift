@@ -4,7 +4,7 @@ import Foundation
 /// AWS Signature Version 4 for S3 requests (the `Authorization` header form), with swift-crypto: what every
 /// S3-compatible store (AWS, MinIO, Ceph, moto) checks. The payload is signed by its SHA-256 (the caller computes it:
 /// uploads are hashed while they are spooled), never `UNSIGNED-PAYLOAD`.
-struct SigV4: Sendable {
+package struct SigV4: Sendable {
     let accessKeyId: String
     let secretAccessKey: String
     let region: String
@@ -65,20 +65,20 @@ struct SigV4: Sendable {
     }
 
     /// Each segment of the path URI-encoded once (S3 does not normalise or double-encode).
-    static func canonicalPath(_ url: URL) -> String {
+    package static func canonicalPath(_ url: URL) -> String {
         let path = url.path.isEmpty ? "/" : url.path
         return path.split(separator: "/", omittingEmptySubsequences: false).map { encode(String($0)) }
             .joined(separator: "/")
     }
 
-    static func canonicalQuery(_ url: URL) -> String {
+    package static func canonicalQuery(_ url: URL) -> String {
         guard let items = URLComponents(url: url, resolvingAgainstBaseURL: false)?.queryItems else { return "" }
         return items.map { (encode($0.name), encode($0.value ?? "")) }.sorted { $0 < $1 }
             .map { "\($0.0)=\($0.1)" }.joined(separator: "&")
     }
 
     /// RFC 3986 unreserved characters stay; every other byte is `%XX` (upper case).
-    static func encode(_ text: String) -> String {
+    package static func encode(_ text: String) -> String {
         var out = ""
         for byte in text.utf8 {
             switch byte {

@@ -1,8 +1,8 @@
 /// Strict UTF-8 validation (RFC 3629: no overlong forms, no surrogates, nothing above U+10FFFF), for the text frames
 /// and close reasons RFC 6455 requires to be valid UTF-8 (section 8.1). ASCII, most of the protocol, goes 8 bytes at
 /// a time.
-enum UTF8Validation {
-    static func isValid(_ bytes: UnsafeRawBufferPointer) -> Bool {
+package enum UTF8Validation {
+    package static func isValid(_ bytes: UnsafeRawBufferPointer) -> Bool {
         let count = bytes.count
         var index = 0
         while index < count {
@@ -43,7 +43,7 @@ enum UTF8Validation {
         return true
     }
 
-    static func isValid(_ bytes: some Collection<UInt8>) -> Bool {
+    package static func isValid(_ bytes: some Collection<UInt8>) -> Bool {
         if let result = bytes.withContiguousStorageIfAvailable({ isValid(UnsafeRawBufferPointer($0)) }) {
             return result
         }

@@ -14,9 +14,9 @@ import ParleyProtocol
 /// A broken rule ends the connection: the error (``WebSocketProtocolViolation``) goes to the connection's handler,
 /// which closes with its code, and nothing more is passed on. Frames go on unmasked (unmasked once, here), so the
 /// handler reads their payload without copying it again.
-final class WebSocketFrameAssembler: ChannelInboundHandler, RemovableChannelHandler {
-    typealias InboundIn = WebSocketFrame
-    typealias InboundOut = WebSocketFrame
+package final class WebSocketFrameAssembler: ChannelInboundHandler, RemovableChannelHandler {
+    package typealias InboundIn = WebSocketFrame
+    package typealias InboundOut = WebSocketFrame
 
     private let maxMessageSize: Int
     private let maxFragments: Int
@@ -24,12 +24,12 @@ final class WebSocketFrameAssembler: ChannelInboundHandler, RemovableChannelHand
     private var message: (opcode: WebSocketOpcode, payload: ByteBuffer, fragments: Int)?
     private var failed = false
 
-    init(maxMessageSize: Int, maxFragments: Int) {
+    package init(maxMessageSize: Int, maxFragments: Int) {
         self.maxMessageSize = maxMessageSize
         self.maxFragments = maxFragments
     }
 
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+    package func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         guard !failed else { return }
         let frame = unwrapInboundIn(data)
         guard frame.maskKey != nil else { return fail(context, .protocolError, "a client frame must be masked") }
@@ -94,7 +94,7 @@ final class WebSocketFrameAssembler: ChannelInboundHandler, RemovableChannelHand
 
 /// A client broke RFC 6455: the connection closes with `code` (1002; 1007 for text that is not UTF-8; 1009 for a
 /// message too large).
-struct WebSocketProtocolViolation: Error, Equatable {
-    var code: UInt16
-    var detail: String
+package struct WebSocketProtocolViolation: Error, Equatable {
+    package var code: UInt16
+    package var detail: String
 }

@@ -12,15 +12,15 @@ import NIOCore
 /// the head. Everything else is ``Parse/other`` and goes to NIO's pipeline, which answers it exactly as before (a
 /// REST request, an upgrade to another path with 400, an unsupported version by closing...). The response is the
 /// bytes NIO's upgrader writes.
-struct WebSocketUpgradeRequest: Equatable, Sendable {
+package struct WebSocketUpgradeRequest: Equatable, Sendable {
     /// `Sec-WebSocket-Key`.
-    var key: String
+    package var key: String
     /// `Authorization`, when there is one.
-    var authorization: String?
+    package var authorization: String?
     /// Bytes of the request head, through its empty line.
-    var headLength: Int
+    package var headLength: Int
 
-    enum Parse: Equatable, Sendable {
+    package enum Parse: Equatable, Sendable {
         /// The head has not fully arrived and may still be an upgrade.
         case incomplete
         case webSocket(WebSocketUpgradeRequest)
@@ -29,14 +29,14 @@ struct WebSocketUpgradeRequest: Equatable, Sendable {
     }
 
     /// The longest head read before leaving the connection to NIO's pipeline.
-    static let maxHeadLength = 8192
+    package static let maxHeadLength = 8192
 
     private static let requestLinePrefix = Array("GET \(WebSocketGateway.path)".utf8)
     private static let requestLineSuffix = Array(" HTTP/1.1".utf8)
     private static let headEnd: [UInt8] = [13, 10, 13, 10]
 
     /// Reads the start of a connection's bytes.
-    static func parse(_ bytes: UnsafeRawBufferPointer) -> Parse {
+    package static func parse(_ bytes: UnsafeRawBufferPointer) -> Parse {
         // Decided as early as possible: a connection that is not one goes to the HTTP pipeline at once.
         let prefix = min(bytes.count, requestLinePrefix.count + 1)
         for index in 0..<prefix {
@@ -97,9 +97,10 @@ struct WebSocketUpgradeRequest: Equatable, Sendable {
                 guard requestLine(line) else { return nil }
                 continue
             }
-            // A folded line (obsolete continuation), a header without a name or a colon: not for the fast path.
+            // A folded line (obsolete continuation), a header without a name or a colon, a name that is not a token
+            // (RFC 9110 section 5.1: NIO's parser refuses it): not for the fast path.
             guard let first = line.first, first != 32, first != 9, let colon = line.firstIndex(of: UInt8(ascii: ":")),
-                colon > line.startIndex, !line[..<colon].contains(32), !line[..<colon].contains(9)
+                colon > line.startIndex, line[..<colon].allSatisfy(isTokenCharacter)
             else { return nil }
             let name = line[..<colon]
             let value = trimmed(line[(colon + 1)...])
@@ -136,7 +137,7 @@ struct WebSocketUpgradeRequest: Equatable, Sendable {
 
     /// Whether a `Sec-WebSocket-Key` is, as RFC 6455 section 4.1 requires, the base64 of 16 bytes: 22 characters of the
     /// base64 alphabet, then `==`.
-    static func isValidKey(_ key: some Collection<UInt8>) -> Bool {
+    package static func isValidKey(_ key: some Collection<UInt8>) -> Bool {
         guard key.count == 24 else { return false }
         var index = 0
         for byte in key {
@@ -166,6 +167,17 @@ struct WebSocketUpgradeRequest: Equatable, Sendable {
         // The path itself, or with a query after it.
         return target.count == requestLinePrefix.count - 4
             || target[target.startIndex + requestLinePrefix.count - 4] == UInt8(ascii: "?")
+    }
+
+    /// RFC 9110's `tchar`: what a header field's name is made of.
+    private static func isTokenCharacter(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+            UInt8(ascii: "0")...UInt8(ascii: "9"):
+            true
+        default:
+            Array("!#$%&'*+-.^_`|~".utf8).contains(byte)
+        }
     }
 
     /// Whether `bytes` are `lowercase` (letters and `-`) in any case.
