@@ -158,7 +158,26 @@ struct FileTransfer: Sendable {
         configuration.timeoutIntervalForRequest = 120
         let session = URLSession(configuration: configuration, delegate: delegate, delegateQueue: nil)
         defer { session.finishTasksAndInvalidate() }
-        let task = upload.map { session.uploadTask(with: request, fromFile: $0) } ?? session.dataTask(with: request)
+        let task: URLSessionTask
+        if let upload {
+            #if canImport(FoundationNetworking)
+                // swift-corelibs-foundation's file body pauses libcurl while it reads the next piece and unpauses it
+                // when the piece comes, with a `try!`: a transfer that ended meanwhile (an answer before the whole
+                // body, a cut connection) crashes the process (EasyHandle.swift, libcurl error 43). A body from
+                // memory never pauses; mapped, the file's pages are read as they are sent, not copied into memory.
+                let body: Data
+                do {
+                    body = try Data(contentsOf: upload, options: .alwaysMapped)
+                } catch {
+                    throw ParleyError(.fileUnreadable, "The file could not be read.", underlying: "\(error)")
+                }
+                task = session.uploadTask(with: request, from: body)
+            #else
+                task = session.uploadTask(with: request, fromFile: upload)
+            #endif
+        } else {
+            task = session.dataTask(with: request)
+        }
         let answer: Answer
         do {
             answer = try await withTaskCancellationHandler {
