@@ -165,14 +165,24 @@ let package = Package(
             resources: [.copy("Console/web")],
             swiftSettings: fuzzed
         ),
-        .executableTarget(
-            name: "ParleyServerApp",
+        // Where the server's options come from: the environment and the config file (a library, so that the fuzz
+        // targets load files with it).
+        .target(
+            name: "ParleyServerSettings",
             dependencies: [
-                "ParleyServer", "ParleyStorePostgres", "ParleyStoreSQLite",
                 .product(name: "ArgumentParser", package: "swift-argument-parser", condition: server),
                 .product(name: "Configuration", package: "swift-configuration", condition: server),
                 .product(name: "SystemPackage", package: "swift-system", condition: server),
                 .product(name: "Yams", package: "Yams", condition: server),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio", condition: server),
+            ],
+            swiftSettings: fuzzed
+        ),
+        .executableTarget(
+            name: "ParleyServerApp",
+            dependencies: [
+                "ParleyServer", "ParleyServerSettings", "ParleyStorePostgres", "ParleyStoreSQLite",
+                .product(name: "ArgumentParser", package: "swift-argument-parser", condition: server),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio", condition: server),
             ]
         ),
@@ -252,7 +262,9 @@ let package = Package(
         .target(
             name: "ParleyFuzzTargets",
             dependencies: [
-                "ParleyProtocol", "ParleyStore", "ParleyServer", "NATSNIO",
+                "ParleyProtocol", "ParleyStore", "ParleyServer", "ParleyServerSettings", "NATSNIO",
+                .product(name: "ArgumentParser", package: "swift-argument-parser", condition: server),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio", condition: server),
                 .product(name: "NIOCore", package: "swift-nio", condition: server),
                 .product(name: "NIOEmbedded", package: "swift-nio", condition: server),
                 .product(name: "NIOHTTP1", package: "swift-nio", condition: server),

@@ -185,3 +185,19 @@ dictionary("search-query", ['"', " ", b"\x00\x05", b"\x00\x20", "OR", "NOT", "*"
                             "é", "ß", "İ", "😀", "\u0301", "ﬁ", "\t", "\u3000"])
 dictionary("wire-json", [b"\x00", b"\x01", b"\x02", b"\x03", b"\x07", b"\xff", '"', "\\", b"\x7f",
                          "\u2028".encode(), "😀".encode(), b"\x7f\xf0\x00\x00\x00\x00\x00\x00"])
+
+# The config file: a first byte (even: JSON, odd: YAML), then the file (README.md, "Configuration").
+write("config-file", [
+    b"\x01" + b"# parley.yaml\nport: 8080\ndata-dir: /var/lib/parley\nlog-format: json\nmetrics-port: 9464\ntrusted-proxy: [127.0.0.1]\n",
+    b"\x00" + b'{"port": 8080, "hostname": "0.0.0.0", "console": false, "webhook-timeout-seconds": 2.5}',
+    b"\x00" + b'{"port": "eighty"}',
+    b"\x01" + b"port: 8080\nprot: 8081\n",
+    b"\x01" + b"- a\n- b\n",
+    b"\x00" + b'{"trusted-proxy": ["10.0.0.1", "10.0.0.2"], "max-file-bytes": 1e3}',
+    b"\x01" + b"anchor: &a [1, 2]\nport: *a\n",
+    b"\x00" + b"",
+])
+dictionary("config-file", ["{", "}", "[", "]", ":", ",", "\n", "- ", "&a ", "*a", "!!int ", "!!str ", "---", "...",
+                           '"port"', '"hostname"', '"console"', '"trusted-proxy"', '"max-file-bytes"',
+                           '"webhook-timeout-seconds"', '"database-url"', "port: ", "true", "false", "null", "~",
+                           "1e309", "-1", "9223372036854775808", "0x1F"])

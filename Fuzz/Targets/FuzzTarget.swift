@@ -34,7 +34,7 @@ public struct FuzzTarget: Sendable {
     /// Every target, in the order `scripts/fuzz` runs them.
     public static let all: [FuzzTarget] = [
         .httpRequest, .upgradeRequest, .webSocketFrames, .utf8, .clientFrame, .wireJSON, .sigV4, .natsProtocol,
-        .searchQuery,
+        .searchQuery, .configFile,
     ]
 
     /// The target of that name.

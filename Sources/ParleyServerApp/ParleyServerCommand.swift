@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import Logging
 import ParleyServer
+import ParleyServerSettings
 import ParleyStore
 import ParleyStorePostgres
 import ParleyStoreSQLite
