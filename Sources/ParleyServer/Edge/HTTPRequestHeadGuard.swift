@@ -39,7 +39,9 @@ package final class HTTPRequestHeadGuard: ChannelInboundHandler, RemovableChanne
         self.limits = limits
         self.admitted = admitted
         self.framing = HTTPRequestFraming(
-            maxRequestLineBytes: limits.maxRequestLineBytes, maxTrailerBytes: limits.maxHeaderBytes
+            maxRequestLineBytes: limits.maxRequestLineBytes, maxTrailerBytes: limits.maxHeaderBytes,
+            maxHeaderFieldBytes: limits.maxHeaderFieldBytes, maxHeaderBytes: limits.maxHeaderBytes,
+            maxHeaderCount: limits.maxHeaderCount
         )
     }
 
@@ -138,6 +140,11 @@ package final class HTTPRequestHeadGuard: ChannelInboundHandler, RemovableChanne
             )
         case .trailersTooLarge:
             (.requestHeaderFieldsTooLarge, .headersTooLarge, "The request's trailer fields are too large.")
+        case .headersTooLarge:
+            (
+                .requestHeaderFieldsTooLarge, .headersTooLarge,
+                "The request's header fields are too large or too many."
+            )
         }
     }
 

@@ -30,6 +30,11 @@ struct HTTPRequestFraming {
         case bareLineEnding
         case chunkLineTooLong
         case trailersTooLarge
+        /// A header line longer than the field limit, more header bytes than the head's limit, or more lines than
+        /// the count limit: refused at the byte that passes the limit, so that NIO's decoder (whose checks of the
+        /// same limits run when its parser hands it a piece, which depends on how the bytes were cut) never
+        /// decides it.
+        case headersTooLarge
     }
 
     enum Event: Equatable {
@@ -50,6 +55,12 @@ struct HTTPRequestFraming {
     private(set) var state: State = .idle
     private let maxRequestLineBytes: Int
     private let maxTrailerBytes: Int
+    private let maxHeaderFieldBytes: Int
+    private let maxHeaderBytes: Int
+    private let maxHeaderCount: Int
+    /// The current head's header bytes (lines without their CRLF) and lines so far.
+    private var headerBytes = 0
+    private var headerCount = 0
     /// The current line, up to its limit (header lines: their first ``keptHeaderLineBytes``).
     private var line: [UInt8] = []
     private var lineLength = 0
@@ -57,9 +68,15 @@ struct HTTPRequestFraming {
     private var trailerBytes = 0
     private var head = HeadFraming()
 
-    init(maxRequestLineBytes: Int, maxTrailerBytes: Int) {
+    init(
+        maxRequestLineBytes: Int, maxTrailerBytes: Int, maxHeaderFieldBytes: Int = .max, maxHeaderBytes: Int = .max,
+        maxHeaderCount: Int = .max
+    ) {
         self.maxRequestLineBytes = maxRequestLineBytes
         self.maxTrailerBytes = maxTrailerBytes
+        self.maxHeaderFieldBytes = maxHeaderFieldBytes
+        self.maxHeaderBytes = maxHeaderBytes
+        self.maxHeaderCount = maxHeaderCount
     }
 
     /// Whether a request's head is being read.
@@ -77,6 +94,8 @@ struct HTTPRequestFraming {
                 state = .requestLine
                 startLine()
                 head = HeadFraming()
+                headerBytes = 0
+                headerCount = 0
                 return .requestStarted
             case .body(let remaining):
                 let taken = min(remaining, bytes.count - index)
@@ -123,6 +142,10 @@ struct HTTPRequestFraming {
             guard lineLength <= maxRequestLineBytes else { return refuse(.requestLineTooLong) }
             line.append(byte)
         case .headerFields:
+            if lineLength == 1 { headerCount += 1 }
+            headerBytes += 1
+            guard lineLength <= maxHeaderFieldBytes, headerBytes <= maxHeaderBytes, headerCount <= maxHeaderCount
+            else { return refuse(.headersTooLarge) }
             if lineLength <= Self.keptHeaderLineBytes {
                 line.append(byte)
             } else if lineLength == Self.keptHeaderLineBytes + 1 {

@@ -8,7 +8,10 @@ import Testing
     typealias Event = HTTPRequestFraming.Event
 
     static func events(of reads: [[UInt8]], maxRequestLineBytes: Int = 8 * 1024) -> [Event] {
-        var framing = HTTPRequestFraming(maxRequestLineBytes: maxRequestLineBytes, maxTrailerBytes: 32 * 1024)
+        var framing = HTTPRequestFraming(
+            maxRequestLineBytes: maxRequestLineBytes, maxTrailerBytes: 32 * 1024, maxHeaderFieldBytes: 200,
+            maxHeaderBytes: 1000, maxHeaderCount: 10
+        )
         var events: [Event] = []
         for read in reads {
             read.withUnsafeBytes { buffer in
@@ -91,6 +94,28 @@ import Testing
     func boundsAndLineEndingsAreRefused(_ text: String, _ refusal: HTTPRequestFraming.Refusal) {
         let events = Self.events(of: [Array(text.utf8)], maxRequestLineBytes: 100)
         #expect(events.last == .refused(refusal), "\(events)")
+    }
+
+    /// Header limits (a line of 200 bytes, 1000 bytes, 10 lines here) are refused at the byte that passes them,
+    /// whether that byte comes with the rest or alone: NIO's decoder, which checks the same limits only when its
+    /// parser hands it a piece, never sees a head past them (found by the http-request fuzz target).
+    @Test(arguments: [
+        // Line 201 bytes long.
+        "GET / HTTP/1.1\r\nX-Long: " + String(repeating: "v", count: 193),
+        // Five lines of 199 bytes, then the 1001st byte.
+        "GET / HTTP/1.1\r\n" + String(repeating: "X-F: " + String(repeating: "v", count: 194) + "\r\n", count: 5)
+            + "Y-G: 1",
+        // The first byte of the 11th line.
+        "GET / HTTP/1.1\r\n" + String(repeating: "A: 1\r\n", count: 10) + "B",
+    ])
+    func headerLimitsAreRefusedAtTheBytePastThem(_ text: String) {
+        let stream = Array(text.utf8)
+        for reads in [[stream], stream.map { [$0] }] {
+            let events = Self.events(of: reads)
+            #expect(events.last == .refused(.headersTooLarge), "\(events)")
+        }
+        // One byte less, and nothing is refused.
+        #expect(!Self.events(of: [Array(stream.dropLast())]).contains(.refused(.headersTooLarge)))
     }
 
     /// Framing the decoder refuses, and an upgrade (WebSocket frames follow it), are not followed: what comes after
