@@ -1,3 +1,4 @@
+import Foundation
 import NIOCore
 import NIOEmbedded
 import NIOHTTP1
@@ -7,7 +8,8 @@ extension FuzzTarget {
     /// The parser of a connection's first bytes (`WebSocketUpgradeRequest`, which answers plain upgrades to `/v1/ws`
     /// without NIO's HTTP pipeline). It must decide the same on every prefix as it will on the whole (undecided until
     /// the head's end, then the same request), and what it takes for an upgrade must be one for NIO's HTTP decoder
-    /// too: a `GET` with the same key, the same `Authorization`, `Upgrade: websocket` and version 13.
+    /// too: a `GET` with the same key, the same `Authorization`, `Upgrade: websocket` and version 13 (values without the
+    /// whitespace around them, which RFC 9110 says is not part of a value and NIO keeps at the end).
     static let upgradeRequest = FuzzTarget(
         name: "upgrade-request",
         summary: "WebSocketUpgradeRequest.parse: consistent on every prefix, a subset of what NIO's decoder reads"
@@ -27,11 +29,13 @@ extension FuzzTarget {
         }
         guard case .webSocket(let request) = whole else { return }
         let head = try UpgradeRequestCase.nioHead(UnsafeRawBufferPointer(rebasing: bytes[..<request.headLength]))
-        guard head.method == .GET, head.version == .http1_1,
-            head.headers["sec-websocket-key"] == [request.key],
-            head.headers["authorization"] == (request.authorization.map { [$0] } ?? []),
-            head.headers["sec-websocket-version"] == ["13"],
-            head.headers["upgrade"].map({ $0.lowercased() }) == ["websocket"]
+        // A field's value without the spaces and tabs around it (RFC 9110 section 5.5): NIO keeps trailing ones.
+        func values(_ name: String) -> [String] {
+            head.headers[name].map { $0.trimmingCharacters(in: CharacterSet(charactersIn: " \t")) }
+        }
+        guard head.method == .GET, head.version == .http1_1, values("sec-websocket-key") == [request.key],
+            values("authorization") == (request.authorization.map { [$0] } ?? []),
+            values("sec-websocket-version") == ["13"], values("upgrade").map({ $0.lowercased() }) == ["websocket"]
         else {
             throw FuzzFinding("parsed as \(request), NIO reads \(head)")
         }
