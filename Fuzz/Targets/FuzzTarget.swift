@@ -18,6 +18,26 @@ public struct FuzzTarget: Sendable {
         self.body = body
     }
 
+    /// A target of a stream parser, which must decide the same however its bytes are cut into reads: the input's
+    /// first byte sets a piece size (1 to `largestPiece`), and `read` is given the rest at once, then in pieces of that
+    /// size; the two outcomes must be equal.
+    init<Outcome: Equatable>(
+        name: String, summary: String, largestPiece: Int,
+        read: @escaping @Sendable ([UnsafeRawBufferPointer]) throws(FuzzFinding) -> Outcome
+    ) {
+        self.init(name: name, summary: summary) { bytes throws(FuzzFinding) in
+            guard let first = bytes.first else { return }
+            let stream = UnsafeRawBufferPointer(rebasing: bytes.dropFirst())
+            let size = Int(first) % largestPiece + 1
+            let pieces = stride(from: 0, to: stream.count, by: size).map {
+                UnsafeRawBufferPointer(rebasing: stream[$0..<min(stream.count, $0 + size)])
+            }
+            let whole = try read([stream])
+            let cut = try read(pieces)
+            guard whole == cut else { throw FuzzFinding("at once: \(whole); in pieces of \(size): \(cut)") }
+        }
+    }
+
     /// Runs the target on one input.
     public func run(_ bytes: UnsafeRawBufferPointer) throws(FuzzFinding) {
         try body(bytes)

@@ -7,28 +7,20 @@ extension FuzzTarget {
     /// operations and the same error either way, and after an error every call throws it again.
     static let natsProtocol = FuzzTarget(
         name: "nats-protocol",
-        summary: "NATSProtocolParser: the same operations however the bytes are cut; errors stay"
-    ) { bytes throws(FuzzFinding) in
-        guard let first = bytes.first else { return }
-        let stream = UnsafeRawBufferPointer(rebasing: bytes.dropFirst())
-        let whole = try NATSProtocolCase.run(stream, pieceSize: stream.count)
-        let cut = try NATSProtocolCase.run(stream, pieceSize: Int(first % 32) + 1)
-        guard whole == cut else {
-            throw FuzzFinding("at once: \(whole); in pieces of \(Int(first % 32) + 1): \(cut)")
-        }
+        summary: "NATSProtocolParser: the same operations however the bytes are cut; errors stay",
+        largestPiece: 32
+    ) { pieces throws(FuzzFinding) in
+        try NATSProtocolCase.run(pieces)
     }
 }
 
 enum NATSProtocolCase {
-    static func run(_ bytes: UnsafeRawBufferPointer, pieceSize: Int) throws(FuzzFinding) -> [String] {
+    static func run(_ pieces: [UnsafeRawBufferPointer]) throws(FuzzFinding) -> [String] {
         var parser = NATSProtocolParser()
         var buffer = ByteBuffer()
         var outputs: [String] = []
-        var offset = 0
-        while offset < bytes.count {
-            let end = min(bytes.count, offset + max(1, pieceSize))
-            buffer.writeBytes(UnsafeRawBufferPointer(rebasing: bytes[offset..<end]))
-            offset = end
+        for piece in pieces {
+            buffer.writeBytes(piece)
             do {
                 while let operation = try parser.next(from: &buffer) {
                     outputs.append(describe(operation))

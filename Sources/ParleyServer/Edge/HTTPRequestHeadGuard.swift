@@ -94,13 +94,12 @@ package final class HTTPRequestHeadGuard: ChannelInboundHandler, RemovableChanne
             }
         }
         // The bytes of this read after those held back from the last one.
-        var stream = heldLine.take() ?? context.channel.allocator.buffer(capacity: 0)
-        let held = stream.readableBytes
-        if held == 0 {
-            stream = bytes
-        } else {
-            var more = bytes
-            stream.writeBuffer(&more)
+        var stream = bytes
+        var held = 0
+        if var line = heldLine.take() {
+            held = line.readableBytes
+            line.writeBuffer(&stream)
+            stream = line
         }
         guard let (status, code, message) = refusal else {
             if framing.state == .requestLine {
@@ -217,14 +216,17 @@ package final class HTTPRequestHeadGuard: ChannelInboundHandler, RemovableChanne
         return nil
     }
 
-    /// `tchar` of RFC 9110 section 5.6.2.
-    private static func isTokenCharacter(_ byte: UInt8) -> Bool {
+    /// `tchar` of RFC 9110 section 5.6.2: what methods and header field names are made of.
+    static func isTokenCharacter(_ byte: UInt8) -> Bool {
         switch byte {
         case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
-            UInt8(ascii: "0")...UInt8(ascii: "9"):
+            UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "!"), UInt8(ascii: "#"), UInt8(ascii: "$"),
+            UInt8(ascii: "%"), UInt8(ascii: "&"), UInt8(ascii: "'"), UInt8(ascii: "*"), UInt8(ascii: "+"),
+            UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "^"), UInt8(ascii: "_"), UInt8(ascii: "`"),
+            UInt8(ascii: "|"), UInt8(ascii: "~"):
             true
         default:
-            Array("!#$%&'*+-.^_`|~".utf8).contains(byte)
+            false
         }
     }
 

@@ -100,7 +100,7 @@ package struct WebSocketUpgradeRequest: Equatable, Sendable {
             // A folded line (obsolete continuation), a header without a name or a colon, a name that is not a token
             // (RFC 9110 section 5.1: NIO's parser refuses it): not for the fast path.
             guard let first = line.first, first != 32, first != 9, let colon = line.firstIndex(of: UInt8(ascii: ":")),
-                colon > line.startIndex, line[..<colon].allSatisfy(isTokenCharacter)
+                colon > line.startIndex, line[..<colon].allSatisfy(HTTPRequestHeadGuard.isTokenCharacter)
             else { return nil }
             let name = line[..<colon]
             let value = trimmed(line[(colon + 1)...])
@@ -167,17 +167,6 @@ package struct WebSocketUpgradeRequest: Equatable, Sendable {
         // The path itself, or with a query after it.
         return target.count == requestLinePrefix.count - 4
             || target[target.startIndex + requestLinePrefix.count - 4] == UInt8(ascii: "?")
-    }
-
-    /// RFC 9110's `tchar`: what a header field's name is made of.
-    private static func isTokenCharacter(_ byte: UInt8) -> Bool {
-        switch byte {
-        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
-            UInt8(ascii: "0")...UInt8(ascii: "9"):
-            true
-        default:
-            Array("!#$%&'*+-.^_`|~".utf8).contains(byte)
-        }
     }
 
     /// Whether `bytes` are `lowercase` (letters and `-`) in any case.
