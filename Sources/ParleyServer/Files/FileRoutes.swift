@@ -30,6 +30,8 @@ struct FileRoutes: Sendable {
     let transferGrace: Duration
     let time: ServerClock
     let logger: Logger
+    /// The full disk's log line, once a minute at most.
+    let fullDiskLog = LogThrottle()
 
     static let uploadSuffix = "/attachments"
     /// The image types served inline; every other type is served as a download (`Content-Disposition: attachment`),
@@ -97,7 +99,7 @@ struct FileRoutes: Sendable {
             received = try await receive(request.body, into: spooled, length: length, contentType: contentType)
         } catch {
             unlink(spooled)
-            throw error
+            throw refusal(error)
         }
         let record = AttachmentRecord(
             appId: principal.appId,
@@ -108,7 +110,12 @@ struct FileRoutes: Sendable {
             )
         )
         let key = try BlobKey(record.blobKey)
-        try await blobs.put(key: key, file: spooled, size: length, sha256: received.sha256, contentType: contentType)
+        do {
+            try await blobs.put(
+                key: key, file: spooled, size: length, sha256: received.sha256, contentType: contentType)
+        } catch {
+            throw refusal(error)
+        }
         do {
             try await store.insertAttachment(record)
         } catch {
@@ -116,6 +123,33 @@ struct FileRoutes: Sendable {
             throw error
         }
         return try Self.json(.created, record.attachment)
+    }
+
+    /// What an upload that failed answers: a full disk (or spent quota) is 507 `ERR_STORAGE_FULL`, with one log line
+    /// a minute that names the folder; anything else as it was thrown.
+    private func refusal(_ error: any Error) -> any Error {
+        guard Self.isNoSpace(error) else { return error }
+        if fullDiskLog.take() {
+            logger.error(
+                "The files' disk is full (uploads are spooled to \(spool)): uploads are refused with 507 ERR_STORAGE_FULL until space is freed."
+            )
+        }
+        return DomainError(.storageFull, "The server's storage is full: the file was not stored. Try again later.")
+    }
+
+    /// Whether an error is the file system's "no space left" (`ENOSPC`, or `EDQUOT`: a quota spent), as NIO's file
+    /// system and Foundation report it, however deep it is wrapped.
+    static func isNoSpace(_ error: any Error) -> Bool {
+        if let error = error as? FileSystemError {
+            if let call = error.cause as? FileSystemError.SystemCallError {
+                return call.errno.rawValue == ENOSPC || call.errno.rawValue == EDQUOT
+            }
+            return error.cause.map(isNoSpace) ?? false
+        }
+        if let error = error as? CocoaError, error.code == .fileWriteOutOfSpace { return true }
+        let error = error as NSError
+        if error.domain == NSPOSIXErrorDomain { return error.code == Int(ENOSPC) || error.code == Int(EDQUOT) }
+        return (error.userInfo[NSUnderlyingErrorKey] as? NSError).map(isNoSpace) ?? false
     }
 
     struct Received {

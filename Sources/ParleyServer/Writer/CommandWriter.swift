@@ -90,8 +90,8 @@ final class CommandWriter: Service {
     private let metrics: ServerMetrics
     /// Where the data is, for the log line of a full disk (the data directory, or PostgreSQL).
     private let storage: String
-    /// When that line was last logged (uptime ns).
-    private let storageFullLoggedAt = NIOLockedValueBox<UInt64?>(nil)
+    /// That line, once a minute at most.
+    private let storageFullLog = LogThrottle()
     /// The batches started and finished, for readers that must know whether anything was written meanwhile.
     let epoch = WriteEpoch()
 
@@ -283,13 +283,7 @@ final class CommandWriter: Service {
         metrics.databaseErrors.increment()
         if let refusal = error as? DomainError, refusal.code == .storageFull {
             // One line that names the disk, then at most one a minute: every send fails the same way meanwhile.
-            let now = DispatchTime.now().uptimeNanoseconds
-            let due = storageFullLoggedAt.withLockedValue { last in
-                guard last.map({ now - $0 >= 60_000_000_000 }) ?? true else { return false }
-                last = now
-                return true
-            }
-            if due {
+            if storageFullLog.take() {
                 logger.error(
                     "The database's disk is full (\(storage)): sends and changes are refused with 507 ERR_STORAGE_FULL until space is freed."
                 )
