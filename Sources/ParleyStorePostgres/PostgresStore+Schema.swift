@@ -1,4 +1,5 @@
 import Logging
+import ParleyProtocol
 import PostgresNIO
 
 /// One step of the PostgreSQL schema. A migration once shipped is never edited, only followed by new ones.
@@ -644,12 +645,14 @@ extension PostgresStore {
                 )
                 """
             )
-            let applied = Set(
-                try await session.rows("SELECT version FROM schema_migrations").map { try $0.decode(Int64.self) })
-            if let newest = applied.max(), newest > migrations.last!.version {
-                logger.warning(
-                    "The database schema is newer (version \(newest)) than this server knows (\(migrations.last!.version))"
-                )
+            // Which release applied each step (none before this column): what a refusal of a newer schema names.
+            try await session.execute("ALTER TABLE schema_migrations ADD COLUMN IF NOT EXISTS release TEXT")
+            let rows = try await session.rows("SELECT version, release FROM schema_migrations ORDER BY version")
+            let steps = try rows.map { try $0.decode((Int64, String?).self) }
+            let applied = Set(steps.map(\.0))
+            if let (newest, release) = steps.last, newest > migrations.last!.version {
+                throw PostgresStoreError.schemaTooNew(
+                    version: newest, release: release, known: migrations.last!.version)
             }
             var done: [Int64] = []
             for migration in migrations where !applied.contains(migration.version) && migration.version <= version {
@@ -659,7 +662,10 @@ extension PostgresStore {
                 }
                 try await migration.then?(session)
                 try await session.execute(
-                    "INSERT INTO schema_migrations (version, name) VALUES (\(migration.version), \(migration.name))"
+                    """
+                    INSERT INTO schema_migrations (version, name, release)
+                    VALUES (\(migration.version), \(migration.name), \(ParleyRelease.version))
+                    """
                 )
                 done.append(migration.version)
             }

@@ -105,6 +105,8 @@ public final class PostgresStore: ParleyStore {
             if migrate {
                 do {
                     try await Self.migrate(connection, logger: logger)
+                } catch let error as PostgresStoreError {
+                    throw error
                 } catch {
                     throw PostgresStoreError(
                         .migrationFailed, "Migrating the schema of \(url) failed: \(Self.describe(error)).",

@@ -1,6 +1,7 @@
 import Foundation
 import NIOCore
 import NIOPosix
+import ParleyProtocol
 import PostgresNIO
 
 /// The PostgreSQL store could not start, or the database failed in a way worth a clear message.
@@ -15,6 +16,7 @@ import PostgresNIO
 /// | `ERR_DATABASE_AUTHENTICATION` | PostgreSQL refused the login (SQLSTATE 28P01, 28000) | fix the user or password, or `pg_hba.conf` |
 /// | `ERR_DATABASE_NOT_FOUND` | the database does not exist (SQLSTATE 3D000) | create it, or fix the URL's path |
 /// | `ERR_DATABASE_MIGRATION` | the schema could not be brought up to date | read the underlying error |
+/// | `ERR_DATABASE_TOO_NEW` | a newer Parley migrated the schema past what this server knows | run that version or later, or restore the backup from before the upgrade |
 /// | `ERR_DATABASE` | any other failure of PostgreSQL | read the SQLSTATE and message |
 public struct PostgresStoreError: Error, Sendable, CustomStringConvertible, CustomDebugStringConvertible {
     /// A stable, documented code.
@@ -28,6 +30,8 @@ public struct PostgresStoreError: Error, Sendable, CustomStringConvertible, Cust
         public static let authenticationFailed = Code(rawValue: "ERR_DATABASE_AUTHENTICATION")
         public static let databaseNotFound = Code(rawValue: "ERR_DATABASE_NOT_FOUND")
         public static let migrationFailed = Code(rawValue: "ERR_DATABASE_MIGRATION")
+        /// The database's schema was written by a newer Parley than this server: it is not touched.
+        public static let schemaTooNew = Code(rawValue: "ERR_DATABASE_TOO_NEW")
         public static let database = Code(rawValue: "ERR_DATABASE")
     }
 
@@ -140,4 +144,18 @@ public struct PostgresStoreError: Error, Sendable, CustomStringConvertible, Cust
 extension PSQLError {
     /// The server's SQLSTATE, when the error came from PostgreSQL.
     var sqlState: String? { serverInfo?[.sqlState] }
+}
+
+extension PostgresStoreError {
+    /// The schema has step `version`, which this server (whose last step is `known`) does not know: a newer Parley
+    /// (`release`, when it recorded one) migrated it. Starting would run old code on a schema it was not written for.
+    static func schemaTooNew(version: Int64, release: String?, known: Int64) -> PostgresStoreError {
+        let writer = release.map { "Parley \($0)" } ?? "a newer Parley"
+        return PostgresStoreError(
+            .schemaTooNew,
+            "The database's schema is at version \(version), written by \(writer); this server, Parley "
+                + "\(ParleyRelease.version), knows versions up to \(known) and will not touch it. Run \(writer) or later, or "
+                + "restore the backup taken before the upgrade (docs/DEPLOYMENT.md, \"Upgrades and rollbacks\")."
+        )
+    }
 }

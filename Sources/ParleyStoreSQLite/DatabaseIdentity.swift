@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import ParleyProtocol
 
 #if canImport(Glibc)
     import Glibc
@@ -9,8 +10,8 @@ import GRDB
 
 /// Why the server will not open a database file or a data directory: one line that says what to do.
 public struct SQLiteStoreError: Error, CustomStringConvertible, Sendable {
-    /// `ERR_DATABASE_NOT_PARLEY`, `ERR_DATA_DIRECTORY_LOCKED`, `ERR_DATA_DIRECTORY_NOT_A_FOLDER` or
-    /// `ERR_DATA_DIRECTORY_UNUSABLE`.
+    /// `ERR_DATABASE_NOT_PARLEY`, `ERR_DATABASE_TOO_NEW`, `ERR_DATA_DIRECTORY_LOCKED`,
+    /// `ERR_DATA_DIRECTORY_NOT_A_FOLDER` or `ERR_DATA_DIRECTORY_UNUSABLE`.
     public let code: String
     public let message: String
 
@@ -54,23 +55,28 @@ enum DatabaseIdentity {
             }
             return
         }
-        let (applicationID, tables): (Int32, [String])
+        let (applicationID, tables, steps): (Int32, [String], [(String, String?)])
         do {
             var configuration = Configuration()
             configuration.readonly = true
             let queue = try DatabaseQueue(path: path, configuration: configuration)
             defer { try? queue.close() }
-            (applicationID, tables) = try queue.read { db in
-                (
-                    try Int32.fetchOne(db, sql: "PRAGMA application_id") ?? 0,
-                    try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
+            (applicationID, tables, steps) = try queue.read { db in
+                let tables = try String.fetchAll(
+                    db, sql: "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
+                return (
+                    try Int32.fetchOne(db, sql: "PRAGMA application_id") ?? 0, tables,
+                    try Self.schemaSteps(db, tables: tables)
                 )
             }
         } catch {
             throw SQLiteStoreError.notParley(
                 "\(path) is not a SQLite database (\(size) bytes). Parley will not touch it.")
         }
-        if applicationID == Self.applicationID { return }
+        if applicationID == Self.applicationID {
+            try refuseNewerSchema(path: path, steps: steps, known: SQLiteStore.migrator.migrations)
+            return
+        }
         if applicationID == 0, tables.isEmpty {
             guard case .ifMissingOrEmpty = creation else {
                 throw SQLiteStoreError.notParley(
@@ -85,6 +91,34 @@ enum DatabaseIdentity {
         let listed = tables.prefix(5).joined(separator: ", ") + (tables.count > 5 ? ", ..." : "")
         throw SQLiteStoreError.notParley(
             "\(path) is the SQLite database of another application (application_id \(String(format: "0x%08X", applicationID)); tables: \(listed)). Parley will not write into it."
+        )
+    }
+
+    /// The schema's steps (GRDB's migration identifiers) in the order they were applied, each with the release that
+    /// applied it (nil before releases were recorded).
+    static func schemaSteps(_ db: Database, tables: [String]) throws -> [(String, String?)] {
+        guard tables.contains("grdb_migrations") else { return [] }
+        let releases =
+            tables.contains("schema_releases") ? "schema_releases" : "(SELECT NULL AS migration, NULL AS release)"
+        return try Row.fetchAll(
+            db,
+            sql: """
+                SELECT m.identifier, r.release FROM grdb_migrations m LEFT JOIN \(releases) r ON r.migration = m.identifier
+                ORDER BY m.rowid
+                """
+        ).map { ($0[0], $0[1]) }
+    }
+
+    /// Refuses a database with a step this server does not know: a newer Parley migrated it, and old code on a schema
+    /// it was not written for could lose data. One line that names the release that wrote it.
+    static func refuseNewerSchema(path: String, steps: [(String, String?)], known: [String]) throws {
+        let knownSteps = Set(known)
+        guard let unknown = steps.last(where: { !knownSteps.contains($0.0) }) else { return }
+        let writer = unknown.1.map { "Parley \($0)" } ?? "a newer Parley"
+        throw SQLiteStoreError(
+            code: "ERR_DATABASE_TOO_NEW",
+            message:
+                "\(path) was migrated by \(writer) (schema step \"\(unknown.0)\"); this server, Parley \(ParleyRelease.version), knows steps up to \"\(known.last ?? "")\" and will not touch it. Run \(writer) or later, or restore the backup taken before the upgrade (docs/DEPLOYMENT.md, \"Upgrades and rollbacks\")."
         )
     }
 }

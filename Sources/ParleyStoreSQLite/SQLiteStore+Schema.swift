@@ -1,4 +1,5 @@
 import GRDB
+import ParleyProtocol
 
 extension SQLiteStore {
     /// The schema, as migrations: a migration once shipped is never edited, only followed by new ones.
@@ -508,6 +509,21 @@ extension SQLiteStore {
         migrator.registerMigration("v20: deleted users' messages") { db in
             try db.execute(sql: "ALTER TABLE apps ADD COLUMN deleted_user_messages TEXT NOT NULL DEFAULT 'tombstone'")
         }
+        migrator.registerMigration("v21: schema releases") { db in
+            // The release that applied each step (`recordRelease`): an older server that finds a step it does not
+            // know names it when it refuses the database.
+            try db.execute(
+                sql: "CREATE TABLE schema_releases (migration TEXT PRIMARY KEY, release TEXT NOT NULL) WITHOUT ROWID")
+        }
         return migrator
+    }
+
+    /// Records this release as the one that applied the steps not in `before` (what the open just migrated).
+    static func recordRelease(_ db: Database, after before: Set<String>) throws {
+        for step in migrator.migrations where !before.contains(step) {
+            try db.execute(
+                sql: "INSERT OR REPLACE INTO schema_releases (migration, release) VALUES (?, ?)",
+                arguments: [step, ParleyRelease.version])
+        }
     }
 }

@@ -82,7 +82,9 @@ public final class SQLiteStore: ParleyStore {
             try db.execute(sql: "PRAGMA journal_size_limit = \(Self.walSizeLimitBytes)")
         }
         pool = try DatabasePool(path: path, configuration: configuration)
+        let applied = try pool.read { try Self.migrator.appliedIdentifiers($0) }
         try Self.migrator.migrate(pool)
+        try pool.write { try Self.recordRelease($0, after: applied) }
         try pool.writeWithoutTransaction { db in
             try db.execute(sql: "PRAGMA application_id = \(DatabaseIdentity.applicationID)")
         }

@@ -175,6 +175,29 @@ struct PostgresStoreTests {
         }
     }
 
+    /// A schema a newer Parley migrated (a step past what this server knows) is refused with one line that names the
+    /// release that wrote it, and nothing is migrated; the steps this server applies record its release.
+    @Test func aSchemaMigratedByANewerParleyIsRefusedAndLeftAlone() async throws {
+        let database = try await freshDatabase()
+        try await store(on: database).close()
+        let releases = try await withConnection(database.url) { connection in
+            try await connection.query("SELECT DISTINCT release FROM schema_migrations", logger: .quiet).collect()
+                .map { try $0.decode(String?.self) }
+        }
+        #expect(releases == [ParleyRelease.version])
+        let future = PostgresStore.migrations.last!.version + 1
+        try await database.execute(
+            "INSERT INTO schema_migrations (version, name, release) VALUES (\(future), 'from the future', '9.9.9')")
+        let error = try await expectStartupFailure(database.url, .schemaTooNew)
+        #expect(error?.description.contains("Parley 9.9.9") == true, "\(String(describing: error))")
+        #expect(error?.description.contains("version \(future)") == true)
+        let count = try await withConnection(database.url) { connection in
+            try await connection.query("SELECT count(*) FROM schema_migrations", logger: .quiet).collect()[0].decode(
+                Int64.self)
+        }
+        #expect(count == Int64(PostgresStore.migrations.count) + 1)
+    }
+
     @Test(.timeLimit(.minutes(1))) func aWrongPasswordFailsFastWithItsSQLState() async throws {
         let admin = try PostgresDatabaseURL(try #require(PostgresTestDatabase.adminURL))
         let role = "parley_pw_\(UUID().uuidString.prefix(8).lowercased())"

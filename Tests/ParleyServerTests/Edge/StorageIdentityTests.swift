@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import ParleyProtocol
 import ParleyServer
 import ParleyStoreSQLite
 import ParleyTesting
@@ -156,5 +157,42 @@ import Testing
             #expect("\(error)".contains("ERR_DATA_DIRECTORY_NOT_A_FOLDER: The data directory \(file) is a file"))
             #expect(!"\(error)".contains("NSCocoaErrorDomain"))
         }
+    }
+
+    /// A database a newer Parley migrated (a schema step this server does not know) is refused with one line that names
+    /// the release that wrote it, and is left as it was; the steps this server applies record its release.
+    @Test func aDatabaseMigratedByANewerParleyIsRefusedAndLeftAlone() async throws {
+        let directory = try TemporaryDirectory(prefix: "parley-identity")
+        let store = try openSQLiteStore(in: directory.path)
+        try await store.close()
+        let path = directory.path + "/parley.sqlite"
+        let queue = try DatabaseQueue(path: path)
+        let recorded = try await queue.read { db in
+            try String.fetchAll(db, sql: "SELECT DISTINCT release FROM schema_releases")
+        }
+        #expect(recorded == [ParleyRelease.version])
+        try await queue.write { db in
+            try db.execute(sql: "INSERT INTO grdb_migrations (identifier) VALUES ('v99: from the future')")
+            try db.execute(
+                sql: "INSERT INTO schema_releases (migration, release) VALUES ('v99: from the future', '9.9.9')")
+        }
+        try queue.close()
+        let before = try Data(contentsOf: URL(fileURLWithPath: path))
+
+        let error = Self.refusal { _ = try openSQLiteStore(in: directory.path) }
+        #expect(error?.code == "ERR_DATABASE_TOO_NEW")
+        #expect(error?.description.contains("Parley 9.9.9") == true, "\(String(describing: error))")
+        #expect(error?.description.contains("v99: from the future") == true)
+        #expect(error?.description.contains(path) == true)
+        #expect(error?.description.contains("\n") == false)
+        #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == before)
+
+        // A step from a release that recorded none (or a table a newer release dropped) still refuses.
+        let bare = try DatabaseQueue(path: path)
+        try await bare.write { db in try db.execute(sql: "DELETE FROM schema_releases") }
+        try bare.close()
+        let unnamed = Self.refusal { _ = try openSQLiteStore(in: directory.path) }
+        #expect(unnamed?.code == "ERR_DATABASE_TOO_NEW")
+        #expect(unnamed?.description.contains("a newer Parley") == true)
     }
 }
