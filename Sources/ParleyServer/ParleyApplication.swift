@@ -247,6 +247,7 @@ public func buildApplication(
         metrics.queuedBytes.record(bytes)
         metrics.connectedUsers.record(users)
         metrics.record(store.activity)
+        metrics.recordResources(ready: readiness.current == .serving, dataDirectory: configuration.dataDirectory)
         natsCluster?.refreshGauges()
     }
 

@@ -379,6 +379,7 @@ import Testing
             Self.fast(&configuration)
             configuration.webhooks.retry.maximumAttempts = 2
             configuration.webhooks.disableAfterFailures = 5
+            configuration.metrics.token = "metrics-token-of-the-webhook-tests"
         }
         let key = server.app.restAPIKey
         let endpoint = try await Self.register(server, receiver, events: ["conversationMessage.sent"])
@@ -406,6 +407,10 @@ import Testing
         let disabled = try await server.request("GET", path, apiKey: key).decode(WebhookEndpoint.self)
         #expect(!disabled.enabled && disabled.consecutiveFailures == 5 && disabled.disabledAt != nil)
         #expect(disabled.disabledReason == "Disabled after 5 failed attempts in a row.")
+        // Counted for alerting (deploy/prometheus/parley-alerts.yml, ParleyWebhookEndpointDisabled).
+        let scrape = try await server.request(
+            "GET", "/metrics", headers: ["Authorization": "Bearer metrics-token-of-the-webhook-tests"])
+        #expect(String(decoding: scrape.body, as: UTF8.self).contains("\nparley_webhook_endpoints_disabled_total 1\n"))
         // While disabled, new events are not queued for it.
         try await Self.send("while disabled", to: group.id, as: alice, on: server)
 

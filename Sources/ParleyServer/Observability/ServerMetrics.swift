@@ -1,6 +1,7 @@
 import CoreMetrics
 import Foundation
 import NIOConcurrencyHelpers
+import ParleyProtocol
 import ParleyStore
 import Prometheus
 
@@ -15,6 +16,18 @@ final class ServerMetrics: Sendable {
     let registry: PrometheusCollectorRegistry?
     private let factory: any MetricsFactory
 
+    /// `parley_build_info{version}`: always 1; the release a node runs, for dashboards and alerts across nodes.
+    let buildInfo: CoreMetrics.Gauge
+    /// 1 while `GET /health/ready` answers 200 (serving), 0 while starting or draining.
+    let ready: CoreMetrics.Gauge
+    /// Descriptors open and the limit (`process_open_fds`, `process_max_fds`: the names Prometheus clients use).
+    let openFileDescriptors: CoreMetrics.Gauge
+    let maxFileDescriptors: CoreMetrics.Gauge
+    /// The data directory's file system: bytes free for the server and in all.
+    let storageFreeBytes: CoreMetrics.Gauge
+    let storageSizeBytes: CoreMetrics.Gauge
+    /// Webhook endpoints this node disabled after too many failed attempts in a row.
+    let webhookEndpointsDisabled: CoreMetrics.Counter
     let framesIn: CoreMetrics.Counter
     let framesOut: CoreMetrics.Counter
     let malformedFrames: CoreMetrics.Counter
@@ -83,6 +96,16 @@ final class ServerMetrics: Sendable {
     init(factory: any MetricsFactory, registry: PrometheusCollectorRegistry?) {
         self.factory = factory
         self.registry = registry
+        buildInfo = CoreMetrics.Gauge(
+            label: "parley_build_info", dimensions: [("version", ParleyRelease.version)], factory: factory)
+        buildInfo.record(1)
+        ready = CoreMetrics.Gauge(label: "parley_ready", factory: factory)
+        openFileDescriptors = CoreMetrics.Gauge(label: "process_open_fds", factory: factory)
+        maxFileDescriptors = CoreMetrics.Gauge(label: "process_max_fds", factory: factory)
+        storageFreeBytes = CoreMetrics.Gauge(label: "parley_storage_free_bytes", factory: factory)
+        storageSizeBytes = CoreMetrics.Gauge(label: "parley_storage_size_bytes", factory: factory)
+        webhookEndpointsDisabled = CoreMetrics.Counter(
+            label: "parley_webhook_endpoints_disabled_total", factory: factory)
         framesIn = CoreMetrics.Counter(label: "parley_websocket_frames_received_total", factory: factory)
         framesOut = CoreMetrics.Counter(label: "parley_websocket_frames_sent_total", factory: factory)
         malformedFrames = CoreMetrics.Counter(label: "parley_websocket_malformed_frames_total", factory: factory)
@@ -182,5 +205,18 @@ final class ServerMetrics: Sendable {
         var buffer: [UInt8] = []
         registry?.emit(into: &buffer)
         return buffer
+    }
+}
+
+extension ServerMetrics {
+    /// Reads, at a scrape, the gauges of the process and its data directory: readiness, descriptors, room on disk.
+    func recordResources(ready isReady: Bool, dataDirectory: String) {
+        ready.record(isReady ? 1 : 0)
+        if let open = ProcessResources.openFileDescriptors() { openFileDescriptors.record(open) }
+        if let limit = ProcessResources.maxFileDescriptors() { maxFileDescriptors.record(limit) }
+        if let room = ProcessResources.fileSystem(of: dataDirectory) {
+            storageFreeBytes.record(room.free)
+            storageSizeBytes.record(room.size)
+        }
     }
 }

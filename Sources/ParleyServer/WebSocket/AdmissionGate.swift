@@ -361,12 +361,9 @@ final class AdmissionHandler: ChannelDuplexHandler {
     /// How many connections the file-descriptor limit (`ulimit -n`) leaves room for: the limit, less the descriptors
     /// open now (when the server starts listening) and the headroom.
     static func descriptorBudget() -> Int {
-        var limit = rlimit()
-        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0, limit.rlim_cur < rlim_t(Int32.max) else {
-            return Int.max
-        }
-        let open = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count) ?? 64
-        return max(1, Int(limit.rlim_cur) - open - descriptorHeadroom)
+        guard let limit = ProcessResources.maxFileDescriptors() else { return Int.max }
+        let open = ProcessResources.openFileDescriptors() ?? 64
+        return max(1, limit - open - descriptorHeadroom)
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {

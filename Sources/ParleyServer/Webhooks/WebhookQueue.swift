@@ -115,6 +115,7 @@ struct WebhookQueue: OutboxQueue {
                     logger.notice("Webhooks: attempt \(attempts) failed: \(reason)", metadata: metadata)
                 }
                 if disabled {
+                    metrics.webhookEndpointsDisabled.increment()
                     logger.warning(
                         "Webhooks: endpoint disabled after \(configuration.disableAfterFailures) failed attempts in a row",
                         metadata: metadata

@@ -65,6 +65,13 @@ import Testing
         let wrong = try await server.request("GET", "/metrics", headers: ["Authorization": "Bearer not-the-token"])
         #expect(wrong.status == 401)
         let before = try await Self.scrape(server)
+        // The process and its data directory, read at the scrape: the release, readiness, descriptors, disk.
+        #expect(before[#"parley_build_info{version="\#(ParleyRelease.version)"}"#] == 1)
+        #expect(before["parley_ready"] == 1)
+        #expect(before["process_open_fds"] > 0 && before["process_open_fds"] < before["process_max_fds"])
+        let room = try #require(ProcessResources.fileSystem(of: server.dataDirectory))
+        #expect(before["parley_storage_size_bytes"] == Double(room.size))
+        #expect(before["parley_storage_free_bytes"] > 0 && before["parley_storage_free_bytes"] <= Double(room.size))
 
         let alice = try await server.login("alice")
         let bob = try await server.login("bob")
