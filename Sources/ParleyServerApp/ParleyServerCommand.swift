@@ -15,7 +15,7 @@ struct ParleyServerCommand: AsyncParsableCommand {
         commandName: "parley-server",
         abstract: "The Parley chat server: REST and WebSocket on embedded SQLite or on PostgreSQL.",
         discussion: ServeOptions.discussion,
-        subcommands: [Serve.self, Apps.self, Backup.self]
+        subcommands: [Serve.self, Apps.self, Backup.self, Restore.self]
     )
 
     @OptionGroup var options: ServeOptions
@@ -370,6 +370,20 @@ struct FileOptions: ParsableArguments {
     }
 }
 
+extension FileOptions {
+    /// Where the attachments' bytes are: a folder on disk (nil with S3), or the bucket they are in (nil on disk).
+    func location(_ settings: SettingSources, dataDirectory: String) async throws -> (
+        folder: String?, elsewhere: String?
+    ) {
+        var files = FileSettings()
+        try await apply(to: &files, settings)
+        switch files.storage {
+        case .disk(let folder): return (folder ?? dataDirectory + "/files", nil)
+        case .s3(let s3): return (nil, "the S3 bucket \(s3.bucket) at \(s3.endpoint.absoluteString)")
+        }
+    }
+}
+
 /// The APNs options of `serve`.
 struct APNsOptions: ParsableArguments {
     @Option(help: "The .p8 signing key from the Apple Developer account.")
@@ -417,23 +431,75 @@ struct APNsOptions: ParsableArguments {
     }
 }
 
-/// `parley-server backup FILE`: a consistent copy of the SQLite database, taken while the server runs.
+/// `parley-server backup FOLDER`: the SQLite database as of one commit and the attachments it names, taken while the
+/// server runs (``DataBackup``); `backup FILE.sqlite`: the database alone, as before.
 struct Backup: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Copy the SQLite database into a new file while the server runs (README, Backup and restore)."
+        abstract:
+            "Copy the SQLite database and its attachments into a new folder while the server runs (docs/DEPLOYMENT.md, Backup and restore)."
     )
     @OptionGroup var data: DataOptions
-    @Argument(help: "The new file (it must not exist).") var destination: String
+    @OptionGroup var files: FileOptions
+    @Argument(help: "The new folder (it must not exist); a name ending in .sqlite copies the database alone.")
+    var destination: String
 
     func run() async throws {
-        let location = try await data.resolve(data.sources())
+        let sources = try await data.sources()
+        let location = try await data.resolve(sources)
         guard location.databaseURL == nil else {
-            throw ValidationError("The data is in PostgreSQL: back it up with pg_dump (README, Backup and restore).")
+            throw ValidationError(
+                "The data is in PostgreSQL: back it up with pg_dump (docs/DEPLOYMENT.md, Backup and restore).")
         }
-        let bytes = try SQLiteBackup.copy(
-            databaseAt: location.dataDirectory + "/parley.sqlite", to: destination
-        )
-        print("Backed up \(location.dataDirectory)/parley.sqlite to \(destination) (\(bytes) bytes).")
+        if destination.hasSuffix(".sqlite") {
+            let bytes = try SQLiteBackup.copy(
+                databaseAt: location.dataDirectory + "/parley.sqlite", to: destination
+            )
+            print(
+                "Backed up \(location.dataDirectory)/parley.sqlite to \(destination) (\(bytes) bytes); attachments not included (give a folder to include them)."
+            )
+            return
+        }
+        let (folder, elsewhere) = try await files.location(sources, dataDirectory: location.dataDirectory)
+        let manifest = try DataBackup.backup(
+            dataDirectory: location.dataDirectory, filesDirectory: folder, filesElsewhere: elsewhere, into: destination)
+        var line =
+            "Backed up \(location.dataDirectory) into \(destination): the database and \(manifest.files) attachments (\(manifest.fileBytes) bytes)."
+        if !manifest.missingFiles.isEmpty {
+            line +=
+                " \(manifest.missingFiles.count) attachments the database names were gone or damaged (listed in backup.json)."
+        }
+        if let elsewhere = manifest.filesElsewhere {
+            line += " Attachments are in \(elsewhere), not in the backup: keep them with the bucket's own versioning."
+        }
+        print(line)
+    }
+}
+
+/// `parley-server restore FOLDER`: puts a backup's database and attachments into a data directory no server is using.
+struct Restore: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract:
+            "Restore a backup folder into the data directory while no server uses it (docs/DEPLOYMENT.md, Backup and restore)."
+    )
+    @OptionGroup var data: DataOptions
+    @OptionGroup var files: FileOptions
+    @Flag(help: "Move a database and attachments already there aside (into replaced-<time>/ in the data directory).")
+    var replace = false
+    @Argument(help: "The folder parley-server backup made.") var source: String
+
+    func run() async throws {
+        let sources = try await data.sources()
+        let location = try await data.resolve(sources)
+        guard location.databaseURL == nil else {
+            throw ValidationError(
+                "The data is in PostgreSQL: restore it with pg_restore (docs/DEPLOYMENT.md, Backup and restore).")
+        }
+        let (folder, _) = try await files.location(sources, dataDirectory: location.dataDirectory)
+        let restored = try DataBackup.restore(
+            from: source, into: location.dataDirectory, filesDirectory: folder, replacing: replace)
+        var line = "Restored \(source) into \(location.dataDirectory): the database and \(restored.files) attachments."
+        if let aside = restored.replacedInto { line += " What was there is in \(aside)." }
+        print(line + " Start the server.")
     }
 }
 

@@ -27,6 +27,36 @@ public enum SQLiteBackup {
     }
 }
 
+extension SQLiteBackup {
+    /// An attachment a database names: where its bytes are in a blob store (`APP/ATTACHMENT`), their size and SHA-256
+    /// (hex).
+    public struct NamedFile: Sendable, Equatable {
+        public var key: String
+        public var size: Int64
+        public var sha256: String
+    }
+
+    /// The attachments the database at `path` names (a backup's copy: read-only).
+    public static func attachments(inDatabaseAt path: String) throws -> [NamedFile] {
+        var configuration = Configuration()
+        configuration.readonly = true
+        let queue = try DatabaseQueue(path: path, configuration: configuration)
+        defer { try? queue.close() }
+        return try queue.read { db in
+            try Row.fetchAll(db, sql: "SELECT app_id, id, size, sha256 FROM attachments ORDER BY app_id, id").map {
+                NamedFile(key: ($0[0] as String) + "/" + ($0[1] as String), size: $0[2], sha256: $0[3])
+            }
+        }
+    }
+
+    /// Refuses, before a restore moves anything, a file that is not a Parley database or that a newer release
+    /// migrated (``SQLiteStoreError``).
+    public static func check(databaseAt path: String) throws {
+        guard FileManager.default.fileExists(atPath: path) else { throw SQLiteBackupError.noDatabase(path) }
+        try DatabaseIdentity.check(path: path, creation: .ifMissing)
+    }
+}
+
 public enum SQLiteBackupError: Error, CustomStringConvertible {
     case noDatabase(String)
     case destinationExists(String)
