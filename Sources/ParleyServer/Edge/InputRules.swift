@@ -63,9 +63,11 @@ enum InputRules {
         guard value.utf8.count <= maxAvatarURLBytes else {
             throw DomainError(.fieldTooLarge, "avatarURL may have at most \(maxAvatarURLBytes) bytes.")
         }
-        let lowered = value.lowercased()
-        guard lowered.hasPrefix("https://") || lowered.hasPrefix("http://"), !hasControlCharacter(value),
-            !value.contains(" ")
+        // Bytes, not characters: a combining mark after `/` or a space makes one character of the two, which a
+        // character comparison would not see.
+        let scheme = String(decoding: value.utf8.prefix(8), as: UTF8.self).lowercased()
+        guard scheme.hasPrefix("https://") || scheme.hasPrefix("http://"), !hasControlCharacter(value),
+            !value.utf8.contains(UInt8(ascii: " "))
         else {
             throw DomainError(.badRequest, "avatarURL must be an http or https URL.")
         }
@@ -107,6 +109,7 @@ enum InputRules {
     static func message(parts: [MessagePart], metadata: JSONValue?, alert: String?) throws {
         for part in parts {
             try text(part.text, "A message's text")
+            try text(part.name, "A message part's name")
             if let data = part.data { try text(data, "A message's data") }
             switch (part.type, part.file) {
             case (.file, let file?):

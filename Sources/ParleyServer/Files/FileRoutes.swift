@@ -203,7 +203,10 @@ struct FileRoutes: Sendable {
         guard (1...Attachments.maxNameBytes).contains(name.utf8.count) else {
             throw DomainError(.badRequest, "name must be 1-\(Attachments.maxNameBytes) bytes.")
         }
-        guard !InputRules.hasControlCharacter(name), !name.contains("/"), !name.contains("\\") else {
+        // Bytes, not characters: `/` followed by a combining mark is one character that is not `/`.
+        guard !InputRules.hasControlCharacter(name), !name.utf8.contains(UInt8(ascii: "/")),
+            !name.utf8.contains(UInt8(ascii: "\\"))
+        else {
             throw DomainError(.badRequest, "name must not contain control characters, / or \\.")
         }
     }

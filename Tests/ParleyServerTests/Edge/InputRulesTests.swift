@@ -105,6 +105,9 @@ import Testing
             (UpdateUserRequest(name: String(repeating: "n", count: 257)), .fieldTooLarge),
             (UpdateUserRequest(name: String(repeating: "é", count: 129)), .fieldTooLarge),
             (UpdateUserRequest(avatarURL: "javascript:alert(1)"), .badRequest),
+            // A space or a `/` that a combining mark follows is one character with it, not a space or a `/`: the
+            // rules count bytes (found by the schemathesis run, docs/RELIABILITY.md).
+            (UpdateUserRequest(avatarURL: "http://a \u{301}b"), .badRequest),
             (UpdateUserRequest(avatarURL: "https://x/" + String(repeating: "a", count: 2048)), .fieldTooLarge),
             (UpdateUserRequest(metadata: ["k": .string(String(repeating: "m", count: 17 * 1024))]), .fieldTooLarge),
             (UpdateUserRequest(metadata: ["k\u{0}": 1]), .badRequest),
@@ -128,6 +131,23 @@ import Testing
         // The user is as it was.
         let user = try await server.request("GET", "/v1/users/alice", token: alice).decode(User.self)
         #expect(user.name == "alice" && user.avatarURL == nil && user.metadata == nil)
+        // An http URL whose `//` a combining mark follows is still an http URL.
+        let combining = try await server.request(
+            "PATCH", "/v1/users/alice", token: alice, body: UpdateUserRequest(avatarURL: "HTTP://\u{301}x"))
+        #expect(combining.status == 200)
+        // A part's name is text: no U+0000 (it was stored as sent).
+        let conversation = try await server.createConversation(token: alice, type: .group, with: [])
+        let named = try await server.request(
+            "POST", "/v1/conversations/\(conversation.id)/messages", token: alice,
+            body: SendMessageRequest(parts: [MessagePart(type: .text, text: "hi", name: "a\u{0}b")]))
+        #expect(named.status == 400 && named.errorCode == .badRequest)
+        // A file's name has no `/` or `\\`, whatever follows them.
+        for name in ["a/\u{301}b", "a\\\u{301}b"] {
+            let upload = try await FileTransferTests.upload(
+                server, conversation: conversation.id, token: alice, name: name, type: "text/plain", bytes: [120])
+            let error = try? JSONDecoder().decode(ErrorResponse.self, from: Data(upload.body))
+            #expect(upload.status == 400 && error?.error.code == .badRequest, "\(name)")
+        }
         try await server.stop()
     }
 
