@@ -23,14 +23,24 @@ package import ParleyProtocol
 extension Components {
     /// Types generated from the `#/components/parameters` section of the OpenAPI document.
     package enum Parameters {
+        /// An identifier, 1-128 bytes of UTF-8 without control characters (ERR_BAD_REQUEST).
+        ///
         /// - Remark: Generated from `#/components/parameters/AppId`.
         package typealias AppId = Swift.String
+        /// A uid, 1-100 of `A-Z a-z 0-9 _ - . @` (ERR_INVALID_UID).
+        ///
         /// - Remark: Generated from `#/components/parameters/Uid`.
         package typealias Uid = Swift.String
+        /// An identifier, 1-128 bytes of UTF-8 without control characters (ERR_BAD_REQUEST).
+        ///
         /// - Remark: Generated from `#/components/parameters/ConversationId`.
         package typealias ConversationId = Swift.String
+        /// A device id, 1-100 of `A-Z a-z 0-9 _ - . :` (ERR_INVALID_DEVICE_ID).
+        ///
         /// - Remark: Generated from `#/components/parameters/DeviceId`.
         package typealias DeviceId = Swift.String
+        /// An identifier, 1-128 bytes of UTF-8 without control characters (ERR_BAD_REQUEST).
+        ///
         /// - Remark: Generated from `#/components/parameters/MessageId`.
         package typealias MessageId = Swift.String
         /// An emoji or a short key, 1-64 bytes of UTF-8 without whitespace or control characters (percent-encoded).

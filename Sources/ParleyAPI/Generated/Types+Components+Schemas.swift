@@ -43,8 +43,12 @@ extension Components {
         package typealias LoginResponse = ParleyProtocol.LoginResponse
         /// - Remark: Generated from `#/components/schemas/User`.
         package typealias User = ParleyProtocol.User
+        /// A new user (`name` is the uid when left out). `metadata` is at most 16 KiB of JSON (ERR_FIELD_TOO_LARGE), with no U+0000 in any of its strings or keys (ERR_BAD_REQUEST).
+        ///
         /// - Remark: Generated from `#/components/schemas/CreateUserRequest`.
         package typealias CreateUserRequest = ParleyProtocol.CreateUserRequest
+        /// `metadata` is at most 16 KiB of JSON (ERR_FIELD_TOO_LARGE), with no U+0000 in any of its strings or keys (ERR_BAD_REQUEST).
+        ///
         /// - Remark: Generated from `#/components/schemas/UpdateUserRequest`.
         package typealias UpdateUserRequest = ParleyProtocol.UpdateUserRequest
         /// - Remark: Generated from `#/components/schemas/IssueAuthTokenRequest`.
@@ -71,8 +75,12 @@ extension Components {
         package typealias RolePermissionsChange = ParleyProtocol.RolePermissionsChange
         /// - Remark: Generated from `#/components/schemas/ConversationRolesChange`.
         package typealias ConversationRolesChange = ParleyProtocol.ConversationRolesChange
+        /// `metadata` is at most 16 KiB of JSON (ERR_FIELD_TOO_LARGE), with no U+0000 in any of its strings or keys (ERR_BAD_REQUEST).
+        ///
         /// - Remark: Generated from `#/components/schemas/UpdateConversationRequest`.
         package typealias UpdateConversationRequest = ParleyProtocol.UpdateConversationRequest
+        /// A group (the caller and up to 1,000 others; ERR_FIELD_TOO_LARGE past them), or the direct conversation with one other user (ERR_BAD_REQUEST for another count, or for `roles`). `metadata` is at most 16 KiB of JSON (ERR_FIELD_TOO_LARGE), with no U+0000 in any of its strings or keys (ERR_BAD_REQUEST).
+        ///
         /// - Remark: Generated from `#/components/schemas/CreateConversationRequest`.
         package typealias CreateConversationRequest = ParleyProtocol.CreateConversationRequest
         /// - Remark: Generated from `#/components/schemas/ConversationList`.
@@ -91,6 +99,8 @@ extension Components {
         package typealias AddParticipantsRequest = ParleyProtocol.AddParticipantsRequest
         /// - Remark: Generated from `#/components/schemas/UpdateParticipantRequest`.
         package typealias UpdateParticipantRequest = ParleyProtocol.UpdateParticipantRequest
+        /// `deliveredSeq`, `readSeq` or both (ERR_BAD_REQUEST for neither).
+        ///
         /// - Remark: Generated from `#/components/schemas/ReceiptRequest`.
         package typealias ReceiptRequest = ParleyProtocol.ReceiptRequest
         /// - Remark: Generated from `#/components/schemas/ConversationUnread`.
@@ -101,6 +111,8 @@ extension Components {
         package typealias Presence = ParleyProtocol.Presence
         /// - Remark: Generated from `#/components/schemas/ParticipantList`.
         package typealias ParticipantList = ParleyProtocol.ParticipantList
+        /// One part of a message: `text`, custom `data` (with an app-defined `name`), or a `file`. Only a file part has a `file`, and a file part has one (ERR_BAD_REQUEST). No string of a part has U+0000 (ERR_BAD_REQUEST).
+        ///
         /// - Remark: Generated from `#/components/schemas/MessagePart`.
         package typealias MessagePart = ParleyProtocol.MessagePart
         /// The file of a `file` part. A sender names the upload by `id` (and may add a `preview`); the server fills in the rest from the upload.
@@ -121,8 +133,12 @@ extension Components {
         package typealias ReactionSummary = ParleyProtocol.ReactionSummary
         /// - Remark: Generated from `#/components/schemas/ReactionList`.
         package typealias ReactionList = ParleyProtocol.ReactionList
+        /// `metadata` has no U+0000 in any of its strings or keys (ERR_BAD_REQUEST).
+        ///
         /// - Remark: Generated from `#/components/schemas/SendMessageRequest`.
         package typealias SendMessageRequest = ParleyProtocol.SendMessageRequest
+        /// `metadata` has no U+0000 in any of its strings or keys (ERR_BAD_REQUEST).
+        ///
         /// - Remark: Generated from `#/components/schemas/EditMessageRequest`.
         package typealias EditMessageRequest = ParleyProtocol.EditMessageRequest
         /// A real-time event; `payload` depends on `name` (docs/PROTOCOL.md, the event catalog).
@@ -149,7 +165,7 @@ extension Components {
         package typealias ReportReason = ParleyProtocol.ReportReason
         /// - Remark: Generated from `#/components/schemas/ReportState`.
         package typealias ReportState = ParleyProtocol.ReportState
-        /// A message (`conversationId` and `messageId`) or a user (`uid`), not both.
+        /// A message (`conversationId` and `messageId`) or a user (`uid`), not both (ERR_BAD_REQUEST).
         ///
         /// - Remark: Generated from `#/components/schemas/CreateReportRequest`.
         package typealias CreateReportRequest = ParleyProtocol.CreateReportRequest

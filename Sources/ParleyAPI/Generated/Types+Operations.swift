@@ -2193,7 +2193,7 @@ package enum Operations {
         package struct Input: Sendable, Hashable {
             /// - Remark: Generated from `#/paths/v1/search/messages/GET/query`.
             package struct Query: Sendable, Hashable {
-                /// What to look for, at most 256 characters and 16 words or phrases.
+                /// What to look for: at most 256 characters and 16 words or phrases (ERR_FIELD_TOO_LARGE), with a letter or a digit (without one it finds nothing: ERR_BAD_REQUEST unless `hasFile=true`). The pattern counts conservatively: every run of letters, marks and digits is a word (a phrase's words too), and the first has the letter or digit.
                 ///
                 /// - Remark: Generated from `#/paths/v1/search/messages/GET/query/q`.
                 package var q: Swift.String?
@@ -2237,7 +2237,7 @@ package enum Operations {
                 /// Creates a new `Query`.
                 ///
                 /// - Parameters:
-                ///   - q: What to look for, at most 256 characters and 16 words or phrases.
+                ///   - q: What to look for: at most 256 characters and 16 words or phrases (ERR_FIELD_TOO_LARGE), with a letter or a digit (without one it finds nothing: ERR_BAD_REQUEST unless `hasFile=true`). The pattern counts conservatively: every run of letters, marks and digits is a word (a phrase's words too), and the first has the letter or digit.
                 ///   - conversationId: Only in this conversation (one the caller sees, else 404).
                 ///   - sender: Only messages this user sent.
                 ///   - hasFile: Only messages with a file.
@@ -2550,7 +2550,7 @@ package enum Operations {
         package struct Input: Sendable, Hashable {
             /// - Remark: Generated from `#/paths/v1/search/users/GET/query`.
             package struct Query: Sendable, Hashable {
-                /// At most 64 characters and 8 words, at least one letter or digit.
+                /// At most 64 characters and 8 words (ERR_FIELD_TOO_LARGE), at least one letter or digit (ERR_BAD_REQUEST). The pattern counts conservatively: every run of letters, marks and digits is a word, and the first has the letter or digit.
                 ///
                 /// - Remark: Generated from `#/paths/v1/search/users/GET/query/q`.
                 package var q: Swift.String
@@ -2565,7 +2565,7 @@ package enum Operations {
                 /// Creates a new `Query`.
                 ///
                 /// - Parameters:
-                ///   - q: At most 64 characters and 8 words, at least one letter or digit.
+                ///   - q: At most 64 characters and 8 words (ERR_FIELD_TOO_LARGE), at least one letter or digit (ERR_BAD_REQUEST). The pattern counts conservatively: every run of letters, marks and digits is a word, and the first has the letter or digit.
                 ///   - limit: Page size, 1 to 200 (default 50).
                 ///   - cursor: The `nextCursor` of the previous page.
                 package init(
