@@ -58,11 +58,23 @@ final class OutboundQueue: Sendable {
         var held: Bool
         /// The writer was woken (or is blocked on a full socket) and will take what is queued: no new wake-up.
         var wakePending = false
+        /// The writer is blocked on a full socket: it calls again when the socket is writable, which a client that
+        /// never reads again never makes it.
+        var waitingForSocket = false
 
         /// Marks a wake-up due unless one already is; returns whether the caller must wake the writer.
         mutating func wake() -> Bool {
             guard !held, !wakePending, !finished else { return false }
             wakePending = true
+            return true
+        }
+
+        /// A wake-up for a close: also when the writer waits for a full socket, since a close is written whether the
+        /// socket has room or not (the close is then bounded by the writer's close timeout, not by the client).
+        mutating func wakeToClose() -> Bool {
+            guard !held, !finished, !wakePending || waitingForSocket else { return false }
+            wakePending = true
+            waitingForSocket = false
             return true
         }
     }
@@ -88,7 +100,7 @@ final class OutboundQueue: Sendable {
                 state.frames = []
                 state.bytes = 0
                 // A held queue is released by its writer, which then finds the close.
-                return .refused(wake: state.wake())
+                return .refused(wake: state.wakeToClose())
             }
             state.frames.append(frame)
             state.bytes += frame.readableBytes
@@ -107,6 +119,7 @@ final class OutboundQueue: Sendable {
             if !afterQueued {
                 state.frames = []
                 state.bytes = 0
+                return state.wakeToClose()
             }
             return state.wake()
         }
@@ -142,9 +155,11 @@ final class OutboundQueue: Sendable {
             }
             if blocked || state.frames.isEmpty {
                 state.wakePending = blocked && !state.frames.isEmpty
+                state.waitingForSocket = state.wakePending
                 return .idle
             }
             state.wakePending = false
+            state.waitingForSocket = false
             defer {
                 state.frames.removeAll(keepingCapacity: state.frames.count <= 64)
                 state.bytes = 0

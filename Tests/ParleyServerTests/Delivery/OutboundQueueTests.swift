@@ -69,6 +69,36 @@ import Testing
         #expect(!OutboundQueue(limitBytes: 1000, held: true).release())
     }
 
+    /// A writer waiting for a full socket is woken by a close all the same: a client that never reads again never
+    /// makes the socket writable, and the close does not need room (the close timeout ends it).
+    @Test func aCloseWakesAWriterThatWaitsForAFullSocket() {
+        let queue = OutboundQueue(limitBytes: 1000)
+        #expect(queue.push(frame) == .queuedWake)
+        guard case .idle = queue.take(blocked: true) else {
+            Issue.record("frames taken while blocked")
+            return
+        }
+        // Past the limit while blocked: the push wakes the writer, which takes the close without waiting for room.
+        #expect(queue.push(ByteBuffer(repeating: 0, count: 900)) == .refused(wake: true))
+        guard case .close(let code, _) = queue.take(blocked: true) else {
+            Issue.record("expected the close while blocked")
+            return
+        }
+        #expect(code == WebSocketCloseCode.slowConsumer)
+
+        // A close the server asks for (a token expired) while blocked wakes it too; one already due does not again.
+        let other = OutboundQueue(limitBytes: 1000)
+        _ = other.push(frame)
+        _ = other.take(blocked: true)
+        #expect(other.requestClose(code: 4001, reason: .authTokenInvalid))
+        #expect(!other.requestClose(code: 4000, reason: .internalError))
+        guard case .close(let closeCode, _) = other.take(blocked: true) else {
+            Issue.record("expected the requested close while blocked")
+            return
+        }
+        #expect(closeCode == 4001)
+    }
+
     @Test func aFullSocketKeepsFramesQueuedWithoutWakingTheWriterAgain() {
         let queue = OutboundQueue(limitBytes: 1000)
         #expect(queue.push(frame) == .queuedWake)

@@ -18,6 +18,8 @@ import Testing
             // Alice sends ~170 messages one after the other: on a fast machine that is quicker than the per-user send
             // budget (100 at once, 20 a second) refills, which is not what this test is about.
             $0.edge.messagesPerUser = nil
+            // Bob reads only after the flood: the close frame waits behind what his socket holds until then.
+            $0.closeTimeout = .seconds(120)
         }
         let alice = try await server.login("alice")
         let bob = try await server.login("bob")
@@ -64,6 +66,69 @@ import Testing
         #expect(received < sentBytes)
         await sender.close()
         try await server.stop()
+    }
+
+    /// A client that never reads again is closed all the same: the overflow starts the close at once (the close frame
+    /// queued behind what the full socket holds), and the close timeout ends the connection. It once waited for the
+    /// socket to drain, which never came: such a client held its connection until the heartbeat's 1001, 45-65 s later
+    /// (found by the soak, docs/BENCHMARKS.md).
+    @Test func aClientThatNeverReadsAgainIsClosedWithinTheCloseTimeout() async throws {
+        let limit = 256 * 1024
+        let server = try await TestServer.start {
+            $0.outboundQueueLimitBytes = limit
+            $0.heartbeatInterval = .seconds(3600)
+            $0.edge.messagesPerUser = nil
+            $0.closeTimeout = .seconds(1)
+            $0.metrics.token = Self.metricsToken
+        }
+        let alice = try await server.login("alice")
+        let bob = try await server.login("bob")
+        let conversation = try await server.createConversation(token: alice, type: .direct, with: ["bob"])
+        let slow = try await RawSocket.openWebSocket(port: server.port, token: bob, receiveBuffer: 16 * 1024)
+        _ = try await slow.readFrame()
+        let messageBytes = 60 * 1024
+        let inFlightCeiling = RawSocket.kernelSendBufferMaximum + 2 * 16 * 1024 + 256 * 1024 + messageBytes
+        let messages = (limit + inFlightCeiling) * 2 / messageBytes + 1
+        let (sender, _) = try await connect(server, token: alice)
+        let text = String(repeating: "y", count: messageBytes - 16)
+        for number in 0..<messages {
+            try await sender.send(
+                .send(SendFrame(ref: "\(number)", conversationId: conversation.id, parts: [.text("\(number):" + text)]))
+            )
+            _ = try await sender.nextFrame {
+                if case .ack = $0 { true } else if case .error = $0 { true } else { false }
+            }
+        }
+        // Bob has read nothing since his hello: the server ends his connection anyway, as a slow consumer.
+        #expect(try await Self.closes(server, code: 4008, reach: 1), "no 4008 while the client does not read")
+        // Only Alice is connected now; what Bob's socket still holds ends without more.
+        let scrape = try await server.request(
+            "GET", "/metrics", headers: ["Authorization": "Bearer \(Self.metricsToken)"])
+        #expect(String(decoding: scrape.body, as: UTF8.self).contains("\nparley_websocket_connections 1.0\n"))
+        let (texts, _) = try await slow.readUntilClose()
+        #expect(texts.reduce(0) { $0 + $1.utf8.count } <= limit + inFlightCeiling)
+        slow.close()
+        await sender.close()
+        try await server.stop()
+    }
+
+    static let metricsToken = "metrics-token-of-the-slow-consumer-tests"
+
+    /// Whether the server's count of closes with `code` reaches `count` within 10 s (scraped every 20 ms).
+    static func closes(_ server: TestServer, code: UInt16, reach count: Int) async throws -> Bool {
+        let deadline = ContinuousClock.now + .seconds(10)
+        let series = "parley_websocket_closes_total{code=\"\(code)\"} "
+        while true {
+            let scrape = try await server.request(
+                "GET", "/metrics", headers: ["Authorization": "Bearer \(metricsToken)"])
+            let text = String(decoding: scrape.body, as: UTF8.self)
+            let value = text.split(separator: "\n").first { $0.hasPrefix(series) }.flatMap {
+                Double($0.dropFirst(series.count))
+            }
+            if let value, value >= Double(count) { return true }
+            guard ContinuousClock.now < deadline else { return false }
+            try await Task.sleep(for: .milliseconds(20))
+        }
     }
 
     func connect(_ server: TestServer, token: String) async throws -> (WebSocketProbe, HelloFrame) {
