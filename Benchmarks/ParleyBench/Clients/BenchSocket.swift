@@ -43,6 +43,22 @@ final class BenchSocket: Sendable {
         }
     }
 
+    /// Closes the WebSocket cleanly: sends a close frame with `code` and lets the server answer it and end the TCP
+    /// connection; closes it anyway after `grace`.
+    func closeCleanly(code: UInt16 = 1000, grace: TimeAmount = .seconds(2)) {
+        let channel = self.channel
+        channel.eventLoop.execute {
+            guard channel.isActive else { return }
+            // The server's answer to this close frame is not answered again.
+            try? channel.pipeline.syncOperations.handler(type: WebSocketClientHandler.self).closeSent = true
+            var frame = channel.allocator.buffer(capacity: 8)
+            WebSocketWire.writeClientFrameHeader(opcode: 0x8, length: 2, into: &frame)
+            frame.writeInteger(code)
+            channel.writeAndFlush(frame, promise: nil)
+            channel.eventLoop.scheduleTask(in: grace) { channel.close(promise: nil) }
+        }
+    }
+
     /// Why a connection attempt failed.
     enum Failure: Error, CustomStringConvertible {
         case upgradeRefused(String)
@@ -60,10 +76,11 @@ final class BenchSocket: Sendable {
         }
     }
 
-    /// Connects, upgrades, sends `connect` and returns once `hello` arrived.
+    /// Connects, upgrades, sends `connect` (`connectFrame` when given, e.g. one with `resume`, else a plain
+    /// `{"type":"connect","protocolVersion":1}`) and returns once `hello` arrived.
     static func connect(
         index: Int, target: SocketAddress, source: SocketAddress?, hostHeader: String, token: String,
-        group: any EventLoopGroup, timeout: TimeAmount, callbacks: SocketCallbacks
+        group: any EventLoopGroup, timeout: TimeAmount, callbacks: SocketCallbacks, connectFrame: String? = nil
     ) -> EventLoopFuture<BenchSocket> {
         let eventLoop = group.next()
         let ready = eventLoop.makePromise(of: BenchSocket.self)
@@ -75,7 +92,8 @@ final class BenchSocket: Sendable {
                 channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.addHandler(
                         WebSocketClientHandler(
-                            index: index, hostHeader: hostHeader, token: token, ready: ready, callbacks: callbacks
+                            index: index, hostHeader: hostHeader, token: token, ready: ready, callbacks: callbacks,
+                            connectFrame: connectFrame
                         )
                     )
                 }
@@ -139,15 +157,21 @@ private final class WebSocketClientHandler: ChannelInboundHandler, RemovableChan
     private var pending: ByteBuffer?
     private var closeCode: UInt16?
     private var message: ByteBuffer?
+    private let connectFrame: String
+    /// The client sent a close frame first (``BenchSocket/closeCleanly(code:grace:)``): the server's answer to it is
+    /// not answered again.
+    var closeSent = false
 
     init(
-        index: Int, hostHeader: String, token: String, ready: EventLoopPromise<BenchSocket>, callbacks: SocketCallbacks
+        index: Int, hostHeader: String, token: String, ready: EventLoopPromise<BenchSocket>, callbacks: SocketCallbacks,
+        connectFrame: String? = nil
     ) {
         self.index = index
         self.hostHeader = hostHeader
         self.token = token
         self.ready = ready
         self.callbacks = callbacks
+        self.connectFrame = connectFrame ?? Self.connectFrame
     }
 
     private static let connectFrame = #"{"type":"connect","protocolVersion":1}"#
@@ -194,8 +218,8 @@ private final class WebSocketClientHandler: ChannelInboundHandler, RemovableChan
                 }
                 state = .awaitingHello
                 var frame = context.channel.allocator.buffer(capacity: 64)
-                WebSocketWire.writeClientFrameHeader(opcode: 0x1, length: Self.connectFrame.utf8.count, into: &frame)
-                frame.writeString(Self.connectFrame)
+                WebSocketWire.writeClientFrameHeader(opcode: 0x1, length: connectFrame.utf8.count, into: &frame)
+                frame.writeString(connectFrame)
                 context.writeAndFlush(wrapOutboundOut(frame), promise: nil)
                 continue
             }
@@ -250,7 +274,7 @@ private final class WebSocketClientHandler: ChannelInboundHandler, RemovableChan
         case 0x8:  // close
             var data = payload
             closeCode = data.readInteger(as: UInt16.self)
-            if case .open = state {
+            if case .open = state, !closeSent {
                 var frame = context.channel.allocator.buffer(capacity: 8)
                 WebSocketWire.writeClientFrameHeader(opcode: 0x8, length: 2, into: &frame)
                 frame.writeInteger(closeCode ?? 1000)

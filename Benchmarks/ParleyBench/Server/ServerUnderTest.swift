@@ -113,6 +113,9 @@ final class ServerUnderTest: Sendable {
         try await child.restart()
     }
 
+    /// The data directories of the bench's own servers, one per node (empty when attached).
+    var dataDirectories: [String] { children.map(\.dataDirectory) }
+
     /// The logs of the bench's own servers, one per node.
     var logPaths: [String] { children.map(\.logPath) }
 
