@@ -7,31 +7,24 @@ import Testing
 /// docs/PROTOCOL.md, Limits: "events waiting for one connection: 4 MiB, close 4008 ERR_SLOW_CONSUMER". A client
 /// that stops reading must not make the server hold its events without bound.
 @Suite(.timeLimit(.minutes(3))) struct SlowConsumerTests {
-    @Test func aClientThatDoesNotReadIsClosedWith4008AndWhatTheServerHeldForItStayedBounded() async throws {
-        let limit = 512 * 1024
-        // Bob's raw client stops reading, so it stops answering pings too: with the default heartbeat, a slow
-        // machine (the sends below take long under CPU load) can reach the ping timeout (1001) before the queue
-        // fills. An hour-long heartbeat leaves the slow-consumer rule as the only thing that can close him.
-        let server = try await TestServer.start {
-            $0.outboundQueueLimitBytes = limit
-            $0.heartbeatInterval = .seconds(3600)
-            // Alice sends ~170 messages one after the other: on a fast machine that is quicker than the per-user send
-            // budget (100 at once, 20 a second) refills, which is not what this test is about.
-            $0.edge.messagesPerUser = nil
-            // Bob reads only after the flood: the close frame waits behind what his socket holds until then.
-            $0.closeTimeout = .seconds(120)
-        }
+    /// Bob, on a raw socket with a small receive buffer, reads his hello and then nothing; Alice sends him far more
+    /// than the queue limit plus everything the kernel and NIO can buffer on the way, each send waiting for its ack
+    /// (the server keeps serving Alice while Bob is stuck).
+    struct Flood {
+        var slow: RawSocket
+        var sender: WebSocketProbe
+        /// What may sit between the server's queue and Bob: the kernel's buffers, NIO's, one message.
+        var inFlightCeiling: Int
+        var sentBytes: Int
+    }
+
+    func flood(_ server: TestServer, limit: Int) async throws -> Flood {
         let alice = try await server.login("alice")
         let bob = try await server.login("bob")
         let conversation = try await server.createConversation(token: alice, type: .direct, with: ["bob"])
-
-        // Bob connects with a small receive buffer, reads his hello, then reads nothing more.
         let slow = try await RawSocket.openWebSocket(port: server.port, token: bob, receiveBuffer: 16 * 1024)
         let hello = try await slow.readFrame()
         #expect(hello.opcode == 0x1 && String(decoding: hello.payload, as: UTF8.self).contains(#""type":"hello""#))
-
-        // Alice sends far more than the queue limit plus everything the kernel and NIO can buffer on the way.
-        // Each send waits for its ack: the server keeps serving Alice while Bob is stuck.
         let messageBytes = 60 * 1024
         let inFlightCeiling = RawSocket.kernelSendBufferMaximum + 2 * 16 * 1024 + 256 * 1024 + messageBytes
         let messages = (limit + inFlightCeiling) * 2 / messageBytes + 1
@@ -47,24 +40,44 @@ import Testing
                 default: false
                 }
             }
-            guard case .ack = answer else {
-                Issue.record("send \(number) was refused: \(answer)")
-                return
-            }
+            guard case .ack = answer else { throw FloodRefused(number: number, answer: "\(answer)") }
         }
+        return Flood(
+            slow: slow, sender: sender, inFlightCeiling: inFlightCeiling, sentBytes: messages * messageBytes)
+    }
+
+    struct FloodRefused: Error {
+        var number: Int
+        var answer: String
+    }
+
+    @Test func aClientThatDoesNotReadIsClosedWith4008AndWhatTheServerHeldForItStayedBounded() async throws {
+        let limit = 512 * 1024
+        // Bob's raw client stops reading, so it stops answering pings too: with the default heartbeat, a slow
+        // machine (the sends below take long under CPU load) can reach the ping timeout (1001) before the queue
+        // fills. An hour-long heartbeat leaves the slow-consumer rule as the only thing that can close him.
+        let server = try await TestServer.start {
+            $0.outboundQueueLimitBytes = limit
+            $0.heartbeatInterval = .seconds(3600)
+            // Alice sends ~170 messages one after the other: on a fast machine that is quicker than the per-user send
+            // budget (100 at once, 20 a second) refills, which is not what this test is about.
+            $0.edge.messagesPerUser = nil
+            // Bob reads only after the flood: the close frame waits behind what his socket holds until then.
+            $0.closeTimeout = .seconds(120)
+        }
+        let flood = try await flood(server, limit: limit)
 
         // Now Bob reads what reached him: some of the events, then the server's close frame.
-        let (texts, close) = try await slow.readUntilClose()
+        let (texts, close) = try await flood.slow.readUntilClose()
         let received = texts.reduce(0) { $0 + $1.utf8.count }
         // A client that got its close leaves (the server waits for that before it lets the connection go).
-        slow.close()
+        flood.slow.close()
         #expect(close?.code == WebSocketCloseCode.slowConsumer)
         #expect(close?.reason == ErrorCode.slowConsumer.rawValue)
-        let sentBytes = messages * messageBytes
         // What the server held for Bob: at most its queue limit, plus what was already handed to NIO and the kernel.
-        #expect(received <= limit + inFlightCeiling, "Bob received \(received) of \(sentBytes) bytes")
-        #expect(received < sentBytes)
-        await sender.close()
+        #expect(received <= limit + flood.inFlightCeiling, "Bob received \(received) of \(flood.sentBytes) bytes")
+        #expect(received < flood.sentBytes)
+        await flood.sender.close()
         try await server.stop()
     }
 
@@ -81,34 +94,17 @@ import Testing
             $0.closeTimeout = .seconds(1)
             $0.metrics.token = Self.metricsToken
         }
-        let alice = try await server.login("alice")
-        let bob = try await server.login("bob")
-        let conversation = try await server.createConversation(token: alice, type: .direct, with: ["bob"])
-        let slow = try await RawSocket.openWebSocket(port: server.port, token: bob, receiveBuffer: 16 * 1024)
-        _ = try await slow.readFrame()
-        let messageBytes = 60 * 1024
-        let inFlightCeiling = RawSocket.kernelSendBufferMaximum + 2 * 16 * 1024 + 256 * 1024 + messageBytes
-        let messages = (limit + inFlightCeiling) * 2 / messageBytes + 1
-        let (sender, _) = try await connect(server, token: alice)
-        let text = String(repeating: "y", count: messageBytes - 16)
-        for number in 0..<messages {
-            try await sender.send(
-                .send(SendFrame(ref: "\(number)", conversationId: conversation.id, parts: [.text("\(number):" + text)]))
-            )
-            _ = try await sender.nextFrame {
-                if case .ack = $0 { true } else if case .error = $0 { true } else { false }
-            }
-        }
+        let flood = try await flood(server, limit: limit)
         // Bob has read nothing since his hello: the server ends his connection anyway, as a slow consumer.
         #expect(try await Self.closes(server, code: 4008, reach: 1), "no 4008 while the client does not read")
         // Only Alice is connected now; what Bob's socket still holds ends without more.
         let scrape = try await server.request(
             "GET", "/metrics", headers: ["Authorization": "Bearer \(Self.metricsToken)"])
         #expect(String(decoding: scrape.body, as: UTF8.self).contains("\nparley_websocket_connections 1.0\n"))
-        let (texts, _) = try await slow.readUntilClose()
-        #expect(texts.reduce(0) { $0 + $1.utf8.count } <= limit + inFlightCeiling)
-        slow.close()
-        await sender.close()
+        let (texts, _) = try await flood.slow.readUntilClose()
+        #expect(texts.reduce(0) { $0 + $1.utf8.count } <= limit + flood.inFlightCeiling)
+        flood.slow.close()
+        await flood.sender.close()
         try await server.stop()
     }
 
