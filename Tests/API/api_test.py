@@ -222,7 +222,7 @@ def run(name, header, excluded_operation, forbidden, ids):
         "PYTHONPATH", "")
     environment["PARLEY_API_TEST_FORBIDDEN"] = "\n".join(forbidden)
     command = [
-        "st", "--config-file", config, "run", DOCUMENT, "--url", BASE, "-H", header,
+        sys.executable, "-m", "schemathesis.cli", "--config-file", config, "run", DOCUMENT, "--url", BASE, "-H", header,
         "--max-examples", str(EXAMPLES), "--workers", "1", "--no-color",
         "--checks", "parley_no_server_error,parley_nothing_crosses,status_code_conformance,content_type_conformance,"
         "response_headers_conformance,response_schema_conformance",
