@@ -53,29 +53,22 @@ def parley_nothing_crosses(ctx, response, case):
     return None
 
 
-def _max_bytes(schema, resolver_root):
-    """The byte limit a schema declares (`x-parley-max-bytes`), following a local `$ref`."""
-    if not isinstance(schema, dict):
-        return None
-    ref = schema.get("$ref")
-    if isinstance(ref, str) and ref.startswith("#/"):
-        node = resolver_root
-        for part in ref[2:].split("/"):
-            node = node.get(part, {}) if isinstance(node, dict) else {}
-        return _max_bytes(node, resolver_root)
-    return schema.get("x-parley-max-bytes")
+def _resolved(node, root):
+    """`node`, or what its local `$ref` (`#/...`) points to."""
+    ref = node.get("$ref") if isinstance(node, dict) else None
+    if not (isinstance(ref, str) and ref.startswith("#/")):
+        return node
+    target = root
+    for part in ref[2:].split("/"):
+        target = target.get(part, {}) if isinstance(target, dict) else {}
+    return target
 
 
 def _within_bytes(value, schema, root, depth=0):
     """Whether every string of `value` is within the byte limit its schema declares."""
+    schema = _resolved(schema, root)
     if depth > 12 or not isinstance(schema, dict):
         return True
-    ref = schema.get("$ref")
-    if isinstance(ref, str) and ref.startswith("#/"):
-        node = root
-        for part in ref[2:].split("/"):
-            node = node.get(part, {}) if isinstance(node, dict) else {}
-        return _within_bytes(value, node, root, depth + 1)
     if isinstance(value, str):
         limit = schema.get("x-parley-max-bytes")
         return limit is None or len(value.encode("utf-8", "surrogatepass")) <= limit
@@ -103,14 +96,9 @@ def _parameters_within_bytes(ctx, values, location):
         return True
     operation = ctx.operation
     root = operation.schema.raw_schema
-    for parameter in operation.definition.raw.get("parameters", []) + operation.schema.raw_schema.get("paths", {}).get(
-        operation.path, {}
-    ).get("parameters", []):
-        if isinstance(parameter, dict) and "$ref" in parameter:
-            node = root
-            for part in parameter["$ref"][2:].split("/"):
-                node = node.get(part, {}) if isinstance(node, dict) else {}
-            parameter = node
+    shared = root.get("paths", {}).get(operation.path, {}).get("parameters", [])
+    for parameter in operation.definition.raw.get("parameters", []) + shared:
+        parameter = _resolved(parameter, root)
         if not isinstance(parameter, dict) or parameter.get("in") != location:
             continue
         name = parameter.get("name")
@@ -133,11 +121,6 @@ def filter_query(ctx, query):
 def filter_body(ctx, body):
     operation = ctx.operation
     root = operation.schema.raw_schema
-    content = operation.definition.raw.get("requestBody", {})
-    if "$ref" in content:
-        node = root
-        for part in content["$ref"][2:].split("/"):
-            node = node.get(part, {}) if isinstance(node, dict) else {}
-        content = node
+    content = _resolved(operation.definition.raw.get("requestBody", {}), root)
     schema = content.get("content", {}).get("application/json", {}).get("schema")
     return schema is None or _within_bytes(body, schema, root)

@@ -136,6 +136,16 @@ import Testing
         try await again.stop()
     }
 
+    /// A backup that fails (here: no database where it was told to look) leaves no folder behind.
+    @Test func aFailedBackupLeavesNoFolder() throws {
+        let empty = try TemporaryDirectory(prefix: "parley-empty").path
+        let folder = try TemporaryDirectory(prefix: "parley-backup").path + "/backup"
+        #expect(throws: SQLiteBackupError.self) {
+            try DataBackup.backup(dataDirectory: empty, filesDirectory: empty + "/files", into: folder)
+        }
+        #expect(!FileManager.default.fileExists(atPath: folder))
+    }
+
     /// A restore never goes into a directory a server is using, nor over data already there unless told to replace
     /// it, which moves that data aside instead of deleting it.
     @Test func aRestoreRefusesARunningServersDirectoryAndMovesOldDataAsideWhenAsked() async throws {

@@ -62,6 +62,20 @@ public enum DataBackup {
     ) throws -> Manifest {
         guard !FileManager.default.fileExists(atPath: folder) else { throw BackupError.destinationExists(folder) }
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        do {
+            return try fill(
+                folder, dataDirectory: dataDirectory, filesDirectory: filesDirectory, filesElsewhere: filesElsewhere,
+                now: now)
+        } catch {
+            // No half-made backup is left to be mistaken for one (nor to block the next attempt at the same name).
+            try? FileManager.default.removeItem(atPath: folder)
+            throw error
+        }
+    }
+
+    private static func fill(
+        _ folder: String, dataDirectory: String, filesDirectory: String?, filesElsewhere: String?, now: Int64
+    ) throws -> Manifest {
         let database = folder + "/" + databaseName
         try SQLiteBackup.copy(databaseAt: dataDirectory + "/" + databaseName, to: database)
         var manifest = Manifest(
