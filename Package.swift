@@ -14,6 +14,11 @@ let server = TargetDependencyCondition.when(traits: ["Server"])
 let fuzzing = Context.environment["PARLEY_FUZZ"] == "1"
 let fuzzed: [SwiftSetting] = fuzzing ? [.unsafeFlags(["-sanitize=fuzzer,address"])] : []
 
+/// The commit `parley_build_info{commit}` names: git's, as SwiftPM saw it when it read this manifest (a build from a
+/// fresh clone names its HEAD; an incremental build names the commit of the manifest's last reading), `-dirty` with
+/// uncommitted changes, `unknown` outside a git checkout.
+let commit = Context.gitInformation.map { $0.currentCommit + ($0.hasUncommittedChanges ? "-dirty" : "") } ?? "unknown"
+
 let package = Package(
     name: "parley",
     platforms: [.macOS(.v14), .iOS(.v17)],
@@ -57,6 +62,10 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-asn1.git", from: "1.7.4"),
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
+        // Traces (off by default): spans of REST requests and WebSocket commands, exported over OTLP/HTTP. Only the
+        // OTLP/HTTP exporter: the gRPC one would build gRPC for nothing.
+        .package(url: "https://github.com/swift-otel/swift-otel.git", from: "1.6.0", traits: ["OTLPHTTP"]),
+        .package(url: "https://github.com/apple/swift-distributed-tracing.git", from: "1.7.3"),
         // The server's config file (JSON or YAML) and environment, under its command-line options.
         .package(url: "https://github.com/apple/swift-configuration.git", from: "1.4.0", traits: [.defaults, "YAML"]),
         .package(url: "https://github.com/apple/swift-system.git", from: "1.5.0"),
@@ -130,11 +139,14 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log", condition: server),
             ]
         ),
+        // The commit the build is from (`parley_build_info`), as a C string the manifest defines.
+        .target(name: "CParleyBuild", cSettings: [.define("PARLEY_COMMIT", to: "\"\(commit)\"")]),
         // The server library: buildApplication(_:), REST, WebSocket gateway, fan-out hub, auth.
         .target(
             name: "ParleyServer",
             dependencies: [
                 "ParleyProtocol", "ParleyAPI", "ParleyAPIServer", "ParleyStore", "ParleyStoreSQLite", "NATSNIO",
+                .target(name: "CParleyBuild", condition: server),
                 .product(name: "Hummingbird", package: "hummingbird", condition: server),
                 .product(name: "OpenAPIHummingbird", package: "swift-openapi-hummingbird", condition: server),
                 .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime", condition: server),
@@ -158,6 +170,9 @@ let package = Package(
                 // Metrics: swift-metrics, printed by swift-prometheus on GET /metrics.
                 .product(name: "CoreMetrics", package: "swift-metrics", condition: server),
                 .product(name: "Prometheus", package: "swift-prometheus", condition: server),
+                // Traces: the tracing API, and swift-otel's OTLP exporter behind it.
+                .product(name: "Tracing", package: "swift-distributed-tracing", condition: server),
+                .product(name: "OTel", package: "swift-otel", condition: server),
                 // Attachments: files streamed from and to disk.
                 .product(name: "_NIOFileSystem", package: "swift-nio", condition: server),
             ],

@@ -42,12 +42,16 @@ public struct ParleyApplication: Service {
     let uploadSweeper: UploadSweeper
     /// The metrics listener, when `/metrics` has a port of its own.
     let metricsListener: MetricsListener?
+    /// Sends the spans, when traces are exported.
+    let spanExport: (any Service)?
     let logger: Logger
 
     public func run() async throws {
         // Shut down in reverse order: sockets close first; the writer commits and publishes what is queued; the
         // cluster link (which sends the writer's last events to the other nodes) and the database's claim last.
         var services: [any Service] = []
+        // Spans are sent until everything else has stopped (the last requests' and commands' included).
+        if let spanExport { services.append(spanExport) }
         if let claimKeeper { services.append(claimKeeper) }
         if let cluster { services.append(cluster) }
         services.append(writer)
@@ -152,6 +156,8 @@ public func buildApplication(
 ) async throws -> ParleyApplication {
     let store = try store ?? openSQLiteStore(in: configuration.dataDirectory)
     let metrics = ServerMetrics.prometheus()
+    let (tracing, spanExport) = try ServerTracing.make(
+        configuration.traces, version: ParleyRelease.version, logger: logger)
     let time = ServerClock(timeline: Timeline(clock))
     let hub = Hub()
     let positions = ConversationPositions()
@@ -236,7 +242,7 @@ public func buildApplication(
         authenticator: authenticator, store: store, hub: hub, writer: writer, typing: typing, presence: presence,
         cluster: natsCluster, sockets: sockets, expiry: expiry, admission: admission,
         sends: limits.sends, time: time,
-        configuration: configuration, metrics: metrics, logger: logger
+        configuration: configuration, metrics: metrics, tracing: tracing, logger: logger
     )
     let connectionAttempts = limits.connectionAttempts
     let metricsEndpoint = MetricsEndpoint(metrics: metrics) { [natsCluster] in
@@ -256,6 +262,8 @@ public func buildApplication(
     router.add(middleware: CORSMiddleware(origins: allowedOrigins))
     // The client's address and credentials (never throws), for everything inside, the request log included.
     router.add(middleware: CredentialsMiddleware(trustedProxies: configuration.edge.trustedProxies))
+    // A span per request when traces are on, around the request log (its line then carries the trace id).
+    if let tracer = tracing.tracer { router.add(middleware: RequestTracingMiddleware(tracer: tracer)) }
     // Outside the error middleware: it counts and logs refusals with the status they are answered with.
     router.add(middleware: ObservabilityMiddleware(metrics: metrics, level: configuration.requestLogLevel))
     router.add(middleware: ErrorMiddleware(logger: logger))
@@ -312,7 +320,7 @@ public func buildApplication(
                 onRunning: onMetricsRunning
             )
         },
-        logger: logger
+        spanExport: spanExport, logger: logger
     )
 }
 

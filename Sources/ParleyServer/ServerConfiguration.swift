@@ -80,6 +80,8 @@ public struct ServerConfiguration: Sendable {
     public var metrics = MetricsExposure()
     /// The level of the one-line log of each HTTP request (method, path, status, duration, request id).
     public var requestLogLevel: Logger.Level = .debug
+    /// Where spans of requests and WebSocket commands are exported (OTLP/HTTP); nil (the default): no traces.
+    public var traces: TraceExport?
     /// Attachments: where their bytes live, how large they may be, how long an unused upload and a download link last.
     public var files = FileSettings()
 

@@ -15,6 +15,7 @@ struct ParleyServerCommand: AsyncParsableCommand {
         commandName: "parley-server",
         abstract: "The Parley chat server: REST and WebSocket on embedded SQLite or on PostgreSQL.",
         discussion: ServeOptions.discussion,
+        version: "\(ServerBuild.version) (commit \(ServerBuild.commit))",
         subcommands: [Serve.self, Apps.self, Backup.self, Restore.self]
     )
 
@@ -185,6 +186,7 @@ struct ServeOptions: ParsableArguments {
         configuration.console = consoleOn ? consoleFolder.map { .directory($0) } ?? .bundled : .off
         configuration.metrics = logging.metrics
         configuration.requestLogLevel = logging.requestLogLevel
+        configuration.traces = logging.traces
         let create = try await settings.bool(createDatabase ? true : nil, "create-database", default: false)
         let natsURL = try await settings.string(natsUrl, "nats-url")
         let heartbeat = try await settings.double(nodeHeartbeatSeconds, "node-heartbeat-seconds", default: 1)
@@ -684,11 +686,25 @@ struct ObservabilityOptions: ParsableArguments {
     @Option(help: "Address of the metrics listener (default 127.0.0.1).")
     var metricsHostname: String?
 
+    @Option(
+        help: """
+            Export traces (spans of HTTP requests and WebSocket commands) over OTLP/HTTP to this URL, e.g. \
+            http://127.0.0.1:4318/v1/traces (default: no traces).
+            """)
+    var traceEndpoint: String?
+
+    @Option(help: "Encoding of exported spans: http/protobuf or http/json (default http/protobuf).")
+    var traceProtocol: String?
+
+    @Option(help: "Share of new traces kept, 0 to 1 (default 1); a request's traceparent decides for its own.")
+    var traceSampleRatio: Double?
+
     struct Resolved {
         var level: Logger.Level
         var json: Bool
         var requestLogLevel: Logger.Level
         var metrics: MetricsExposure
+        var traces: TraceExport?
 
         func bootstrap() {
             let (level, json) = (level, json)
@@ -724,9 +740,27 @@ struct ObservabilityOptions: ParsableArguments {
         if let token = metrics.token, token.utf8.count < 16 {
             throw ValidationError("--metrics-token must be at least 16 characters.")
         }
+        var traces: TraceExport?
+        if let endpoint = try await settings.string(traceEndpoint, "trace-endpoint"), !endpoint.isEmpty {
+            guard let url = URL(string: endpoint), url.scheme == "http" || url.scheme == "https", url.host != nil else {
+                throw ValidationError("--trace-endpoint must be an http:// or https:// URL.")
+            }
+            var export = TraceExport(endpoint: endpoint)
+            let encoding = try await settings.string(traceProtocol, "trace-protocol", default: "http/protobuf")
+            guard let known = TraceExport.Encoding(rawValue: encoding) else {
+                throw ValidationError("Unknown --trace-protocol \(encoding) (http/protobuf or http/json).")
+            }
+            export.encoding = known
+            export.sampleRatio = try await settings.double(traceSampleRatio, "trace-sample-ratio", default: 1)
+            guard (0...1).contains(export.sampleRatio) else {
+                throw ValidationError("--trace-sample-ratio must be between 0 and 1.")
+            }
+            traces = export
+        }
         return Resolved(
             level: try await level(logLevel, "log-level", .info), json: format == "json",
-            requestLogLevel: try await level(requestLogLevel, "request-log-level", .debug), metrics: metrics
+            requestLogLevel: try await level(requestLogLevel, "request-log-level", .debug), metrics: metrics,
+            traces: traces
         )
     }
 }

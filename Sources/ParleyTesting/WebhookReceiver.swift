@@ -4,14 +4,16 @@ import NIOCore
 import NIOHTTP1
 import NIOPosix
 
-/// An app's backend for webhook tests: an HTTP/1.1 server on 127.0.0.1 that records every request and answers what
-/// the test scripted (200 unless told otherwise).
+/// An app's backend for webhook tests (and an OTLP/HTTP collector for trace tests): an HTTP/1.1 server on 127.0.0.1
+/// that records every request and answers what the test scripted (200 unless told otherwise).
 ///
 /// Stop it to make the server's connections be refused; start another on the same ``port`` to come back.
 public final class WebhookReceiver: Sendable {
     /// An answer the test scripts.
     public enum Answer: Sendable, Hashable {
         case status(Int)
+        /// This status with a JSON body.
+        case json(Int, String)
         /// Never answer (the sender's timeout ends it).
         case hang
         /// Close the connection without an answer.
@@ -29,8 +31,10 @@ public final class WebhookReceiver: Sendable {
 
         /// Whether it was answered with a 2xx status.
         public var accepted: Bool {
-            if case .status(let status) = answer { return (200..<300).contains(status) }
-            return false
+            switch answer {
+            case .status(let status), .json(let status, _): (200..<300).contains(status)
+            case .hang, .close: false
+            }
         }
 
         public func header(_ name: String) -> String? { headers[name.lowercased()] }
@@ -195,20 +199,27 @@ private final class ReceiverHandler: ChannelInboundHandler, @unchecked Sendable 
         }
         switch answer {
         case .status(let status):
-            var responseHeaders = HTTPHeaders()
-            responseHeaders.add(name: "Content-Length", value: "2")
-            responseHeaders.add(name: "Content-Type", value: "text/plain")
-            let responseHead = HTTPResponseHead(
-                version: head.version, status: HTTPResponseStatus(statusCode: status), headers: responseHeaders
-            )
-            context.write(wrapOutboundOut(.head(responseHead)), promise: nil)
-            context.write(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(string: "ok")))), promise: nil)
-            context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
+            self.answer(context: context, head: head, status: status, type: "text/plain", body: "ok")
+        case .json(let status, let body):
+            self.answer(context: context, head: head, status: status, type: "application/json", body: body)
         case .hang:
             break
         case .close:
             context.close(promise: nil)
         }
         for (continuation, requests) in wakeUps { continuation.resume(returning: requests) }
+    }
+
+    private func answer(context: ChannelHandlerContext, head: HTTPRequestHead, status: Int, type: String, body: String)
+    {
+        var responseHeaders = HTTPHeaders()
+        responseHeaders.add(name: "Content-Length", value: "\(body.utf8.count)")
+        responseHeaders.add(name: "Content-Type", value: type)
+        let responseHead = HTTPResponseHead(
+            version: head.version, status: HTTPResponseStatus(statusCode: status), headers: responseHeaders
+        )
+        context.write(wrapOutboundOut(.head(responseHead)), promise: nil)
+        context.write(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(string: body)))), promise: nil)
+        context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
     }
 }

@@ -3,7 +3,8 @@
 Usage: prometheus_check.py PROMETHEUS_URL PARLEY_VERSION
 
 Checks, against Prometheus's HTTP API, once the server's first scrapes are in:
-- `up{job="parley"}` is 1 and `parley_build_info` names PARLEY_VERSION;
+- `up{job="parley"}` is 1 and `parley_build_info` names PARLEY_VERSION and a commit (git's hash, `-dirty` when built
+  with uncommitted changes, or `unknown` outside a checkout);
 - each recording rule returns one series per node with a value in its range (the descriptors' and the disk's ratios
   in (0, 1], the commit p99 a number or absent before any commit);
 - no Parley alert fires on a healthy server, and every alert and recording rule was evaluated without error;
@@ -59,6 +60,8 @@ while True:
 info = instant("parley_build_info")
 if [series["metric"].get("version") for series in info] != [VERSION]:
     fail(f"parley_build_info: {info}")
+if not re.fullmatch(r"[0-9a-f]{40}(-dirty)?|unknown", info[0]["metric"].get("commit", "")):
+    fail(f"parley_build_info has no commit: {info}")
 for name in ("parley:process_fds:ratio", "parley:storage_free:ratio"):
     series = instant(name)
     if len(series) != 1 or not 0 < float(series[0]["value"][1]) <= 1:

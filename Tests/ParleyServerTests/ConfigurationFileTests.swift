@@ -106,6 +106,16 @@ struct ConfigurationFileTests {
                 "data-dir: \(directory.path)/data\n", ["PARLEY_IDLE_TIMEOUT_SECONDS": "1e300"],
                 "--idle-timeout-seconds must be"
             ),
+            // Traces: an endpoint that is not http(s), an encoding the exporter does not have, a ratio out of 0...1.
+            ("data-dir: \(directory.path)/data\ntrace-endpoint: ftp://127.0.0.1/x\n", [:], "--trace-endpoint must be"),
+            (
+                "data-dir: \(directory.path)/data\ntrace-endpoint: http://127.0.0.1:4318/v1/traces\n",
+                ["PARLEY_TRACE_PROTOCOL": "grpc"], "Unknown --trace-protocol grpc"
+            ),
+            (
+                "data-dir: \(directory.path)/data\ntrace-endpoint: http://127.0.0.1:4318/v1/traces\n"
+                    + "trace-sample-ratio: 1.5\n", [:], "--trace-sample-ratio must be"
+            ),
         ]
         for (index, entry) in cases.enumerated() {
             let file = directory.path + "/bad\(index).yaml"
@@ -130,5 +140,28 @@ struct ConfigurationFileTests {
         } catch {
             #expect("\(error)".contains("nowhere.yaml cannot be read"))
         }
+    }
+
+    /// `--trace-endpoint` from the environment: the real executable sends its spans to a collector in OTLP's
+    /// protobuf encoding (the default), the last ones when it is stopped.
+    @Test func tracesGoToTheCollectorTheEnvironmentNames() async throws {
+        let (directory, app) = try await Self.provisioned()
+        let collector = try await WebhookReceiver.start()
+        collector.answerEveryRequest(with: .json(200, "{}"))
+        let node = try await ServerProcess.start(
+            label: "traces", app: app, arguments: ["--data-dir", directory.path + "/data"],
+            environment: ["PARLEY_TRACE_ENDPOINT": collector.url("/v1/traces")]
+        )
+        #expect(try await Self.login(node, size: 200) == 401)
+        #expect(await node.terminate(timeout: .seconds(20)) != nil)
+        let exports = collector.requests
+        #expect(!exports.isEmpty && exports.allSatisfy { $0.path == "/v1/traces" })
+        #expect(exports.allSatisfy { $0.header("Content-Type") == "application/x-protobuf" })
+        // Protobuf keeps strings as they are: the span's name and the service's are in the bytes.
+        let bytes = exports.flatMap(\.body)
+        for text in ["POST /v1/login", "parley-server", "http.response.status_code"] {
+            #expect(bytes.firstRange(of: Array(text.utf8)) != nil, "not exported: \(text)")
+        }
+        try await collector.stop()
     }
 }

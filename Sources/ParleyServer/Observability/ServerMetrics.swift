@@ -16,7 +16,8 @@ final class ServerMetrics: Sendable {
     let registry: PrometheusCollectorRegistry?
     private let factory: any MetricsFactory
 
-    /// `parley_build_info{version}`: always 1; the release a node runs, for dashboards and alerts across nodes.
+    /// `parley_build_info{version,commit}`: always 1; the release and commit a node runs, for dashboards and alerts
+    /// across nodes.
     let buildInfo: CoreMetrics.Gauge
     /// 1 while `GET /health/ready` answers 200 (serving), 0 while starting or draining.
     let ready: CoreMetrics.Gauge
@@ -97,7 +98,8 @@ final class ServerMetrics: Sendable {
         self.factory = factory
         self.registry = registry
         buildInfo = CoreMetrics.Gauge(
-            label: "parley_build_info", dimensions: [("version", ParleyRelease.version)], factory: factory)
+            label: "parley_build_info", dimensions: [("version", ServerBuild.version), ("commit", ServerBuild.commit)],
+            factory: factory)
         buildInfo.record(1)
         ready = CoreMetrics.Gauge(label: "parley_ready", factory: factory)
         openFileDescriptors = CoreMetrics.Gauge(label: "process_open_fds", factory: factory)

@@ -13,6 +13,7 @@ struct FrameSession {
     let malformedFrameLimit: Int
     let sends: SendRateLimiter?
     let metrics: ServerMetrics
+    let tracing: ServerTracing
     private var malformedFrames = 0
     private var typingBudget: TokenBucket
 
@@ -25,6 +26,7 @@ struct FrameSession {
         self.malformedFrameLimit = gateway.configuration.malformedFrameLimit
         self.sends = gateway.sends
         self.metrics = gateway.metrics
+        self.tracing = gateway.tracing
         self.typingBudget = TokenBucket(
             perSecond: gateway.configuration.typingFramesPerSecond, now: gateway.time.timeline.now()
         )
@@ -127,7 +129,7 @@ struct FrameSession {
             deliveredSeq: frame.deliveredSeq, readSeq: frame.readSeq, now: time.epochMilliseconds()
         )
         let connection = self.connection
-        writer.enqueue(.markReceipt(command)) { result in
+        enqueue(.markReceipt(command)) { result in
             if case .failure(let error) = result {
                 Self.reply(.error(Self.errorFrame(error, ref: frame.ref)), on: connection)
             }
@@ -215,7 +217,7 @@ struct FrameSession {
     /// Stores a command that changes a message and answers with an ack carrying its outcome, or an error.
     private func submit(_ command: Command, ref: String) {
         let connection = self.connection
-        writer.enqueue(command) { result in
+        enqueue(command) { result in
             switch result {
             case .success(let outcome):
                 switch outcome.outcome {
@@ -229,6 +231,18 @@ struct FrameSession {
             case .failure(let error):
                 Self.reply(.error(Self.errorFrame(error, ref: ref)), on: connection)
             }
+        }
+    }
+
+    /// Hands a command to the writer, in a span of its own when tracing is on (ended once it is answered).
+    private func enqueue(_ command: Command, completion: @escaping CommandWriter.Completion) {
+        guard let span = tracing.startCommand(command, connection: connection) else {
+            writer.enqueue(command, completion: completion)
+            return
+        }
+        writer.enqueue(command) { result in
+            completion(result)
+            ServerTracing.end(span, result)
         }
     }
 

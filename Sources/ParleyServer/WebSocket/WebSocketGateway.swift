@@ -27,6 +27,8 @@ struct WebSocketGateway: Sendable {
     let time: ServerClock
     let configuration: ServerConfiguration
     var metrics: ServerMetrics = .discarding
+    /// Spans of the commands clients send (off unless traces are exported).
+    var tracing: ServerTracing = .off
     let logger: Logger
 
     /// What authentication found for a `connect`: the principal, its user, and the stream positions read before the

@@ -66,7 +66,8 @@ import Testing
         #expect(wrong.status == 401)
         let before = try await Self.scrape(server)
         // The process and its data directory, read at the scrape: the release, readiness, descriptors, disk.
-        #expect(before[#"parley_build_info{version="\#(ParleyRelease.version)"}"#] == 1)
+        #expect(
+            before[#"parley_build_info{version="\#(ParleyRelease.version)",commit="\#(ServerBuild.commit)"}"#] == 1)
         #expect(before["parley_ready"] == 1)
         #expect(before["process_open_fds"] > 0 && before["process_open_fds"] < before["process_max_fds"])
         let room = try #require(ProcessResources.fileSystem(of: server.dataDirectory))
