@@ -269,6 +269,8 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio", condition: server),
                 .product(name: "NIOHTTP1", package: "swift-nio", condition: server),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio", condition: server),
+                // relay-floor's storing relay writes its log with SQLite as the server does.
+                .product(name: "GRDB", package: "GRDB.swift", condition: server),
             ],
             path: "Benchmarks/ParleyBench"
         ),

@@ -15,7 +15,8 @@ struct ParleyBench: AsyncParsableCommand {
         subcommands: [
             ConnectScenario.self, FanoutScenario.self, RoomsScenario.self, PersistScenario.self, StormScenario.self,
             FilesScenario.self, OfflineStoreScenario.self, MembersScenario.self, SearchScenario.self,
-            InboxScenario.self, DirectoryScenario.self, SoakScenario.self,
+            InboxScenario.self, DirectoryScenario.self, SoakScenario.self, RelayFloorScenario.self,
+            RelayFloorServer.self,
             ConnectWorker.self,
         ]
     )
