@@ -60,6 +60,20 @@ struct RelayFloorScenario: AsyncParsableCommand {
             """)
     var store = false
 
+    @Flag(
+        help: """
+            With --store, never checkpoint the WAL (it grows for the run): storing without the checkpoints' copies \
+            and fsyncs, a floor under any way of running them.
+            """)
+    var noCheckpoints = false
+
+    @Flag(
+        help: """
+            With --store, checkpoint on a thread of its own (a PASSIVE checkpoint every 250 ms, a RESTART every 2 s; \
+            SQLite's automatic ones off), as parley-server's checkpointer does, instead of on the storing thread.
+            """)
+    var checkpointThread = false
+
     func run() async throws {
         let people = rooms * size
         let (senders, offsets) = RoomsScenario.schedule(
@@ -82,7 +96,8 @@ struct RelayFloorScenario: AsyncParsableCommand {
         }
         relay.arguments =
             ["relay-floor-server", "--size", "\(size)", "--loops", "\(loops)"] + (hop || store ? ["--hop"] : [])
-            + (database.map { ["--database", $0] } ?? [])
+            + (database.map { ["--database", $0] } ?? []) + (noCheckpoints ? ["--no-checkpoints"] : [])
+            + (checkpointThread ? ["--checkpoint-thread"] : [])
         let output = Pipe()
         let input = Pipe()
         relay.standardOutput = output
@@ -165,7 +180,8 @@ struct RelayFloorScenario: AsyncParsableCommand {
         let cpuEnd = ProcFS.cpuSeconds(pid: relay.processIdentifier) ?? 0
         let measuredMessages = Double(deliveries.count - deliveriesAtStart) / Double(size - 1)
         let summary = latency.summary
-        let mode = store ? "hop+store" : hop ? "hop" : "direct"
+        let checkpoints = noCheckpoints ? "-no-checkpoints" : checkpointThread ? "-checkpoint-thread" : ""
+        let mode = store ? "hop+store" + checkpoints : hop ? "hop" : "direct"
         print(
             "relay-floor: mode=\(mode) rooms=\(rooms)x\(size) messages=\(count) rate=\(Int(rate))/s "
                 + "delivered=\(deliveries.count)/\(expected) acked=\(acks.count - people) "
@@ -186,12 +202,18 @@ struct RelayFloorServer: ParsableCommand {
     @Option var loops: Int = System.coreCount
     @Flag var hop = false
     @Option var database: String?
+    @Flag var noCheckpoints = false
+    @Flag var checkpointThread = false
 
     func run() throws {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: loops)
         let registry = RelayRegistry()
         let size = size
-        let writer = hop ? try RelayWriter(registry: registry, size: size, database: database) : nil
+        let writer =
+            hop
+            ? try RelayWriter(
+                registry: registry, size: size, database: database,
+                checkpoints: noCheckpoints ? .none : checkpointThread ? .ownThread : .onWriter) : nil
         let server = try ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 4096)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
@@ -304,7 +326,9 @@ final class RelayWriter: @unchecked Sendable {
     private let database: DatabaseQueue?
     private var positions: [Int: Int64] = [:]
 
-    init(registry: RelayRegistry, size: Int, database path: String?) throws {
+    enum Checkpoints { case onWriter, ownThread, none }
+
+    init(registry: RelayRegistry, size: Int, database path: String?, checkpoints: Checkpoints) throws {
         self.registry = registry
         self.size = size
         if let path {
@@ -312,6 +336,7 @@ final class RelayWriter: @unchecked Sendable {
             configuration.prepareDatabase { db in
                 try db.execute(sql: "PRAGMA journal_mode = WAL")
                 try db.execute(sql: "PRAGMA synchronous = NORMAL")
+                if checkpoints != .onWriter { try db.execute(sql: "PRAGMA wal_autocheckpoint = 0") }
             }
             let database = try DatabaseQueue(path: path, configuration: configuration)
             try database.inDatabase { db in
@@ -323,6 +348,19 @@ final class RelayWriter: @unchecked Sendable {
                         """)
             }
             self.database = database
+            if checkpoints == .ownThread {
+                let checkpointer = try DatabaseQueue(path: path)
+                let thread = Thread {
+                    var round = 0
+                    while true {
+                        Thread.sleep(forTimeInterval: 0.25)
+                        round += 1
+                        let mode = round % 8 == 0 ? "RESTART" : "PASSIVE"
+                        _ = try? checkpointer.inDatabase { try $0.execute(sql: "PRAGMA wal_checkpoint(\(mode))") }
+                    }
+                }
+                thread.start()
+            }
         } else {
             self.database = nil
         }
