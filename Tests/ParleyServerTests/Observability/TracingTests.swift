@@ -141,6 +141,44 @@ import Testing
         try await collector.stop()
     }
 
+    /// A collector that takes requests and never answers holds no request of the server, and delays its stop by the
+    /// exporter's timeout (10 s) at most: spans wait in the exporter's bounded queue, not in the request path.
+    @Test func aCollectorThatNeverAnswersHoldsNothing() async throws {
+        let collector = try await WebhookReceiver.start()
+        collector.answerEveryRequest(with: .hang)
+        let server = try await TestServer.start {
+            var export = TraceExport(endpoint: collector.url("/v1/traces"))
+            export.encoding = .json
+            $0.traces = export
+        }
+        let alice = try await server.login("alice")
+        for _ in 0..<20 { #expect(try await server.request("GET", "/v1/me", token: alice).status == 200) }
+        let started = ContinuousClock.now
+        // Whichever comes first, without waiting for the other: a stop that hangs fails the test instead of holding it.
+        var timer: Task<Void, Never>?
+        let stopped = await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
+            let answered = NIOLockedValueBox(false)
+            let answer: @Sendable (Bool) -> Void = { value in
+                if answered.withLockedValue({ done in
+                    defer { done = true }
+                    return !done
+                }) {
+                    continuation.resume(returning: value)
+                }
+            }
+            Task { answer((try? await server.stop()) != nil) }
+            timer = Task {
+                try? await Task.sleep(for: .seconds(60))
+                answer(false)
+            }
+        }
+        timer?.cancel()
+        #expect(stopped, "the stop did not end within 60 s")
+        #expect(ContinuousClock.now - started < .seconds(30), "\(ContinuousClock.now - started)")
+        #expect(!collector.requests.isEmpty)
+        try await collector.stop()
+    }
+
     /// The spans of one OTLP/JSON export (`resourceSpans[].scopeSpans[].spans[]`); ids in hex (the exporter writes
     /// them in base64, as protobuf's JSON mapping does for bytes).
     static func spans(in body: [UInt8]) throws -> [ExportedSpan] {
