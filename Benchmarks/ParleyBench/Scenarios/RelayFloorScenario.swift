@@ -18,20 +18,7 @@ struct RelayFloorScenario: AsyncParsableCommand {
         abstract: "rooms' traffic through a bare SwiftNIO relay (no storage, no protocol): the socket path's floor."
     )
 
-    @Option(help: "Groups.")
-    var rooms: Int = 2000
-
-    @Option(help: "Members per group (each one socket).")
-    var size: Int = 5
-
-    @Option(name: [.short, .customLong("rate")], help: "Messages per second, all groups together.")
-    var rate: Double = 2000
-
-    @Option(help: "Seconds of sending.")
-    var duration: Double = 10
-
-    @Option(help: "Seconds at the start left out of the latency and the CPU.")
-    var warmup: Double = 2
+    @OptionGroup var load: RoomsLoad
 
     @Option(help: "Bytes of each message frame (Parley's event frames in rooms are about 560).")
     var frameBytes: Int = 560
@@ -75,6 +62,7 @@ struct RelayFloorScenario: AsyncParsableCommand {
     var checkpointThread = false
 
     func run() async throws {
+        let (rooms, size, rate, duration, warmup) = (load.rooms, load.size, load.rate, load.duration, load.warmup)
         let people = rooms * size
         let (senders, offsets) = RoomsScenario.schedule(
             phases: .random, people: people, rate: rate, duration: duration)

@@ -10,20 +10,12 @@ struct RoomsScenario: AsyncParsableCommand {
         abstract: "Many small groups talking at once (e.g. 2,000 x 5 at 2,000 msg/s in all): latency, lost, duplicated."
     )
 
-    @Option(help: "Groups.")
-    var rooms: Int = 2000
-
-    @Option(help: "Members per group (each one socket).")
-    var size: Int = 5
-
-    @Option(name: [.short, .customLong("rate")], help: "Messages per second, all groups together.")
-    var rate: Double = 2000
-
-    @Option(help: "Seconds of sending.")
-    var duration: Double = 10
-
-    @Option(help: "Seconds at the start whose messages do not count in the latency (they do count as deliveries).")
-    var warmup: Double = 2
+    @OptionGroup var load: RoomsLoad
+    var rooms: Int { load.rooms }
+    var size: Int { load.size }
+    var rate: Double { load.rate }
+    var duration: Double { load.duration }
+    var warmup: Double { load.warmup }
 
     @Option(help: "Extra bytes of text per message.")
     var padding: Int = 64
