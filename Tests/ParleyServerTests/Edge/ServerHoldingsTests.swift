@@ -1,4 +1,5 @@
 import Foundation
+import NIOConcurrencyHelpers
 import ParleyProtocol
 import ParleyServer
 import ParleyStore
@@ -12,21 +13,38 @@ import Testing
 /// where memory, descriptors, CPU and signals are measured.
 @Suite(.serialized, .timeLimit(.minutes(5))) struct ServerHoldingsTests {
     /// One WebSocket's life: upgrade, `connect`, `hello`... `caughtUp`, a close handshake.
-    static func webSocketCycle(port: Int, token: String) async throws {
+    /// One connection caught up and closed by the client; false when the server closed it first for a handshake not
+    /// done within its 10 s (4400 `ERR_HANDSHAKE_FAILED`: seen once when the whole suite held the two cores, in a test
+    /// that counts what stays behind, which such a close must not leave either).
+    @discardableResult
+    static func webSocketCycle(port: Int, token: String) async throws -> Bool {
         let socket = try await RawSocket.openWebSocket(port: port, token: token, readTimeout: .seconds(20))
-        _ = try await socket.readText(containing: #""type":"caughtUp""#)
+        defer { socket.close() }
+        do {
+            _ = try await socket.readText(containing: #""type":"caughtUp""#)
+        } catch let failure as RawSocket.Failure where failure.description.contains("ERR_HANDSHAKE_FAILED") {
+            return false
+        }
         try await socket.send(RawSocket.clientFrame([0x03, 0xE8], opcode: 0x8))
         _ = try await socket.readUntilClose()
-        socket.close()
+        return true
     }
 
-    /// `count` cycles, `parallel` at a time, over `tokens` in turn.
+    /// `count` cycles, `parallel` at a time, over `tokens` in turn; fails when more than one in a hundred was refused
+    /// a handshake (``webSocketCycle(port:token:)``).
     static func cycles(_ count: Int, parallel: Int, port: Int, tokens: [String]) async throws {
+        let refused = NIOLockedValueBox(0)
+        defer {
+            let refused = refused.withLockedValue { $0 }
+            #expect(refused <= count / 100, "\(refused) of \(count) handshakes refused")
+        }
         try await withThrowingTaskGroup(of: Void.self) { group in
             for lane in 0..<parallel {
                 group.addTask {
                     for index in stride(from: lane, to: count, by: parallel) {
-                        try await webSocketCycle(port: port, token: tokens[index % tokens.count])
+                        if try await !webSocketCycle(port: port, token: tokens[index % tokens.count]) {
+                            refused.withLockedValue { $0 += 1 }
+                        }
                         if index % 4 == 0 {
                             // A REST request on a connection of its own, every fourth time.
                             let rest = try await RawSocket.connected(port: port)
