@@ -333,6 +333,8 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "GRDB", package: "GRDB.swift"),
+                // A tracer that keeps its spans, for the command spans' outcomes.
+                .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
                 "ParleyStoreSQLite",
             ],
             resources: []

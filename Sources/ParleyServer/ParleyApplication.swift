@@ -156,8 +156,7 @@ public func buildApplication(
 ) async throws -> ParleyApplication {
     let store = try store ?? openSQLiteStore(in: configuration.dataDirectory)
     let metrics = ServerMetrics.prometheus()
-    let (tracing, spanExport) = try ServerTracing.make(
-        configuration.traces, version: ParleyRelease.version, logger: logger)
+    let (tracing, spanExport) = try ServerTracing.make(configuration.traces, logger: logger)
     let time = ServerClock(timeline: Timeline(clock))
     let hub = Hub()
     let positions = ConversationPositions()

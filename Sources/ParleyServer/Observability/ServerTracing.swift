@@ -45,12 +45,11 @@ struct ServerTracing: Sendable {
     private static let ids = OTel.makeLoggingMetadataProvider()
 
     /// A tracer exporting to `export`, and the service that sends its spans; `.off` and nil without one.
-    static func make(_ export: TraceExport?, version: String, logger: Logger) throws -> (ServerTracing, (any Service)?)
-    {
+    static func make(_ export: TraceExport?, logger: Logger) throws -> (ServerTracing, (any Service)?) {
         guard let export else { return (.off, nil) }
         var configuration = OTel.Configuration.default
         configuration.serviceName = export.serviceName
-        configuration.resourceAttributes["service.version"] = version
+        configuration.resourceAttributes["service.version"] = ServerBuild.version
         configuration.diagnosticLogger = .custom(logger)
         configuration.logs.enabled = false
         configuration.metrics.enabled = false
@@ -106,10 +105,11 @@ struct ServerTracing: Sendable {
                 break
             }
         case .failure(let error):
-            let refusal = error as? DomainError
-            span.attributes["parley.error"] = (refusal?.code ?? .internalError).rawValue
-            // A refusal is the client's; only what the server could not do marks the span as failed.
-            if refusal == nil || refusal?.code == .internalError {
+            let code = (error as? DomainError)?.code ?? .internalError
+            span.attributes["parley.error"] = code.rawValue
+            // A refusal is the client's; what the server could not do (a code REST answers with 5xx: its storage
+            // full or unavailable, shutting down, an internal error) marks the span as failed, as a request's 5xx does.
+            if code.httpStatus.code >= 500 {
                 span.recordError(error)
                 span.setStatus(SpanStatus(code: .error))
             }
