@@ -12,6 +12,15 @@ import Testing
 @Suite struct WALCheckpointerTests {
     static let appId = "app1"
 
+    /// The test's own connections wait for a lock as the store's do, instead of failing at once with "database is
+    /// locked" (SQLite's default): the store's checkpointer may hold the WAL's checkpoint lock when the observer asks
+    /// for its own passive checkpoint (seen once under the whole suite's load).
+    static var waiting: Configuration {
+        var configuration = Configuration()
+        configuration.busyMode = .timeout(10)
+        return configuration
+    }
+
     @Test func theCheckpointerCopiesTheWALBackAndTheWriterStartsItAgain() async throws {
         let directory = try TemporaryDirectory(prefix: "parley-checkpoint")
         let path = directory.path + "/parley.sqlite"
@@ -32,7 +41,7 @@ import Testing
         // commit's frames. Without the checkpointer it would hold every frame written above (SQLite's own checkpoint
         // is off, and 10,000 pages were never reached).
         _ = try await store.apply([Self.send(from: "bob", id: "m_last", text: "last")])[0].get()
-        let observer = try DatabaseQueue(path: path)
+        let observer = try DatabaseQueue(path: path, configuration: Self.waiting)
         let frames = try await observer.writeWithoutTransaction { db in try db.checkpoint(.passive).walFrameCount }
         #expect(frames > 0 && frames < threshold)
 
@@ -49,7 +58,7 @@ import Testing
         ).messages
         #expect(newest.map(\.id) == ["m_last"])
         try await reopened.close()
-        let reader = try DatabaseQueue(path: path)
+        let reader = try DatabaseQueue(path: path, configuration: Self.waiting)
         let stored = try await reader.read { db in
             try Int.fetchOne(db, sql: "SELECT count(*) FROM events WHERE name = 'conversationMessage.sent'")
         }
